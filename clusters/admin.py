@@ -1,0 +1,93 @@
+from typing import Any
+
+from cryptography.hazmat.primitives.serialization import load_ssh_private_key
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from clusters.models import Cluster, ClusterAccount
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "ssh_host",
+        "ssh_port",
+        "gpu_model",
+        "gpu_peak_bf16_tflops",
+        "price_per_gpu_hour",
+        "is_active",
+    ]
+    list_filter = ["is_active", "gpu_model"]
+    search_fields = ["name", "ssh_host"]
+    readonly_fields = ["host_key_fingerprint", "created_at"]
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """Never renders its value, not even the one just typed into a form with errors."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+class ClusterAccountForm(forms.ModelForm):
+    """The private key can be replaced but is never sent back to the browser."""
+
+    new_private_key = forms.CharField(
+        label="Private key",
+        required=False,
+        strip=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 6, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="Paste an unencrypted OpenSSH private key. It is stored encrypted and never "
+        "shown again; leave blank to keep the current key.",
+    )
+
+    class Meta:
+        model = ClusterAccount
+        fields = ["cluster", "user", "username"]
+
+    def clean_new_private_key(self) -> str:
+        key: str = self.cleaned_data["new_private_key"].strip()
+        if not key:
+            if self.instance.pk is None:
+                raise forms.ValidationError("A new account needs its private key.")
+            return ""
+        try:
+            load_ssh_private_key(key.encode() + b"\n", password=None)
+        except (ValueError, TypeError) as exc:
+            raise forms.ValidationError(
+                "This is not an unencrypted OpenSSH private key (it should begin with "
+                "'-----BEGIN OPENSSH PRIVATE KEY-----' and have no passphrase)."
+            ) from exc
+        return key + "\n"
+
+    def save(self, commit: bool = True) -> ClusterAccount:
+        account: ClusterAccount = super().save(commit=False)
+        if self.cleaned_data.get("new_private_key"):
+            account.private_key = self.cleaned_data["new_private_key"]
+        if commit:
+            account.save()
+        return account
+
+
+@admin.register(ClusterAccount)
+class ClusterAccountAdmin(admin.ModelAdmin):
+    form = ClusterAccountForm
+    list_display = ["username", "cluster", "user", "kind", "updated_at"]
+    list_filter = ["cluster"]
+    search_fields = ["username", "user__username", "cluster__name"]
+    list_select_related = ["cluster", "user"]
+    autocomplete_fields = ["user"]
+    readonly_fields = ["key_status", "created_at", "updated_at"]
+
+    @admin.display(description="kind")
+    def kind(self, account: ClusterAccount) -> str:
+        return "shared service account" if account.is_service_account else "personal"
+
+    @admin.display(description="private key")
+    def key_status(self, account: ClusterAccount) -> str:
+        return "stored (encrypted)" if account.pk and account.private_key else "not set"
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["cluster", "user", "username", "new_private_key", "key_status"]

@@ -1,0 +1,43 @@
+"""`manage.py sandbox up|down|status`: the local Slurm cluster behind a real sshd."""
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from clusters import sandbox
+from clusters.services import cluster_register_sandbox
+
+
+class Command(BaseCommand):
+    help = "Start, stop or show the sandbox Slurm cluster (two GPU nodes, sshd on 2222)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("action", choices=["up", "down", "status"])
+        parser.add_argument(
+            "--no-register",
+            action="store_true",
+            help="Do not record the cluster and its accounts in the database.",
+        )
+
+    def handle(self, *args: Any, action: str, no_register: bool, **options: Any) -> None:
+        state_dir = settings.SANDBOX_STATE_DIR
+        try:
+            if action == "up":
+                info = sandbox.up(state_dir)
+                if not no_register:
+                    cluster = cluster_register_sandbox(info=info)
+                    self.stdout.write(
+                        f"Registered cluster {cluster.name!r} "
+                        f"(host key {cluster.host_key_fingerprint}) with accounts "
+                        f"{', '.join(sorted(info.users))}."
+                    )
+                self.stdout.write(self.style.SUCCESS(sandbox.status(state_dir)))
+            elif action == "down":
+                sandbox.down(state_dir)
+                self.stdout.write("Sandbox stopped.")
+            else:
+                self.stdout.write(sandbox.status(state_dir))
+        except sandbox.SandboxError as exc:
+            raise CommandError(str(exc)) from exc

@@ -1,0 +1,108 @@
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from clusters.hostkeys import fingerprint, parse_host_key, validate_host_key
+from portal.crypto import EncryptedTextField
+
+
+class Cluster(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    ssh_host = models.CharField(max_length=255, verbose_name="SSH host")
+    ssh_port = models.PositiveIntegerField(
+        default=22, validators=[MaxValueValidator(65535)], verbose_name="SSH port"
+    )
+    host_key = models.TextField(
+        validators=[validate_host_key],
+        help_text="The login node's public host key (one line, as `ssh-keyscan` prints it). "
+        "Connections presenting any other key are refused.",
+    )
+    base_run_dir = models.CharField(
+        max_length=255,
+        default="~/portal-runs",
+        help_text="Where attempts' run directories are made, on a filesystem shared by all "
+        "nodes; `~` is the cluster account's home.",
+    )
+    default_partition = models.CharField(max_length=64, blank=True)
+    gpu_model = models.CharField(max_length=64, blank=True, verbose_name="GPU model")
+    gpu_peak_bf16_tflops = models.FloatField(
+        default=0,
+        validators=[MinValueValidator(0)],
+        verbose_name="GPU peak dense bf16 TFLOP/s",
+        help_text="Per GPU; the denominator of MFU.",
+    )
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+        verbose_name="price per GPU-hour",
+    )
+    is_active = models.BooleanField(default=True, verbose_name="active")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def host_key_fingerprint(self) -> str:
+        try:
+            return fingerprint(*parse_host_key(self.host_key))
+        except ValidationError:
+            return "(not a valid host key)"
+
+
+class ClusterAccount(models.Model):
+    """A login on a cluster; a job runs as its submitter's account, else the shared one."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="accounts")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="cluster_accounts",
+        help_text="Leave blank for the cluster's shared service account.",
+    )
+    username = models.CharField(
+        max_length=32,
+        validators=[
+            RegexValidator(
+                r"^[a-z_][a-z0-9_.-]*$",
+                "A POSIX user name: lower-case letters, digits, '_', '.', '-'.",
+            )
+        ],
+        help_text="The user name on the cluster.",
+    )
+    private_key = EncryptedTextField(help_text="OpenSSH private key; encrypted at rest.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster", "username"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "user"],
+                condition=Q(user__isnull=False),
+                name="clusteraccount_one_per_user",
+            ),
+            models.UniqueConstraint(
+                fields=["cluster"],
+                condition=Q(user__isnull=True),
+                name="clusteraccount_one_service_account",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username}@{self.cluster}"
+
+    @property
+    def is_service_account(self) -> bool:
+        return self.user_id is None

@@ -1,0 +1,56 @@
+from decimal import Decimal
+from typing import Protocol
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from clusters.models import Cluster, ClusterAccount
+
+SANDBOX_CLUSTER_NAME = "sandbox"
+# An H200's dense bf16 peak, per GPU (NVIDIA's datasheet, without sparsity).
+H200_PEAK_BF16_TFLOPS = 989.0
+
+
+class SandboxDescription(Protocol):
+    ssh_host: str
+    ssh_port: int
+    host_key: str
+    users: dict[str, str]
+    base_run_dir: str
+    partition: str
+    gpu_model: str
+
+
+@transaction.atomic
+def cluster_register_sandbox(*, info: SandboxDescription) -> Cluster:
+    """Record the sandbox cluster and one personal account per sandbox user.
+
+    Portal users of the same names are created without a usable password when
+    missing, so that each sandbox login belongs to someone.
+    """
+    cluster, _ = Cluster.objects.update_or_create(
+        name=SANDBOX_CLUSTER_NAME,
+        defaults={
+            "ssh_host": info.ssh_host,
+            "ssh_port": info.ssh_port,
+            "host_key": info.host_key,
+            "base_run_dir": info.base_run_dir,
+            "default_partition": info.partition,
+            "gpu_model": f"NVIDIA {info.gpu_model} (stand-in)",
+            "gpu_peak_bf16_tflops": H200_PEAK_BF16_TFLOPS,
+            "price_per_gpu_hour": Decimal("2.50"),
+            "is_active": True,
+        },
+    )
+    user_model = get_user_model()
+    for username, private_key in sorted(info.users.items()):
+        user, created = user_model.objects.get_or_create(username=username)
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        ClusterAccount.objects.update_or_create(
+            cluster=cluster,
+            user=user,
+            defaults={"username": username, "private_key": private_key},
+        )
+    return cluster

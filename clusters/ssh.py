@@ -1,0 +1,212 @@
+"""The SSH gateway: the only module that talks to paramiko.
+
+Host keys are pinned per cluster; every call has a deadline; stdout and stderr
+are drained together before the exit status is read (paramiko#448).
+"""
+
+import io
+import logging
+import select
+import socket
+import time
+from dataclasses import dataclass
+from typing import Self
+
+import paramiko
+
+from clusters.hostkeys import fingerprint, parse_host_key
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 10.0
+COMMAND_TIMEOUT = 30.0
+KEEPALIVE_INTERVAL = 15
+
+
+class SSHError(Exception):
+    """An SSH failure; `retryable` says whether trying again later can help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class HostKeyMismatch(SSHError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom to connect; built from a Cluster and a ClusterAccount."""
+
+    cluster_name: str
+    host: str
+    port: int
+    host_key: str
+    username: str
+    private_key: str
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def error_text(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+
+def _load_private_key(text: str) -> paramiko.PKey:
+    try:
+        return paramiko.PKey.from_private_key(io.StringIO(text))
+    except (paramiko.SSHException, ValueError) as exc:
+        raise SSHError(
+            "The cluster account's private key cannot be read; replace it in the admin page.",
+            retryable=False,
+        ) from exc
+
+
+def _mismatch(endpoint: Endpoint, presented: paramiko.PKey) -> HostKeyMismatch:
+    expected = fingerprint(*parse_host_key(endpoint.host_key))
+    return HostKeyMismatch(
+        f"Host key mismatch for cluster {endpoint.cluster_name!r} "
+        f"({endpoint.host}:{endpoint.port}): expected {expected}, the server presented "
+        f"{fingerprint(presented.get_name(), presented.asbytes())}. If the server's key was "
+        "changed on purpose, update the cluster's host key in the admin page; otherwise "
+        "do not connect."
+    )
+
+
+class _RejectUnpinned(paramiko.RejectPolicy):
+    """Refuses any key but the pinned one, naming both fingerprints."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise _mismatch(self.endpoint, key)
+
+
+class Connection:
+    """One authenticated SSH connection to a cluster login node."""
+
+    def __init__(self, endpoint: Endpoint, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        self.endpoint = endpoint
+        self._client = paramiko.SSHClient()
+        # No system or user known_hosts: the pinned key is the only trusted one.
+        key_type, blob = parse_host_key(endpoint.host_key)
+        host_entry = endpoint.host if endpoint.port == 22 else f"[{endpoint.host}]:{endpoint.port}"
+        self._client.get_host_keys().add(
+            host_entry, key_type, paramiko.PKey.from_type_string(key_type, blob)
+        )
+        self._client.set_missing_host_key_policy(_RejectUnpinned(endpoint))
+        try:
+            self._client.connect(
+                endpoint.host,
+                port=endpoint.port,
+                username=endpoint.username,
+                pkey=_load_private_key(endpoint.private_key),
+                timeout=connect_timeout,
+                banner_timeout=connect_timeout,
+                auth_timeout=connect_timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except SSHError:
+            self._client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            self._client.close()
+            raise _mismatch(endpoint, exc.key) from exc
+        except paramiko.AuthenticationException as exc:
+            self._client.close()
+            raise SSHError(
+                f"Cluster {endpoint.cluster_name!r} refused the key of account "
+                f"{endpoint.username!r}: check that its public key is in that user's "
+                "~/.ssh/authorized_keys.",
+                retryable=False,
+            ) from exc
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            self._client.close()
+            raise SSHError(
+                f"Cannot reach cluster {endpoint.cluster_name!r} at "
+                f"{endpoint.host}:{endpoint.port}: {exc}",
+                retryable=True,
+            ) from exc
+        transport = self._client.get_transport()
+        assert transport is not None  # noqa: S101 - connect() succeeded
+        transport.set_keepalive(KEEPALIVE_INTERVAL)
+        self._transport = transport
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    @property
+    def is_alive(self) -> bool:
+        return self._transport.is_active()
+
+    def run(
+        self, command: str, *, stdin: bytes = b"", timeout: float = COMMAND_TIMEOUT
+    ) -> CommandResult:
+        """Run one command; the caller quotes every argument (shlex.quote)."""
+        deadline = time.monotonic() + timeout
+        try:
+            channel = self._transport.open_session(timeout=timeout)
+            channel.exec_command(command)
+            if stdin:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            out, err = bytearray(), bytearray()
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    channel.close()
+                    raise SSHError(
+                        f"Command on cluster {self.endpoint.cluster_name!r} took longer than "
+                        f"{timeout:.0f} s and was abandoned.",
+                        retryable=True,
+                    )
+                select.select([channel], [], [], min(remaining, 1.0))
+                while channel.recv_ready():
+                    out += channel.recv(65536)
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                if channel.exit_status_ready() and not (
+                    channel.recv_ready() or channel.recv_stderr_ready()
+                ):
+                    break
+            status = channel.recv_exit_status()
+            channel.close()
+        except (OSError, paramiko.SSHException, EOFError, socket.timeout) as exc:
+            raise SSHError(
+                f"Lost the connection to cluster {self.endpoint.cluster_name!r}: {exc}",
+                retryable=True,
+            ) from exc
+        return CommandResult(exit_status=status, stdout=bytes(out), stderr=bytes(err))
+
+    def upload(self, remote_path: str, data: bytes, *, mode: int = 0o600) -> None:
+        """Write a file on the cluster with the given mode, via SFTP."""
+        try:
+            with self._client.open_sftp() as sftp:
+                sftp.get_channel().settimeout(COMMAND_TIMEOUT)  # type: ignore[union-attr]
+                with sftp.open(remote_path, "wb") as handle:
+                    handle.chmod(mode)
+                    handle.write(data)
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise SSHError(
+                f"Upload of {remote_path} to cluster {self.endpoint.cluster_name!r} failed: {exc}",
+                retryable=True,
+            ) from exc

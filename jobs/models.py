@@ -1,0 +1,133 @@
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+from clusters.models import Cluster
+from projects.models import Project
+
+
+class State(models.TextChoices):
+    """Where a job or attempt stands; the Slurm names where Slurm has one."""
+
+    NEW = "NEW", "New"  # in the portal, not yet handed to Slurm
+    SUBMITTING = "SUBMITTING", "Submitting"
+    PENDING = "PENDING", "Pending"
+    RUNNING = "RUNNING", "Running"
+    COMPLETING = "COMPLETING", "Completing"
+    COMPLETED = "COMPLETED", "Completed"
+    FAILED = "FAILED", "Failed"
+    CANCELLED = "CANCELLED", "Cancelled"
+    TIMEOUT = "TIMEOUT", "Time limit"
+    NODE_FAIL = "NODE_FAIL", "Node failure"
+    PREEMPTED = "PREEMPTED", "Preempted"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY", "Out of memory"
+    SUBMIT_FAILED = "SUBMIT_FAILED", "Submission failed"
+
+
+FINAL_STATES = frozenset(
+    {
+        State.COMPLETED,
+        State.FAILED,
+        State.CANCELLED,
+        State.TIMEOUT,
+        State.NODE_FAIL,
+        State.PREEMPTED,
+        State.OUT_OF_MEMORY,
+        State.SUBMIT_FAILED,
+    }
+)
+
+
+class Template(models.TextChoices):
+    COMMAND = "command", "Command"
+    TORCHRUN = "torchrun", "PyTorch DDP (torchrun)"
+
+
+class Job(models.Model):
+    """What the researcher asked for; each submission to Slurm is an Attempt."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(
+        max_length=128,
+        validators=[
+            RegexValidator(r"^[\w.+-][\w .+-]*$", "Use letters, digits, spaces and '._+-'.")
+        ],
+    )
+    template = models.CharField(max_length=16, choices=Template.choices, default=Template.COMMAND)
+    command = models.TextField(help_text="What to run (for torchrun: the script and arguments).")
+    nodes = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(1024)]
+    )
+    gpus_per_node = models.PositiveIntegerField(
+        default=1, validators=[MaxValueValidator(64)], verbose_name="GPUs per node"
+    )
+    cpus_per_task = models.PositiveIntegerField(
+        default=4, validators=[MinValueValidator(1), MaxValueValidator(1024)]
+    )
+    memory_mb = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name="memory per node (MB)", help_text="Blank: the default."
+    )
+    time_limit = models.DurationField(default=timedelta(hours=1))
+    partition = models.CharField(max_length=64, blank=True)
+    setup = models.TextField(
+        blank=True,
+        verbose_name="environment set-up",
+        help_text="Shell lines run before the command (module load, conda activate, ...).",
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="job_user_recent"),
+            models.Index(fields=["project", "state"], name="job_project_state"),
+            models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+class Attempt(models.Model):
+    """One submission of a job to Slurm; a resubmission is a new attempt."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    # Put in the Slurm job's name and comment, so a job whose sbatch reply was
+    # lost can be found and adopted instead of submitted twice.
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    slurm_job_id = models.CharField(max_length=32, blank=True)
+    node_list = models.CharField(max_length=1024, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
+    exit_code = models.IntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="attempt_unique_number")
+        ]
+        indexes = [models.Index(fields=["state"], name="attempt_state")]
+
+    def __str__(self) -> str:
+        return f"{self.job} attempt {self.number}"

@@ -1,0 +1,26 @@
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from projects.selectors import project_list_for_user
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """The front page: the login form for visitors, the dashboard for members."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    return _dashboard(request)
+
+
+@login_required
+def _dashboard(request: HttpRequest) -> HttpResponse:
+    projects = project_list_for_user(user=request.user)
+    return render(request, "dashboard.html", {"projects": projects})
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})

@@ -3,7 +3,6 @@ from typing import Any
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
 
 from clusters.models import Cluster, ClusterAccount
 
@@ -79,7 +78,8 @@ class ClusterAccountAdmin(admin.ModelAdmin):
     search_fields = ["username", "user__username", "cluster__name"]
     list_select_related = ["cluster", "user"]
     autocomplete_fields = ["user"]
-    readonly_fields = ["key_status", "created_at", "updated_at"]
+    fields = ["cluster", "user", "username", "new_private_key", "key_status"]
+    readonly_fields = ["key_status"]
 
     @admin.display(description="kind")
     def kind(self, account: ClusterAccount) -> str:
@@ -88,6 +88,3 @@ class ClusterAccountAdmin(admin.ModelAdmin):
     @admin.display(description="private key")
     def key_status(self, account: ClusterAccount) -> str:
         return "stored (encrypted)" if account.pk and account.private_key else "not set"
-
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["cluster", "user", "username", "new_private_key", "key_status"]

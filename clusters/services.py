@@ -12,13 +12,20 @@ H200_PEAK_BF16_TFLOPS = 989.0
 
 
 class SandboxDescription(Protocol):
-    ssh_host: str
-    ssh_port: int
-    host_key: str
-    users: dict[str, str]
-    base_run_dir: str
-    partition: str
-    gpu_model: str
+    @property
+    def ssh_host(self) -> str: ...
+    @property
+    def ssh_port(self) -> int: ...
+    @property
+    def host_key(self) -> str: ...
+    @property
+    def users(self) -> dict[str, str]: ...
+    @property
+    def base_run_dir(self) -> str: ...
+    @property
+    def partition(self) -> str: ...
+    @property
+    def gpu_model(self) -> str: ...
 
 
 @transaction.atomic

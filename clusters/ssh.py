@@ -7,10 +7,9 @@ are drained together before the exit status is read (paramiko#448).
 import io
 import logging
 import select
-import socket
 import time
 from dataclasses import dataclass
-from typing import Self
+from typing import NoReturn, Self
 
 import paramiko
 
@@ -90,7 +89,9 @@ class _RejectUnpinned(paramiko.RejectPolicy):
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> NoReturn:
         raise _mismatch(self.endpoint, key)
 
 
@@ -190,7 +191,7 @@ class Connection:
                     break
             status = channel.recv_exit_status()
             channel.close()
-        except (OSError, paramiko.SSHException, EOFError, socket.timeout) as exc:
+        except (TimeoutError, OSError, paramiko.SSHException, EOFError) as exc:
             raise SSHError(
                 f"Lost the connection to cluster {self.endpoint.cluster_name!r}: {exc}",
                 retryable=True,

@@ -7,7 +7,7 @@ class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
     can_delete = False
-    readonly_fields = [
+    readonly_fields = fields = (
         "number",
         "uuid",
         "slurm_job_id",
@@ -17,8 +17,7 @@ class AttemptInline(admin.TabularInline):
         "submitted_at",
         "started_at",
         "ended_at",
-    ]
-    fields = readonly_fields
+    )
 
 
 @admin.register(Job)

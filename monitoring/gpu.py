@@ -56,9 +56,7 @@ def parse_gpu_line(line: str) -> GpuSample:
     """One line of the sampler's output, fields in GPU_QUERY_FIELDS order."""
     fields = [field.strip() for field in line.split(", ")]
     if len(fields) != len(GPU_QUERY_FIELDS):
-        raise GpuParseError(
-            f"expected {len(GPU_QUERY_FIELDS)} fields, got {len(fields)}: {line!r}"
-        )
+        raise GpuParseError(f"expected {len(GPU_QUERY_FIELDS)} fields, got {len(fields)}: {line!r}")
     stamp, index, uuid, util, mem_used, mem_total, temp, power = fields
     try:
         return GpuSample(

@@ -1,4 +1,5 @@
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -16,6 +17,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def _dashboard(request: HttpRequest) -> HttpResponse:
+    assert isinstance(request.user, User)  # noqa: S101 - login_required
     projects = project_list_for_user(user=request.user)
     return render(request, "dashboard.html", {"projects": projects})
 

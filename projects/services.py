@@ -1,8 +1,7 @@
 from datetime import timedelta
 from decimal import Decimal
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from projects.models import Membership, Project, Quota
@@ -11,10 +10,9 @@ from projects.models import Membership, Project, Quota
 @transaction.atomic
 def demo_data_create(*, password: str) -> Project:
     """An admin, two researchers and a project with a quota; safe to run again."""
-    user_model = get_user_model()
-    people: dict[str, AbstractUser] = {}
+    people: dict[str, User] = {}
     for username, is_admin in (("admin", True), ("alice", False), ("bob", False)):
-        user, _ = user_model.objects.get_or_create(username=username)
+        user, _ = User.objects.get_or_create(username=username)
         user.is_staff = user.is_superuser = is_admin
         user.email = f"{username}@example.org"
         user.set_password(password)

@@ -4,13 +4,11 @@ import os
 
 # Fixed throwaway secrets: tests must not depend on a developer's `.env`.
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-secret-key-not-for-production")
-os.environ.setdefault(
-    "FIELD_ENCRYPTION_KEYS", "cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lLb2Z5Y1l6cDc="
-)
+os.environ.setdefault("FIELD_ENCRYPTION_KEYS", "cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lLb2Z5Y1l6cDc=")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
 
-from .base import *  # noqa: E402, F403
+from .base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

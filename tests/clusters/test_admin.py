@@ -143,7 +143,9 @@ def test_account_list_query_count_is_fixed(
     for n in range(20):
         private, _ = new_key_pair()
         ClusterAccount.objects.create(
-            cluster=cluster, user=None if n == 0 else _user(n), username=f"u{n}",
+            cluster=cluster,
+            user=None if n == 0 else _user(n),
+            username=f"u{n}",
             private_key=private,
         )
     client.force_login(staff)

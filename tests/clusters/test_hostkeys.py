@@ -28,5 +28,5 @@ def test_known_hosts_line_and_comment_are_accepted() -> None:
     ["", "not a key", "ssh-dss AAAAB3NzaC1kc3MAAACBAP", "ssh-ed25519 !!!notbase64"],
 )
 def test_bad_host_key_names_what_to_paste(line: str) -> None:
-    with pytest.raises(ValidationError, match="ssh-keyscan|base64"):
+    with pytest.raises(ValidationError, match=r"ssh-keyscan|base64"):
         parse_host_key(line)

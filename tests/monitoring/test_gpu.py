@@ -11,7 +11,7 @@ REAL = """\
 2026/12/01 10:00:00.123, 0, GPU-5f1c2b7e-8d3a-4c1e-9f6b-0a1b2c3d4e5f, 87, 40321, 143771, 51, 412.35
 2026/12/01 10:00:00.124, 1, GPU-6a2d3c8f-9e4b-5d2f-a07c-1b2c3d4e5f60, 0, 4, 143771, 33, 72.10
 2026/12/01 10:00:00.125, 2, GPU-7b3e4d90-af5c-6e30-b18d-2c3d4e5f6071, [N/A], 0, 143771, 34, [N/A]
-2026/12/01 10:00:00.126, 3, GPU-8c4f5ea1-b06d-7f41-c29e-3d4e5f607182, 100, 143000, 143771, 80, [Not Supported]
+2026/12/01 10:00:00.126, 3, GPU-8c4f5ea1-b06d-7f41-c29e-3d4e5f6071, 100, 143000, 143771, 80, [Not Supported]
 """
 
 
@@ -44,4 +44,6 @@ def test_partial_and_garbage_lines_are_rejected_not_raised() -> None:
 
 def test_units_are_not_silently_accepted() -> None:
     with pytest.raises(GpuParseError):
-        parse_gpu_line("2026/12/01 10:00:00.123, 0, GPU-x, 87 %, 40321 MiB, 143771 MiB, 51, 412.35 W")
+        parse_gpu_line(
+            "2026/12/01 10:00:00.123, 0, GPU-x, 87 %, 40321 MiB, 143771 MiB, 51, 412.35 W"
+        )

@@ -6,7 +6,9 @@ from django.db import connection
 from clusters.models import Cluster, ClusterAccount
 from portal import crypto
 
-KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-material-1234\n-----END OPENSSH PRIVATE KEY-----\n"
+KEY_TEXT = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-material-1234\n-----END OPENSSH PRIVATE KEY-----\n"
+)
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEXAMPLEexampleEXAMPLEexampleEXAMPLEexample"
 
 
@@ -22,7 +24,9 @@ def test_private_key_round_trips(account: ClusterAccount) -> None:
 
 def test_private_key_is_not_stored_in_clear(account: ClusterAccount) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT private_key FROM clusters_clusteraccount WHERE id = %s", [account.pk])
+        cursor.execute(
+            "SELECT private_key FROM clusters_clusteraccount WHERE id = %s", [account.pk]
+        )
         (raw,) = cursor.fetchone()
     assert "secret-material" not in raw
     assert "PRIVATE KEY" not in raw
@@ -30,7 +34,10 @@ def test_private_key_is_not_stored_in_clear(account: ClusterAccount) -> None:
 
 
 def test_rotated_key_still_decrypts_old_rows(account: ClusterAccount, settings) -> None:
-    settings.FIELD_ENCRYPTION_KEYS = [Fernet.generate_key().decode(), *settings.FIELD_ENCRYPTION_KEYS]
+    settings.FIELD_ENCRYPTION_KEYS = [
+        Fernet.generate_key().decode(),
+        *settings.FIELD_ENCRYPTION_KEYS,
+    ]
     assert ClusterAccount.objects.get(pk=account.pk).private_key == KEY_TEXT
 
 

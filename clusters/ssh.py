@@ -62,14 +62,24 @@ class CommandResult:
         return self.stderr.decode(errors="replace")
 
 
+_KEY_CLASSES: tuple[type[paramiko.PKey], ...] = (
+    paramiko.Ed25519Key,
+    paramiko.ECDSAKey,
+    paramiko.RSAKey,
+)
+
+
 def _load_private_key(text: str) -> paramiko.PKey:
-    try:
-        return paramiko.PKey.from_private_key(io.StringIO(text))
-    except (paramiko.SSHException, ValueError) as exc:
-        raise SSHError(
-            "The cluster account's private key cannot be read; replace it in the admin page.",
-            retryable=False,
-        ) from exc
+    for key_class in _KEY_CLASSES:
+        try:
+            return key_class.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError):
+            continue
+    raise SSHError(
+        "The cluster account's private key cannot be read (expected an unencrypted "
+        "ed25519, ECDSA or RSA key); replace it in the admin page.",
+        retryable=False,
+    )
 
 
 def _mismatch(endpoint: Endpoint, presented: paramiko.PKey) -> HostKeyMismatch:

@@ -1,0 +1,12 @@
+"""A real one-machine Slurm cluster (munged, slurmctld, two slurmd, sshd) for development.
+
+`up(state_dir)` starts it and returns what the portal needs to register it;
+`down(state_dir)` stops what it started; `status(state_dir)` describes it.
+Needs root; everything it writes lives under `state_dir` except the users
+alice and bob (with their homes).
+"""
+
+from .cluster import SandboxInfo, down, status, up
+from .system import SandboxError
+
+__all__ = ["SandboxError", "SandboxInfo", "down", "status", "up"]

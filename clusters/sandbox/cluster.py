@@ -1,0 +1,149 @@
+"""Bring the sandbox cluster up, down, and report on it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import daemons as d
+from .config import (
+    BASE_RUN_DIR,
+    GPU_MODEL,
+    GPUS_PER_NODE,
+    NODES,
+    PARTITION,
+    SSH_HOST,
+    SSH_PORT,
+    Paths,
+    render_all,
+)
+from .system import (
+    SandboxError,
+    check_port,
+    ensure_gpu_devices,
+    ensure_munge_key,
+    ensure_packages,
+    ensure_ssh_key,
+    ensure_users,
+    install_nvidia_smi,
+    prepare_tree,
+    require_root,
+    write_if_changed,
+)
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What the portal needs to register the sandbox as a cluster."""
+
+    ssh_host: str
+    ssh_port: int
+    host_key: str  # "ssh-ed25519 AAAA...", the line a client pins
+    # username -> OpenSSH private key text; kept out of repr so printing is safe
+    users: dict[str, str] = field(repr=False)
+    base_run_dir: str
+    partition: str
+    gpu_model: str
+    nodes: list[str]
+    gpus_per_node: int
+
+
+def _node_resources() -> tuple[int, int]:
+    """CPUs and RealMemory (MB) per node; every slurmd reports the whole host."""
+    cpus = os.cpu_count() or 1
+    mem_kb = 4 * 1024 * 1024
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    # Configured memory must not exceed what slurmd detects, or the node drains.
+    return cpus, max(min(mem_kb // 1024 // 2, 16384), 512)
+
+
+def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
+    """Start (or reuse) munged, slurmctld, two slurmd and sshd; wait for idle nodes."""
+    require_root()
+    ensure_packages()
+    paths = Paths.of(state_dir)
+    prepare_tree(paths)
+    ensure_munge_key(paths)
+    ensure_gpu_devices(paths, NODES, GPUS_PER_NODE)
+    ensure_ssh_key(paths.host_key, "sandbox-sshd")
+    keys = ensure_users(paths)
+    install_nvidia_smi(paths)
+
+    cpus, memory = _node_resources()
+    changed = {
+        path
+        for path, text in render_all(paths, socket.gethostname(), cpus, memory).items()
+        if write_if_changed(path, text, 0o755 if path == paths.task_prolog else 0o644)
+    }
+    all_daemons = d.daemons(paths)
+    slurm = [x for x in all_daemons if x.binary in ("slurmctld", "slurmd")]
+    sshd = next(x for x in all_daemons if x.binary == "sshd")
+    # Nodes left INVAL by an old config only recover when both daemons restart.
+    if changed & {paths.slurm_conf, paths.gres_conf}:
+        for daemon in reversed(slurm):
+            d.stop(daemon)
+    if paths.sshd_config in changed:
+        d.stop(sshd)
+
+    # Fail before starting anything if a port we still need is taken.
+    for daemon in all_daemons:
+        if daemon.port is not None and d.running_pid(daemon) is None:
+            check_port(daemon.port, daemon.name)
+    for daemon in all_daemons:
+        if d.running_pid(daemon) is None:
+            d.start(daemon, paths)
+    d.wait_idle(paths, timeout)
+
+    host_key = paths.host_key.with_suffix(".pub").read_text().split()
+    return SandboxInfo(
+        ssh_host=SSH_HOST,
+        ssh_port=SSH_PORT,
+        host_key=" ".join(host_key[:2]),
+        users=keys,
+        base_run_dir=BASE_RUN_DIR,
+        partition=PARTITION,
+        gpu_model=GPU_MODEL,
+        nodes=list(NODES),
+        gpus_per_node=GPUS_PER_NODE,
+    )
+
+
+def down(state_dir: Path) -> list[str]:
+    """Stop the daemons this state dir started (reverse order); returns their names."""
+    paths = Paths.of(state_dir)
+    stopped = []
+    for daemon in reversed(d.daemons(paths)):
+        if d.stop(daemon):
+            stopped.append(daemon.name)
+    return stopped
+
+
+def status(state_dir: Path) -> str:
+    paths = Paths.of(state_dir)
+    lines = [f"state dir: {paths.root}"]
+    for daemon in d.daemons(paths):
+        pid = d.running_pid(daemon)
+        state = f"running (pid {pid})" if pid else "stopped"
+        lines.append(f"  {daemon.name:<11} {state}")
+    ctld = next(x for x in d.daemons(paths) if x.binary == "slurmctld")
+    if d.running_pid(ctld) and paths.slurm_conf.exists():
+        proc = subprocess.run(
+            ["sinfo", "-N", "-o", "%N %P %T %G"],
+            env=d.slurm_env(paths),
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+        out = (proc.stdout or proc.stderr).strip()
+        lines.append("nodes:")
+        lines.extend(f"  {line}" for line in out.splitlines())
+    return "\n".join(lines)
+
+
+__all__ = ["SandboxError", "SandboxInfo", "down", "status", "up"]

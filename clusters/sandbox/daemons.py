@@ -1,0 +1,181 @@
+"""Start, find and stop the sandbox daemons by their pid files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import NODES, SLURMCTLD_PORT, SLURMD_PORTS, SSH_PORT, Paths
+from .system import SandboxError, check_port
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str  # for messages and status
+    binary: str  # what /proc/<pid>/cmdline must mention, so a reused pid is not ours
+    pid_file: Path
+    log_file: Path
+    port: int | None
+
+
+def daemons(paths: Paths) -> list[Daemon]:
+    """In start order: munge first (everyone authenticates through it), sshd last."""
+    return [
+        Daemon("munged", "munged", paths.munge_pid, paths.munge / "munged.log", None),
+        Daemon(
+            "slurmctld",
+            "slurmctld",
+            paths.slurmctld_pid,
+            paths.log / "slurmctld.log",
+            SLURMCTLD_PORT,
+        ),
+        *(
+            Daemon(
+                f"slurmd {node}",
+                "slurmd",
+                paths.slurmd_pid(node),
+                paths.log / f"slurmd-{node}.log",
+                SLURMD_PORTS[node],
+            )
+            for node in NODES
+        ),
+        Daemon("sshd", "sshd", paths.sshd_pid, paths.log / "sshd.log", SSH_PORT),
+    ]
+
+
+def running_pid(daemon: Daemon) -> int | None:
+    try:
+        pid = int(daemon.pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # A zombie left by a daemon that died is not running.
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return None
+    return pid if daemon.binary.encode() in cmdline else None
+
+
+def slurm_env(paths: Paths) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": str(paths.slurm_conf)}
+
+
+def _command(daemon: Daemon, paths: Paths) -> tuple[list[str], dict[str, str] | None]:
+    if daemon.name == "munged":
+        return [
+            "runuser", "-u", "munge", "--", "munged",
+            f"--key-file={paths.munge_key}",
+            f"--socket={paths.munge_socket}",
+            f"--pid-file={paths.munge_pid}",
+            f"--log-file={daemon.log_file}",
+            f"--seed-file={paths.munge / 'munged.seed'}",
+        ], None  # fmt: skip
+    if daemon.name == "slurmctld":
+        # -i: a state file from an older config must not stop the start.
+        return ["slurmctld", "-i", "-f", str(paths.slurm_conf)], slurm_env(paths)
+    if daemon.name.startswith("slurmd "):
+        node = daemon.name.split()[1]
+        return ["slurmd", "-N", node, "-f", str(paths.slurm_conf)], slurm_env(paths)
+    if daemon.name == "sshd":
+        return ["/usr/sbin/sshd", "-f", str(paths.sshd_config), "-E", str(daemon.log_file)], None
+    raise ValueError(daemon.name)
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(f"    {line}" for line in text[-lines:])
+
+
+def start(daemon: Daemon, paths: Paths, timeout: float = 15) -> int:
+    """Start a daemon (which forks itself) and wait for its pid file."""
+    if daemon.port is not None:
+        check_port(daemon.port, daemon.name)
+    daemon.pid_file.unlink(missing_ok=True)
+    cmd, env = _command(daemon, paths)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SandboxError(
+            f"{daemon.name} failed to start (`{' '.join(cmd)}` exited {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()}\nLog tail of {daemon.log_file}:\n"
+            f"{log_tail(daemon.log_file)}"
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid = running_pid(daemon)
+        if pid is not None:
+            return pid
+        time.sleep(0.1)
+    raise SandboxError(
+        f"{daemon.name} did not come up within {timeout:.0f}s (no live pid in "
+        f"{daemon.pid_file}). Log tail of {daemon.log_file}:\n{log_tail(daemon.log_file)}"
+    )
+
+
+def stop(daemon: Daemon, timeout: float = 10) -> bool:
+    """SIGTERM the daemon from its pid file; SIGKILL if it lingers. True if it ran."""
+    pid = running_pid(daemon)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if running_pid(daemon) is None:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    # Daemons do not always remove their pid file; a stale one would
+    # mislead the next `up` once the pid is reused.
+    daemon.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def node_states(paths: Paths) -> dict[str, str]:
+    proc = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %T"],
+        env=slurm_env(paths),
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return {}
+    states = {}
+    for line in proc.stdout.splitlines():
+        node, _, state = line.partition(" ")
+        states[node] = state.strip()
+    return states
+
+
+def wait_idle(paths: Paths, timeout: float = 60) -> None:
+    """Wait until every node is idle (or busy with jobs) in sinfo."""
+    ready = ("idle", "mixed", "allocated", "completing")
+    deadline = time.monotonic() + timeout
+    states: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        states = node_states(paths)
+        # "idle*" means not responding yet (state recovered from file, slurmd not back).
+        if all(states.get(node, "") in ready for node in NODES):
+            return
+        time.sleep(0.5)
+    tails = "\n".join(
+        f"Log tail of {d.log_file}:\n{log_tail(d.log_file)}"
+        for d in daemons(paths)
+        if d.binary in ("slurmctld", "slurmd")
+    )
+    raise SandboxError(
+        f"Nodes not idle after {timeout:.0f}s (sinfo says {states or 'nothing'}). "
+        f"Check the logs, then `manage.py sandbox down` and `up` again.\n{tails}"
+    )

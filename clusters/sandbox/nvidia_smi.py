@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Stand-in for ``nvidia-smi`` on the sandbox cluster (stdlib only).
+
+The sandbox has no GPUs, but the portal parses real ``nvidia-smi --query-gpu``
+output, so this script reproduces that output format byte for byte: one line
+per GPU, fields joined by ", ", units appended unless ``nounits``, ``[N/A]``
+for fields a GPU cannot report. Values are synthetic but plausible and change
+over time; the UUID is stable per (node, GPU index) so series can be keyed on it.
+
+Like the real tool it ignores ``CUDA_VISIBLE_DEVICES`` and lists every GPU of
+the node. The node comes from ``SLURMD_NODENAME`` (set inside Slurm jobs),
+falling back to the host name.
+
+Test hook: ``PORTAL_FAKE_NVSMI_NA=power.draw,clocks.sm`` makes those fields
+read ``[N/A]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+GPUS_PER_NODE = 2
+GPU_NAME = "NVIDIA H200"
+MEMORY_TOTAL_MIB = 143771
+POWER_LIMIT_W = 700.0
+DRIVER_VERSION = "550.90.07"
+NA = "[N/A]"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    node: str
+    index: int
+
+    @property
+    def seed(self) -> int:
+        digest = hashlib.sha256(f"{self.node}/{self.index}".encode()).digest()
+        return int.from_bytes(digest[:4], "big")
+
+    @property
+    def uuid(self) -> str:
+        h = hashlib.sha256(f"sandbox-gpu:{self.node}:{self.index}".encode()).hexdigest()
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+    @property
+    def bus_id(self) -> str:
+        # Real H200 boards sit on distinct buses; the exact numbers don't matter.
+        return f"00000000:{0x19 + 0x20 * self.index:02X}:00.0"
+
+    def utilization(self, now: float) -> int:
+        # Two incommensurate waves with a per-GPU phase: varies over seconds,
+        # but two GPUs never move in lockstep.
+        phase = (self.seed % 1000) / 1000 * 2 * math.pi
+        wave = 0.6 * math.sin(now / 7.0 + phase) + 0.4 * math.sin(now / 2.3 + 2 * phase)
+        return max(0, min(100, round(55 + 45 * wave)))
+
+    def memory_used(self, now: float) -> int:
+        base = 20000 + self.seed % 60000
+        return min(MEMORY_TOTAL_MIB, base + round(3000 * math.sin(now / 31.0)))
+
+    def temperature(self, now: float) -> int:
+        return max(30, min(85, 34 + self.utilization(now) * 45 // 100))
+
+    def power_draw(self, now: float) -> float:
+        jitter = ((self.seed + int(now * 10)) % 997) / 997 * 8
+        return min(POWER_LIMIT_W, 75.0 + self.utilization(now) * 5.6 + jitter)
+
+    def sm_clock(self, now: float) -> int:
+        return 345 if self.utilization(now) < 5 else 1980
+
+
+@dataclass(frozen=True)
+class Field:
+    unit: str  # appended as " <unit>" unless nounits; also shown in the header
+    value: Callable[[Gpu, float], str]
+
+
+def _timestamp(now: float) -> str:
+    millis = int(now * 1000) % 1000
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{millis:03d}"
+
+
+FIELDS: dict[str, Field] = {
+    "timestamp": Field("", lambda g, t: _timestamp(t)),
+    "driver_version": Field("", lambda g, t: DRIVER_VERSION),
+    "count": Field("", lambda g, t: str(GPUS_PER_NODE)),
+    "index": Field("", lambda g, t: str(g.index)),
+    "uuid": Field("", lambda g, t: g.uuid),
+    "name": Field("", lambda g, t: GPU_NAME),
+    "pci.bus_id": Field("", lambda g, t: g.bus_id),
+    "utilization.gpu": Field("%", lambda g, t: str(g.utilization(t))),
+    "utilization.memory": Field("%", lambda g, t: str(g.utilization(t) * 3 // 5)),
+    "memory.total": Field("MiB", lambda g, t: str(MEMORY_TOTAL_MIB)),
+    "memory.used": Field("MiB", lambda g, t: str(g.memory_used(t))),
+    "memory.free": Field("MiB", lambda g, t: str(MEMORY_TOTAL_MIB - g.memory_used(t))),
+    "temperature.gpu": Field("", lambda g, t: str(g.temperature(t))),
+    "power.draw": Field("W", lambda g, t: f"{g.power_draw(t):.2f}"),
+    "power.limit": Field("W", lambda g, t: f"{POWER_LIMIT_W:.2f}"),
+    "clocks.sm": Field("MHz", lambda g, t: str(g.sm_clock(t))),
+    "clocks.max.sm": Field("MHz", lambda g, t: "1980"),
+}
+# The real tool accepts these spellings too and echoes them in the header.
+ALIASES = {
+    "gpu_name": "name",
+    "gpu_uuid": "uuid",
+    "gpu_bus_id": "pci.bus_id",
+    "clocks.current.sm": "clocks.sm",
+    "clocks.max.sm": "clocks.max.sm",
+}
+
+USAGE = """NVIDIA System Management Interface -- sandbox stand-in
+
+    nvidia-smi [-L] [-i ID[,ID]] [--query-gpu=FIELDS --format=csv[,noheader][,nounits]]
+               [-l SEC | -lms MS]
+"""
+
+
+class UsageError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Options:
+    query: list[str] | None = None
+    fmt: set[str] | None = None
+    ids: list[str] | None = None
+    loop_s: float | None = None
+    list_gpus: bool = False
+    help: bool = False
+
+
+def _parse(argv: list[str]) -> Options:
+    opts = Options()
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, inline = arg.partition("=")
+
+        def value(name: str = name, eq: str = eq, inline: str = inline) -> str:
+            if eq:
+                return inline
+            if not args:
+                raise UsageError(f'Option "{name}" requires a value.', 2)
+            return args.pop(0)
+
+        if name in ("--query-gpu",):
+            opts.query = [f.strip() for f in value().split(",") if f.strip()]
+        elif name in ("--format",):
+            opts.fmt = {f.strip() for f in value().split(",") if f.strip()}
+        elif name in ("-i", "--id"):
+            opts.ids = [i.strip() for i in value().split(",") if i.strip()]
+        elif name in ("-l", "--loop"):
+            # A bare -l means every 5 seconds, as in the real tool.
+            if eq or (args and args[0].isdigit()):
+                opts.loop_s = float(value())
+            else:
+                opts.loop_s = 5.0
+        elif name in ("-lms", "--loop-ms"):
+            opts.loop_s = float(value()) / 1000
+        elif name in ("-L", "--list-gpus"):
+            opts.list_gpus = True
+        elif name in ("-h", "--help"):
+            opts.help = True
+        else:
+            raise UsageError(
+                "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.", 2
+            )
+    return opts
+
+
+def node_name() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def _select(gpus: list[Gpu], ids: list[str] | None) -> list[Gpu]:
+    if ids is None:
+        return gpus
+    chosen: list[Gpu] = []
+    for ident in ids:
+        match = [g for g in gpus if ident in (str(g.index), g.uuid, g.bus_id)]
+        if not match:
+            raise UsageError("No devices were found", 6)
+        chosen.extend(g for g in match if g not in chosen)
+    return chosen
+
+
+def _resolve_fields(names: list[str]) -> list[tuple[str, Field]]:
+    resolved = []
+    for name in names:
+        key = ALIASES.get(name, name)
+        if key not in FIELDS:
+            raise UsageError(f'Field "{name}" is not a valid field to query.\n', 2)
+        resolved.append((name, FIELDS[key]))
+    return resolved
+
+
+def render_query(
+    gpus: list[Gpu], fields: list[tuple[str, Field]], fmt: set[str], now: float, header: bool
+) -> str:
+    units = "nounits" not in fmt
+    na_fields = {f.strip() for f in os.environ.get("PORTAL_FAKE_NVSMI_NA", "").split(",")}
+    lines = []
+    if header:
+        lines.append(", ".join(f"{n} [{f.unit}]" if f.unit else n for n, f in fields))
+    for gpu in gpus:
+        cells = []
+        for name, field in fields:
+            if name in na_fields or ALIASES.get(name, name) in na_fields:
+                cells.append(NA)  # no unit after [N/A], even without nounits
+            elif units and field.unit:
+                value = field.value(gpu, now)
+                # The real tool writes "87 %" with a space, like the other units.
+                cells.append(f"{value} {field.unit}")
+            else:
+                cells.append(field.value(gpu, now))
+        lines.append(", ".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def render_summary(gpus: list[Gpu], now: float) -> str:
+    rule = "+" + "-" * 75 + "+"
+
+    def row(text: str) -> str:
+        return f"| {text:<73} |"
+
+    out = [
+        time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)),
+        rule,
+        row(f"NVIDIA-SMI (sandbox stand-in)   Driver Version: {DRIVER_VERSION}"),
+        rule,
+        row("GPU  Name           Temp   Pwr:Usage/Cap     Memory-Usage        GPU-Util"),
+        rule.replace("-", "="),
+    ]
+    for g in gpus:
+        out.append(
+            row(
+                f"{g.index:>3}  {GPU_NAME:<13} {g.temperature(now):>3}C"
+                f"  {g.power_draw(now):>4.0f}W / {POWER_LIMIT_W:.0f}W"
+                f"  {g.memory_used(now):>6}MiB / {MEMORY_TOTAL_MIB}MiB  {g.utilization(now):>6}%"
+            )
+        )
+    out.append(rule)
+    return "\n".join(out) + "\n"
+
+
+def run(argv: list[str], write: Callable[[str], None]) -> int:
+    opts = _parse(argv)
+    if opts.help:
+        write(USAGE)
+        return 0
+    gpus = _select([Gpu(node_name(), i) for i in range(GPUS_PER_NODE)], opts.ids)
+    if opts.list_gpus:
+        write("".join(f"GPU {g.index}: {GPU_NAME} (UUID: {g.uuid})\n" for g in gpus))
+        return 0
+    fields = _resolve_fields(opts.query) if opts.query is not None else None
+    fmt = opts.fmt or set()
+    if fields is not None and "csv" not in fmt:
+        raise UsageError('"--format" must be specified with "--query-gpu" (e.g. csv).', 2)
+    first = True
+    while True:
+        now = time.time()
+        if fields is not None:
+            # With -l the real tool repeats the header only once.
+            header = first and "noheader" not in fmt
+            write(render_query(gpus, fields, fmt, now, header))
+        else:
+            write(render_summary(gpus, now))
+        first = False
+        if opts.loop_s is None:
+            return 0
+        time.sleep(max(opts.loop_s - (time.time() - now), 0.0))
+
+
+def main() -> int:
+    # Killed by the portal's poller with SIGTERM/SIGINT: exit quietly like the real tool.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()  # each -l batch must reach a pipe reader immediately
+
+    try:
+        return run(sys.argv[1:], write)
+    except UsageError as exc:
+        sys.stdout.write(str(exc) + "\n")
+        return exc.code
+    except (KeyboardInterrupt, BrokenPipeError):
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

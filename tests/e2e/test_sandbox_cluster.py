@@ -1,0 +1,137 @@
+"""The sandbox cluster, reached the way the portal reaches any cluster: paramiko, pinned key."""
+
+import re
+import shlex
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from clusters import sandbox
+from clusters.hostkeys import fingerprint, parse_host_key
+from clusters.models import Cluster
+from clusters.ssh import Connection, Endpoint, HostKeyMismatch
+from monitoring.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
+from tests.keys import new_key_pair
+
+pytestmark = pytest.mark.sandbox
+
+QUERY = ",".join(GPU_QUERY_FIELDS)
+
+
+def _wait_for_state(conn: Connection, job_id: str, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        result = conn.run(f"scontrol -o show job {shlex.quote(job_id)}")
+        match = re.search(r"\bJobState=(\S+)", result.text)
+        state = match[1] if match else state
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+            return state
+        time.sleep(0.5)
+    pytest.fail(f"job {job_id} still {state or 'unknown'} after {timeout} s")
+
+
+def test_two_node_gpu_job_runs_on_both_nodes(alice: Connection) -> None:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    script = f"""#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:1
+#SBATCH --time=00:02:00
+#SBATCH --output={name}.out
+export TZ=UTC
+srun bash -c 'echo "node=$SLURMD_NODENAME visible=$CUDA_VISIBLE_DEVICES"'
+srun bash -c 'nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i $CUDA_VISIBLE_DEVICES'
+srun bash -c 'PORTAL_FAKE_NVSMI_NA=power.draw nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i 0'
+"""
+    alice.upload(f"{name}.sbatch", script.encode(), mode=0o700)
+    submitted = alice.run(f"sbatch --parsable {shlex.quote(name + '.sbatch')}")
+    assert submitted.exit_status == 0, submitted.error_text
+    job_id = submitted.text.strip().split(";")[0]
+    assert job_id.isdigit()
+
+    assert _wait_for_state(alice, job_id) == "COMPLETED"
+
+    output = alice.run(f"cat {shlex.quote(name + '.out')}").text
+    nodes = set(re.findall(r"node=(n\d) visible=\d", output))
+    assert nodes == {"n1", "n2"}
+    gpu_lines = "\n".join(line for line in output.splitlines() if line.startswith("20"))
+    samples, rejected = parse_gpu_csv(gpu_lines)
+    assert rejected == []
+    assert len(samples) == 4
+    # One GPU per node: two distinct boards, each reporting plausible numbers.
+    assert len({s.uuid for s in samples}) == 2
+    measured = [s for s in samples if s.power_w is not None]
+    not_available = [s for s in samples if s.power_w is None]
+    assert len(measured) == 2 and len(not_available) == 2
+    for sample in measured:
+        assert 0 <= (sample.utilization or 0) <= 100
+        assert sample.memory_total_mib == 143771
+        assert 0 < sample.power_w <= 700  # type: ignore[operator]
+
+
+def test_job_sees_its_gpu_indices_in_scontrol(alice: Connection) -> None:
+    submitted = alice.run("sbatch --parsable --nodes=1 --gres=gpu:2 --wrap 'sleep 3'")
+    job_id = submitted.text.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 30
+        detail = ""
+        while time.monotonic() < deadline and "IDX:" not in detail:
+            detail = alice.run(f"scontrol show job -d {shlex.quote(job_id)}").text
+            time.sleep(0.3)
+        assert re.search(r"GRES=gpu:2\(IDX:0-1\)", detail), detail
+    finally:
+        alice.run(f"scancel {shlex.quote(job_id)}")
+
+
+def test_wrong_pinned_host_key_is_refused(sandbox_cluster: Cluster, sandbox_info) -> None:
+    _, impostor = new_key_pair()
+    endpoint = Endpoint(
+        cluster_name=sandbox_cluster.name,
+        host=sandbox_info.ssh_host,
+        port=sandbox_info.ssh_port,
+        host_key=impostor,
+        username="alice",
+        private_key=sandbox_info.users["alice"],
+    )
+    with pytest.raises(HostKeyMismatch) as caught:
+        Connection(endpoint)
+    message = str(caught.value)
+    assert "sandbox" in message
+    assert fingerprint(*parse_host_key(impostor)) in message
+    assert sandbox_cluster.host_key_fingerprint in message
+    assert caught.value.retryable is False
+
+
+def test_bob_cannot_read_alices_files(alice: Connection, bob: Connection) -> None:
+    alice.upload("secret.txt", b"alice's notes\n", mode=0o644)
+    assert alice.run("cat ~/secret.txt").text == "alice's notes\n"
+    attempt = bob.run("cat /home/alice/secret.txt")
+    assert attempt.exit_status != 0
+    assert "Permission denied" in attempt.error_text
+    assert bob.run("ls /home/alice").exit_status != 0
+
+
+def test_up_again_is_fast_and_registers_the_cluster(db: None, sandbox_info, capsys) -> None:
+    started = time.monotonic()
+    call_command("sandbox", "up")
+    elapsed = time.monotonic() - started
+    assert elapsed < 10, f"a second `sandbox up` took {elapsed:.1f} s"
+    cluster = Cluster.objects.get(name="sandbox")
+    assert cluster.host_key == sandbox_info.host_key
+    assert sorted(cluster.accounts.values_list("username", flat=True)) == ["alice", "bob"]
+    assert all(not a.is_service_account for a in cluster.accounts.all())
+    out = capsys.readouterr().out
+    assert cluster.host_key_fingerprint in out
+    assert re.search(r"n1\s+\S+\s+idle", out) and re.search(r"n2\s+\S+\s+idle", out), out
+
+
+def test_status_names_daemons_and_gpus(sandbox_info) -> None:
+    report = sandbox.status(settings.SANDBOX_STATE_DIR)
+    for daemon in ("slurmctld", "slurmd n1", "slurmd n2", "sshd", "munged"):
+        assert re.search(rf"{daemon}\s*:?\s+running", report), report
+    assert "gpu:2" in report

@@ -85,6 +85,6 @@ class ClusterAccountAdmin(admin.ModelAdmin):
     def kind(self, account: ClusterAccount) -> str:
         return "shared service account" if account.is_service_account else "personal"
 
-    @admin.display(description="private key")
+    @admin.display(description="key on file")
     def key_status(self, account: ClusterAccount) -> str:
         return "stored (encrypted)" if account.pk and account.private_key else "not set"

@@ -1,0 +1,17 @@
+# The production image: one image, three roles (web, worker, beat) chosen by command.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings.production
+WORKDIR /app
+
+COPY requirements.lock ./
+RUN pip install --no-cache-dir -r requirements.lock
+
+COPY . .
+RUN DJANGO_SECRET_KEY=build FIELD_ENCRYPTION_KEYS=cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lLb2Z5Y1l6cDc= \
+    DATABASE_URL=sqlite:////tmp/build.sqlite3 python manage.py collectstatic --noinput \
+ && useradd --system --home /app portal
+USER portal
+
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "portal.asgi:application"]

@@ -16,7 +16,8 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's event loop must be gone before other tests use async_to_sync.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Debian's Chromium, headless, driven by Playwright (no browser download)."""
     if not CHROMIUM.exists():

@@ -168,9 +168,13 @@ def ensure_user(name: str, pubkey: str) -> None:
     os.chown(ssh_dir, pw.pw_uid, pw.pw_gid)
     ssh_dir.chmod(0o700)
     auth = ssh_dir / "authorized_keys"
+    # Keys of earlier state dirs (same comment) are dropped: only the current one logs in.
+    comment = pubkey.split()[-1]
     existing = auth.read_text().splitlines() if auth.exists() else []
-    if pubkey.strip() not in (line.strip() for line in existing):
-        auth.write_text("\n".join([*existing, pubkey.strip()]) + "\n")
+    kept = [line for line in existing if line.split()[-1:] != [comment]]
+    wanted = "\n".join([*kept, pubkey.strip()]) + "\n"
+    if not auth.exists() or auth.read_text() != wanted:
+        auth.write_text(wanted)
     os.chown(auth, pw.pw_uid, pw.pw_gid)
     auth.chmod(0o600)
 

@@ -1,0 +1,91 @@
+"""`sandbox down` and `up` again, and the clear errors of `up`; runs after the job tests."""
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from clusters import sandbox
+from clusters.sandbox import config, daemons, system
+
+pytestmark = pytest.mark.sandbox
+
+
+def _pids(state_dir: Path) -> dict[str, int | None]:
+    return {
+        daemon.name: daemons.running_pid(daemon)
+        for daemon in daemons.daemons(config.Paths.of(state_dir))
+    }
+
+
+def _alive(pid: int | None) -> bool:
+    """Running, not a zombie waiting to be reaped (gVisor reaps late)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_down_stops_only_its_own_processes_and_up_restores(sandbox_info) -> None:
+    state_dir = settings.SANDBOX_STATE_DIR
+    before = _pids(state_dir)
+    assert all(before.values()), before
+    # A bystander: another slurmd-looking process that the sandbox did not start.
+    bystander = subprocess.Popen(["bash", "-c", "exec -a slurmd-bystander sleep 120"])
+    try:
+        stopped = sandbox.down(state_dir)
+        assert sorted(stopped) == sorted(before)
+        assert not any(_alive(pid) for pid in before.values())
+        assert bystander.poll() is None
+        assert sandbox.down(state_dir) == []  # harmless when nothing runs
+
+        started = time.monotonic()
+        info = sandbox.up(state_dir)
+        assert time.monotonic() - started < 60
+        assert info.host_key == sandbox_info.host_key  # the pinned key survives a restart
+        assert all(_pids(state_dir).values())
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_taken_port_is_named_with_the_fix() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(system.SandboxError) as caught:
+            system.check_port(port, "sshd")
+    message = str(caught.value)
+    assert f"Port {port}" in message and "sshd" in message and "ss -ltnp" in message
+
+
+def test_not_root_is_refused_with_the_fix(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(system.SandboxError, match=r"must be started as root.*sudo"):
+        sandbox.up(tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_a_package_that_cannot_be_installed_is_named(monkeypatch) -> None:
+    monkeypatch.setitem(system.PACKAGES, "slurmd", "/nonexistent/slurmd")
+    commands: list[list[str]] = []
+
+    def apt_fails(cmd: list[str], **kwargs: object) -> str:
+        commands.append(cmd)
+        raise system.SandboxError("E: Unable to locate package slurmd")
+
+    # apt itself is the one part not run for real: the test must not change the machine.
+    monkeypatch.setattr(system, "run", apt_fails)
+    with pytest.raises(system.SandboxError, match=r"Could not install slurmd.*apt-get install"):
+        system.ensure_packages()
+    assert [c[:2] for c in commands] == [
+        ["apt-get", "install"],
+        ["apt-get", "update"],
+        ["apt-get", "install"],
+    ]

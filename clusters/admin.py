@@ -7,8 +7,16 @@ from django.contrib import admin
 from clusters.models import Cluster, ClusterAccount
 
 
+class ClusterForm(forms.ModelForm):
+    class Meta:
+        model = Cluster
+        fields = "__all__"
+        widgets = {"host_key": forms.TextInput(attrs={"size": 100, "spellcheck": "false"})}
+
+
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterForm
     list_display = [
         "name",
         "ssh_host",

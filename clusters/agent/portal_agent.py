@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""The portal agent: one JSON request on stdin, one JSON reply on stdout.
+
+Uploaded to a cluster's login node and run as `python3 agent-<hash>.py` once
+per poll cycle. It knows nothing about Slurm: it runs the argv lists it is
+given (no shell), reads files from byte offsets and lists directories. It
+must stay standalone, stdlib-only and runnable on Python 3.8.
+"""
+
+from __future__ import annotations  # annotations stay strings on Python 3.8
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+VERSION = 1
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+MAX_BYTES = 8 * 1024 * 1024
+MAX_BYTES_PER_FILE = 1024 * 1024
+MAX_ENTRIES = 10000
+TIMEOUT_EXIT = 124  # what coreutils timeout(1) exits with
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _field(item: dict[str, Any], name: str, kind: Any, default: Any = None) -> Any:
+    value = item.get(name, default)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not isinstance(value, kind) or isinstance(value, bool) or (number and value < 0):
+        raise BadRequest(f"{name!r} is missing or invalid: {value!r}")
+    return value
+
+
+def _items(request: dict[str, Any], name: str, key: str) -> list[dict[str, Any]]:
+    items = request.get(name, [])
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise BadRequest(f"{name!r} must be a list of objects")
+    keys = [_field(i, key, str) for i in items]
+    if len(set(keys)) != len(keys):
+        raise BadRequest(f"duplicate {key!r} in {name!r}")
+    return items
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "not found"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def _read_capped(handle: Any, cap: int) -> tuple[bytes, bool]:
+    handle.seek(0)
+    data = handle.read(cap + 1)
+    return data[:cap], len(data) > cap
+
+
+def run_command(argv: list[str], timeout: float, cap: int) -> dict[str, Any]:
+    started = time.monotonic()
+    timed_out = False
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            # start_new_session: a timeout kills the whole process group, not just the parent.
+            proc = subprocess.Popen(  # noqa: S603 - argv comes from the portal, no shell
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv
+            return {
+                "exit": 127,
+                "stdout": "",
+                "stderr": str(exc),
+                "truncated": False,
+                "timed_out": False,
+                "seconds": round(time.monotonic() - started, 6),
+            }
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(OSError):  # already gone
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = TIMEOUT_EXIT
+        stdout, cut_out = _read_capped(out, cap)
+        stderr, cut_err = _read_capped(err, cap)
+    return {
+        "exit": code,
+        "stdout": stdout.decode("utf-8", "replace"),
+        "stderr": stderr.decode("utf-8", "replace"),
+        "truncated": cut_out or cut_err,
+        "timed_out": timed_out,
+        "seconds": round(time.monotonic() - started, 6),
+    }
+
+
+def fair_shares(wants: list[int], budget: int) -> list[int]:
+    """Max-min fair split: small requests are met in full, the rest share what is left."""
+    shares = [0] * len(wants)
+    order = sorted(range(len(wants)), key=lambda i: wants[i])
+    for position, index in enumerate(order):
+        shares[index] = min(wants[index], budget // (len(order) - position))
+        budget -= shares[index]
+    return shares
+
+
+def read_files(files: list[dict[str, Any]], budget: int, per_file: int) -> dict[str, Any]:
+    wants = []
+    for item in files:
+        try:
+            size = os.stat(item["path"]).st_size
+        except (OSError, ValueError):
+            size = 0
+        wants.append(max(0, min(size - item["offset"], per_file)))
+    replies = {}
+    shares = fair_shares(wants, budget)
+    for item, share in zip(files, shares):  # noqa: B905 - zip(strict=) needs Python 3.10
+        replies[item["key"]] = read_file(item["path"], item["offset"], share)
+    return replies
+
+
+def read_file(path: str, offset: int, limit: int) -> dict[str, Any]:
+    reply: dict[str, Any] = {"offset": offset, "data": "", "size": None, "more": False}
+    reply.update(error=None, inode=None)
+    try:
+        # O_NONBLOCK: opening a FIFO must not hang the whole poll.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reply["error"] = _error_text(exc)
+        return reply
+    try:
+        info = os.fstat(fd)  # of the file we opened, even if the path was replaced since
+        reply["size"], reply["inode"] = info.st_size, info.st_ino
+        if not stat.S_ISREG(info.st_mode):
+            reply["error"] = "not a regular file"
+        elif info.st_size < offset:
+            reply["error"] = "truncated"
+        else:
+            os.lseek(fd, offset, os.SEEK_SET)
+            chunks, remaining = [], limit
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            data = b"".join(chunks)
+            reply["data"] = base64.b64encode(data).decode("ascii")
+            reply["more"] = offset + len(data) < info.st_size
+    except OSError as exc:
+        reply["error"] = _error_text(exc)
+    finally:
+        os.close(fd)
+    return reply
+
+
+def _entry(path: str, name: str) -> dict[str, Any]:
+    full = os.path.join(path, name)
+    try:
+        info = os.stat(full)
+    except OSError:  # a dangling symlink
+        info = os.lstat(full)
+    size, is_dir = info.st_size, stat.S_ISDIR(info.st_mode)
+    if is_dir:
+        size = 0
+        try:
+            with os.scandir(full) as inner:
+                for child in inner:
+                    if child.is_file():
+                        size += child.stat().st_size
+        except OSError:
+            pass
+    return {"name": name, "size": size, "mtime": info.st_mtime, "is_dir": is_dir}
+
+
+def list_dir(path: str) -> dict[str, Any]:
+    try:
+        names = sorted(os.listdir(path))
+    except (OSError, ValueError) as exc:
+        return {"entries": [], "error": _error_text(exc), "truncated": False}
+    entries = []
+    for name in names[:MAX_ENTRIES]:
+        try:
+            entries.append(_entry(path, name))
+        except OSError:
+            continue  # removed while we looked
+    return {"entries": entries, "error": None, "truncated": len(names) > MAX_ENTRIES}
+
+
+def parse_request(raw: bytes) -> dict[str, Any]:
+    """The request, checked whole before anything runs; defaults filled in."""
+    try:
+        request = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are
+        raise BadRequest(f"not JSON: {exc}") from None
+    if not isinstance(request, dict) or request.get("version") != VERSION:
+        raise BadRequest(f"expected a JSON object with version {VERSION}")
+    for command in _items(request, "commands", "id"):
+        argv = command.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise BadRequest("'argv' must be a non-empty list of strings")
+        command["timeout"] = _field(command, "timeout", (int, float), 20)
+    for item in _items(request, "files", "key"):
+        _field(item, "path", str)
+        _field(item, "offset", int)
+    for item in _items(request, "listings", "key"):
+        _field(item, "path", str)
+    for name, default in (
+        ("max_output_bytes", MAX_OUTPUT_BYTES),
+        ("max_bytes", MAX_BYTES),
+        ("max_bytes_per_file", MAX_BYTES_PER_FILE),
+    ):
+        request[name] = _field(request, name, int, default)
+    return request
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    cap = request["max_output_bytes"]
+    return {
+        "version": VERSION,
+        "time": time.time(),
+        "commands": {
+            c["id"]: run_command(c["argv"], c["timeout"], cap) for c in request.get("commands", [])
+        },
+        "files": read_files(
+            request.get("files", []), request["max_bytes"], request["max_bytes_per_file"]
+        ),
+        "listings": {i["key"]: list_dir(i["path"]) for i in request.get("listings", [])},
+    }
+
+
+def main() -> int:
+    try:
+        request = parse_request(sys.stdin.buffer.read())
+    except BadRequest as exc:
+        sys.stdout.write(json.dumps({"version": VERSION, "error": f"bad request: {exc}"}))
+        return 2
+    sys.stdout.write(json.dumps(answer(request)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

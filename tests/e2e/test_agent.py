@@ -1,0 +1,105 @@
+"""The portal agent on the sandbox cluster, over the real SSH gateway."""
+
+import shlex
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from clusters.agent import (
+    AgentCommand,
+    AgentRequest,
+    FileRead,
+    agent_remote_path,
+    run_agent,
+)
+from clusters.ssh import CommandResult, Connection
+
+pytestmark = pytest.mark.sandbox
+
+
+class CountingConnection:
+    """Passes calls through to a real connection and records every command it runs."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.endpoint = connection.endpoint
+        self.commands: list[str] = []
+
+    def run(self, command: str, *, stdin: bytes = b"", timeout: float = 30.0) -> CommandResult:
+        self.commands.append(command)
+        return self.connection.run(command, stdin=stdin, timeout=timeout)
+
+
+@pytest.fixture
+def run_dir(alice: Connection) -> Iterator[str]:
+    """An attempt's run directory in alice's home (absolute path), removed afterwards."""
+    home = alice.run("pwd").text.strip()
+    path = f"{home}/portal-runs/{uuid.uuid4()}"
+    assert alice.run(f"mkdir -p -m 700 {shlex.quote(path)}").exit_status == 0
+    yield path
+    alice.run(f"rm -rf {shlex.quote(path)}")
+
+
+def test_first_run_installs_the_agent_then_each_poll_is_one_command(alice: Connection) -> None:
+    alice.run(f"rm -f {shlex.quote(agent_remote_path())}")
+    counting = CountingConnection(alice)
+    request = AgentRequest(commands=[AgentCommand("hostname", ["hostname"], timeout=10)])
+
+    first = run_agent(counting, request)
+    assert first.commands["hostname"].exit == 0
+    assert len(counting.commands) == 3  # agent missing, install, run again
+    modes = alice.run(f"stat -c %a .portal {shlex.quote(agent_remote_path())}").text.split()
+    assert modes == ["700", "700"]
+
+    counting.commands.clear()
+    second = run_agent(counting, request)
+    assert counting.commands == [counting.commands[0]]  # exactly one exec
+    assert second.commands["hostname"].stdout == first.commands["hostname"].stdout
+
+
+def test_squeue_through_the_agent_lists_alices_jobs(alice: Connection) -> None:
+    name = f"e2e-agent-{uuid.uuid4().hex[:8]}"
+    submitted = alice.run(
+        f"sbatch --parsable --job-name={shlex.quote(name)} --time=00:02:00 --wrap 'sleep 60'"
+    )
+    assert submitted.exit_status == 0, submitted.error_text
+    job_id = submitted.text.strip().split(";")[0]
+    try:
+        argv = ["squeue", "--noheader", "--user=alice", "--format=%i|%j|%T"]
+        reply = run_agent(alice, AgentRequest(commands=[AgentCommand("squeue", argv)]))
+        squeue = reply.commands["squeue"]
+        assert squeue.exit == 0, squeue.stderr
+        rows = [line.split("|") for line in squeue.stdout.splitlines()]
+        assert [job_id, name] in [row[:2] for row in rows]
+    finally:
+        alice.run(f"scancel {shlex.quote(job_id)}")
+
+
+def test_log_is_read_by_offset_over_two_cycles(alice: Connection, run_dir: str) -> None:
+    log = f"{run_dir}/stdout.log"
+    first_bytes = b"epoch 1\r 10%\r 90%\r100%\n\x00\xff"
+    more_bytes = b"loss=0.5 \xe2\x82\n"
+    alice.upload(log, first_bytes)
+
+    first = run_agent(alice, AgentRequest(files=[FileRead("log", log, 0)])).files["log"]
+    assert first.data == first_bytes and first.error is None and first.inode
+
+    append = alice.run(f"cat >> {shlex.quote(log)}", stdin=more_bytes)
+    assert append.exit_status == 0
+    second = run_agent(alice, AgentRequest(files=[FileRead("log", log, first.end)])).files["log"]
+    assert second.offset == len(first_bytes) and second.data == more_bytes
+    assert second.size == len(first_bytes + more_bytes) and second.inode == first.inode
+
+
+def test_bob_cannot_read_alices_run(alice: Connection, bob: Connection, run_dir: str) -> None:
+    alice.upload(f"{run_dir}/stdout.log", b"alice's secret loss curve")
+    request = AgentRequest(
+        files=[
+            FileRead("alice", f"{run_dir}/stdout.log", 0),
+            FileRead("missing", "portal-runs/not-started/stdout.log", 0),
+        ]
+    )
+    reply = run_agent(bob, request)
+    assert reply.files["alice"].error == "permission denied" and reply.files["alice"].data == b""
+    assert reply.files["missing"].error == "not found"

@@ -25,6 +25,8 @@ def _ensure_dotenv(path: Path) -> None:
 
 
 _ensure_dotenv(DOTENV)
+# The SQLite database and other local state live here.
+(DOTENV.parent / ".state").mkdir(exist_ok=True)
 os.environ.setdefault("DJANGO_DEBUG", "true")
 
 from .base import *  # noqa: E402, F403

@@ -1,0 +1,89 @@
+"""The Slurm adapter: runs Slurm commands directly over one SSH connection.
+
+SSHError from the gateway passes through unchanged: a lost connection or a timeout
+means the command's outcome is unknown, not that Slurm refused it.
+"""
+
+import shlex
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from clusters.slurm.commands import (
+    check_result,
+    check_scancel,
+    nodes_argv,
+    parse_sbatch,
+    partitions_argv,
+    sacct_argv,
+    sacct_result,
+    sbatch_argv,
+    scancel_argv,
+    squeue_argv,
+    squeue_result,
+)
+from clusters.slurm.errors import AccountingDisabled
+from clusters.slurm.parsers import Node, Partition, SqueueRow, parse_nodes, parse_partitions
+from clusters.ssh import CommandResult, Connection
+
+COMMAND_TIMEOUT = 30.0
+FIND_BY_NAME_WINDOW = timedelta(days=7)
+
+
+class Slurm:
+    """Slurm on one cluster, as the SSH account of `connection`."""
+
+    def __init__(self, connection: Connection, *, timeout: float = COMMAND_TIMEOUT) -> None:
+        self.connection = connection
+        self.timeout = timeout
+        self._accounting: bool | None = None  # unknown until sacct has been tried
+
+    def _run(self, argv: list[str]) -> tuple[str, CommandResult]:
+        command = shlex.join(argv)
+        return command, self.connection.run(command, timeout=self.timeout)
+
+    def submit(self, script_path: str) -> str:
+        """Submit a batch script already on the cluster; returns the job id."""
+        command, result = self._run(sbatch_argv(script_path))
+        return parse_sbatch(result, command=command)
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a job; one that has already finished counts as cancelled."""
+        command, result = self._run(scancel_argv(job_id))
+        check_scancel(result, command=command)
+
+    def queue(self, job_ids: list[str]) -> list[SqueueRow]:
+        """What squeue knows of these jobs; finished ones vanish after MinJobAge."""
+        if not job_ids:
+            return []
+        command, result = self._run(squeue_argv(job_ids=job_ids))
+        return squeue_result(result, command=command)
+
+    def find_by_name(self, name: str, *, since: datetime | None = None) -> list[SqueueRow]:
+        """This account's jobs with exactly this name: squeue, else sacct if it is on."""
+        user = self.connection.endpoint.username
+        # Slurm splits --name on commas: ask for all the user's jobs and filter here.
+        names = None if "," in name else [name]
+        command, result = self._run(squeue_argv(names=names, user=user))
+        rows = [row for row in squeue_result(result, command=command) if row.name == name]
+        if rows or self._accounting is False:
+            return rows
+        since = since or timezone.now() - FIND_BY_NAME_WINDOW
+        command, result = self._run(sacct_argv(names=names, since=since))
+        try:
+            history = sacct_result(result, command=command)
+        except AccountingDisabled:
+            self._accounting = False
+            return []
+        self._accounting = True
+        return [row.as_squeue_row() for row in history if row.name == name]
+
+    def partitions(self) -> list[Partition]:
+        command, result = self._run(partitions_argv())
+        check_result(command, result.exit_status, result.error_text)
+        return parse_partitions(result.text)
+
+    def nodes(self) -> list[Node]:
+        command, result = self._run(nodes_argv())
+        check_result(command, result.exit_status, result.error_text)
+        return parse_nodes(result.text)

@@ -1,0 +1,388 @@
+"""Pure parsers for what squeue, sacct and scontrol print, in the formats commands.py asks for.
+
+Times are read as UTC because every command that prints them runs under `env TZ=UTC`.
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from clusters.slurm.errors import SlurmOutputError
+
+# ASCII unit separator. Slurm 22.05 does accept it (and newlines) inside job names, so
+# the free-text name is the LAST field: it absorbs any separator it contains.
+FIELD_SEP = "\x1f"
+
+# squeue -O fields, name last (see FIELD_SEP); each is printed with FIELD_SEP appended.
+SQUEUE_FIELDS = (
+    "JobArrayID",  # 123, 123_4, 123_[0-3%2], 123+0 (het component)
+    "State",
+    "Reason",
+    "NodeList",
+    "StartTime",
+    "EndTime",
+    "TimeLimit",
+    "exit_code",  # a raw wait(2) status: 768 is exit 3, 15 is signal 15
+    "NumNodes",
+    "Comment",
+    "Name",
+)
+# sacct --format fields, name last; sacct puts FIELD_SEP between fields only.
+SACCT_FIELDS = (
+    "JobID",
+    "State",
+    "ExitCode",  # exit:signal, e.g. 3:0 or 0:9
+    "Start",
+    "End",
+    "Elapsed",
+    "Timelimit",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "Comment",
+    "JobName",
+)
+
+_NO_TIME = frozenset({"", "N/A", "Unknown", "None", "NONE", "(null)"})
+_NO_LIMIT = frozenset(
+    {"", "UNLIMITED", "INFINITE", "INVALID", "NONE", "N/A", "NOT_SET", "Partition_Limit"}
+)
+_NO_NODES = frozenset({"", "(null)", "None assigned"})
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,]+?))?:(\d+)")
+_TRES_GPU = re.compile(r"(?:^|,)gres/gpu(:[^=,]+)?=(\d+)")
+_SCONTROL_KEY = re.compile(r"([A-Za-z][\w/:.\-]*)=(.*)")
+_UNAVAILABLE_NODE_STATES = frozenset(
+    {
+        "DOWN",
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "FAIL",
+        "FAILING",
+        "FUTURE",
+        "INVAL",
+        "MAINT",
+        "NOT_RESPONDING",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "REBOOT_ISSUED",
+        "RESERVED",
+        "UNKNOWN",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SqueueRow:
+    job_id: str
+    name: str
+    state: str
+    reason: str | None
+    node_list: str
+    start_time: datetime | None
+    end_time: datetime | None
+    time_limit: timedelta | None
+    exit_code: int | None
+    signal: int | None
+    comment: str
+    node_count: int
+
+    @property
+    def base_job_id(self) -> str:
+        """The id before an array task (`_`) or het component (`+`) suffix."""
+        return re.split(r"[_+]", self.job_id, maxsplit=1)[0]
+
+
+@dataclass(frozen=True)
+class SacctRow:
+    job_id: str
+    name: str
+    state: str
+    exit_code: int | None
+    signal: int | None
+    start_time: datetime | None
+    end_time: datetime | None
+    elapsed: timedelta | None
+    time_limit: timedelta | None
+    node_count: int
+    node_list: str
+    gpus: int
+    comment: str
+
+    def as_squeue_row(self) -> SqueueRow:
+        return SqueueRow(
+            job_id=self.job_id,
+            name=self.name,
+            state=self.state,
+            reason=None,
+            node_list=self.node_list,
+            start_time=self.start_time,
+            end_time=self.end_time,
+            time_limit=self.time_limit,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            comment=self.comment,
+            node_count=self.node_count,
+        )
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    is_default: bool
+    state: str
+    max_time: timedelta | None  # None: no limit
+    default_time: timedelta | None
+    nodes: str  # a Slurm hostlist, e.g. n[1-2]
+    total_nodes: int
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    state: str  # as Slurm prints it, e.g. MIXED or IDLE+DRAIN
+    cpus: int
+    memory_mb: int
+    gpus: int
+    gpus_used: int
+    partitions: tuple[str, ...]
+    reason: str
+
+    @property
+    def is_available(self) -> bool:
+        """Whether the scheduler may start new jobs here."""
+        words = set(re.split(r"[+\s]", self.state.rstrip("*~#!%$@^-")))
+        return not self.state.endswith("*") and not words & _UNAVAILABLE_NODE_STATES
+
+    @property
+    def free_gpus(self) -> int:
+        return max(self.gpus - self.gpus_used, 0) if self.is_available else 0
+
+
+def parse_time(text: str) -> datetime | None:
+    """`2026-12-01T01:05:07` (printed under TZ=UTC) as an aware datetime; None for N/A etc."""
+    if text in _NO_TIME:
+        return None
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+
+
+def parse_time_limit(text: str) -> timedelta | None:
+    """A Slurm duration (`30`, `30:00`, `2:00:00`, `1-00:00:00`, `1-12`); None when unlimited.
+
+    None also covers INVALID and NOT_SET: Slurm knows no limit for the job yet.
+    """
+    text = text.strip()
+    if text in _NO_LIMIT:
+        return None
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if match is None:
+        raise ValueError(f"not a Slurm time limit: {text!r}")
+    days, first, second, third = match.groups()
+    parts = [int(part) for part in (first, second, third) if part is not None]
+    if days is not None:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = (*parts, 0, 0)[:3]
+        return timedelta(days=int(days), hours=hours, minutes=minutes, seconds=seconds)
+    if len(parts) == 1:  # minutes
+        return timedelta(minutes=parts[0])
+    if len(parts) == 2:  # minutes:seconds
+        return timedelta(minutes=parts[0], seconds=parts[1])
+    return timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+
+
+def normalise_state(text: str) -> str:
+    """`CANCELLED by 1000` is CANCELLED; other states pass through in upper case."""
+    words = text.split()
+    return words[0].upper() if words else ""
+
+
+def gpus_from_gres(text: str) -> int:
+    """GPUs in a Gres or GresUsed value: `gpu:2`, `gpu:h100:8(S:0-1)`, `gpu:h100:1(IDX:0)`."""
+    return sum(int(count) for _type, count in _GRES_GPU.findall(text))
+
+
+def gpus_from_tres(text: str) -> int:
+    """GPUs in a TRES string (`cpu=2,gres/gpu=1`); the untyped total wins over typed entries."""
+    found = _TRES_GPU.findall(text)
+    untyped = [int(count) for gpu_type, count in found if not gpu_type]
+    return untyped[0] if untyped else sum(int(count) for _type, count in found)
+
+
+def _wait_status(text: str) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    status = int(text)
+    signal = status & 0x7F
+    return (status >> 8) & 0xFF, signal or None
+
+
+def _exit_signal(text: str) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    exit_code, _, signal = text.partition(":")
+    return int(exit_code), int(signal or 0) or None
+
+
+def _field_error(command: str, fields: tuple[str, ...], record: str) -> SlurmOutputError:
+    return SlurmOutputError(
+        command,
+        f"expected {len(fields)} fields separated by \\x1f ({', '.join(fields)}), "
+        f"got {record.count(FIELD_SEP) + 1}: {record[:300]!r}",
+    )
+
+
+def parse_squeue(text: str) -> list[SqueueRow]:
+    """Rows of `squeue_argv()` output; a record with too few fields raises SlurmOutputError.
+
+    Records end with FIELD_SEP plus a newline, so a newline inside a job name is kept.
+    A wrong field count means truncated output or format drift: failing loudly beats
+    silently losing a job, which the caller would take for a finished one.
+    """
+    records = text.split(FIELD_SEP + "\n")
+    tail = records.pop().rstrip("\n").removesuffix(FIELD_SEP)
+    if tail:  # output whose final terminator was cut off
+        records.append(tail)
+    rows = []
+    for record in records:
+        values = record.split(FIELD_SEP, maxsplit=len(SQUEUE_FIELDS) - 1)
+        if len(values) != len(SQUEUE_FIELDS):
+            raise _field_error("squeue", SQUEUE_FIELDS, record)
+        job_id, state, reason, nodes, start, end, limit, status, count, comment, name = values
+        try:
+            exit_code, signal = _wait_status(status)
+            rows.append(
+                SqueueRow(
+                    job_id=job_id,
+                    name=name,
+                    state=normalise_state(state),
+                    reason=None if reason in ("", "None") else reason,
+                    node_list="" if nodes in _NO_NODES else nodes,
+                    start_time=parse_time(start),
+                    end_time=parse_time(end),
+                    time_limit=parse_time_limit(limit),
+                    exit_code=exit_code,
+                    signal=signal,
+                    comment="" if comment == "(null)" else comment,
+                    node_count=int(count),
+                )
+            )
+        except ValueError as exc:
+            raise SlurmOutputError("squeue", f"{exc} in {record[:300]!r}") from exc
+    return rows
+
+
+def parse_sacct(text: str) -> list[SacctRow]:
+    """Rows of `sacct_argv()` output (--parsable2, FIELD_SEP between fields).
+
+    A line with too few fields continues the previous record's job name (a name with a
+    newline in it); one before any record raises SlurmOutputError.
+    """
+    records: list[str] = []
+    for line in text.rstrip("\n").split("\n") if text.strip() else []:
+        if line.count(FIELD_SEP) >= len(SACCT_FIELDS) - 1:
+            records.append(line)
+        elif records:
+            records[-1] += "\n" + line
+        else:
+            raise _field_error("sacct", SACCT_FIELDS, line)
+    rows = []
+    for record in records:
+        values = record.split(FIELD_SEP, maxsplit=len(SACCT_FIELDS) - 1)
+        job_id, state, code, start, end, elapsed, limit, count, nodes, tres, comment, name = values
+        try:
+            exit_code, signal = _exit_signal(code)
+            rows.append(
+                SacctRow(
+                    job_id=job_id,
+                    name=name,
+                    state=normalise_state(state),
+                    exit_code=exit_code,
+                    signal=signal,
+                    start_time=parse_time(start),
+                    end_time=parse_time(end),
+                    elapsed=parse_time_limit(elapsed),
+                    time_limit=parse_time_limit(limit),
+                    node_count=int(count or 0),
+                    node_list="" if nodes in _NO_NODES else nodes,
+                    gpus=gpus_from_tres(tres),
+                    comment=comment,
+                )
+            )
+        except ValueError as exc:
+            raise SlurmOutputError("sacct", f"{exc} in {record[:300]!r}") from exc
+    return rows
+
+
+def parse_scontrol_line(line: str) -> dict[str, str]:
+    """`Key=value Key=value` as printed by `scontrol --oneliner`; values may hold spaces."""
+    values: dict[str, str] = {}
+    key = ""
+    for token in line.split():
+        match = _SCONTROL_KEY.fullmatch(token)
+        if match:
+            key = match[1]
+            values[key] = match[2]
+        elif key:  # a value with spaces in it, e.g. OS=Linux 6.1 #1 SMP
+            values[key] += " " + token
+    return values
+
+
+def _scontrol_records(text: str, first_key: str, command: str) -> list[dict[str, str]]:
+    records = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        values = parse_scontrol_line(line)
+        if first_key not in values:
+            raise SlurmOutputError(command, f"expected {first_key}=... in {line[:300]!r}")
+        records.append(values)
+    return records
+
+
+def parse_partitions(text: str) -> list[Partition]:
+    """Partitions from `scontrol --oneliner show partition`."""
+    command = "scontrol show partition"
+    partitions = []
+    for values in _scontrol_records(text, "PartitionName", command):
+        try:
+            partitions.append(
+                Partition(
+                    name=values["PartitionName"],
+                    is_default=values.get("Default") == "YES",
+                    state=values.get("State", ""),
+                    max_time=parse_time_limit(values.get("MaxTime", "")),
+                    default_time=parse_time_limit(values.get("DefaultTime", "")),
+                    nodes="" if values.get("Nodes", "") in _NO_NODES else values["Nodes"],
+                    total_nodes=int(values.get("TotalNodes", "0")),
+                )
+            )
+        except ValueError as exc:
+            raise SlurmOutputError(command, f"{exc} for {values['PartitionName']}") from exc
+    return partitions
+
+
+def parse_nodes(text: str) -> list[Node]:
+    """Nodes from `scontrol --oneliner --details show node` (--details adds GresUsed)."""
+    command = "scontrol show node"
+    nodes = []
+    for values in _scontrol_records(text, "NodeName", command):
+        if "GresUsed" in values:
+            used = gpus_from_gres(values["GresUsed"])
+        else:
+            used = gpus_from_tres(values.get("AllocTRES", ""))
+        partitions = values.get("Partitions", "")
+        try:
+            nodes.append(
+                Node(
+                    name=values["NodeName"],
+                    state=values.get("State", ""),
+                    cpus=int(values.get("CPUTot", "0")),
+                    memory_mb=int(values.get("RealMemory", "0")),
+                    gpus=gpus_from_gres(values.get("Gres", "")),
+                    gpus_used=used,
+                    partitions=tuple(p for p in partitions.split(",") if p and p != "(null)"),
+                    reason=values.get("Reason", ""),
+                )
+            )
+        except ValueError as exc:
+            raise SlurmOutputError(command, f"{exc} for node {values['NodeName']}") from exc
+    return nodes

@@ -6,7 +6,9 @@ are drained together before the exit status is read (paramiko#448).
 
 import io
 import logging
+import os
 import select
+import threading
 import time
 from dataclasses import dataclass
 from typing import NoReturn, Self
@@ -33,6 +35,21 @@ class SSHError(Exception):
 class HostKeyMismatch(SSHError):
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+@dataclass
+class GatewayStats:
+    """What this process sent to clusters; benchmarks and tests read it."""
+
+    connects: int = 0
+    commands: int = 0
+    uploads: int = 0
+
+    def reset(self) -> None:
+        self.connects = self.commands = self.uploads = 0
+
+
+stats = GatewayStats()
 
 
 @dataclass(frozen=True)
@@ -151,6 +168,7 @@ class Connection:
                 f"{endpoint.host}:{endpoint.port}: {exc}",
                 retryable=True,
             ) from exc
+        stats.connects += 1
         transport = self._client.get_transport()
         assert transport is not None  # noqa: S101 - connect() succeeded
         transport.set_keepalive(KEEPALIVE_INTERVAL)
@@ -174,6 +192,7 @@ class Connection:
     ) -> CommandResult:
         """Run one command; the caller quotes every argument (shlex.quote)."""
         deadline = time.monotonic() + timeout
+        stats.commands += 1
         try:
             channel = self._transport.open_session(timeout=timeout)
             channel.exec_command(command)
@@ -210,6 +229,7 @@ class Connection:
 
     def upload(self, remote_path: str, data: bytes, *, mode: int = 0o600) -> None:
         """Write a file on the cluster with the given mode, via SFTP."""
+        stats.uploads += 1
         try:
             with self._client.open_sftp() as sftp:
                 sftp.get_channel().settimeout(COMMAND_TIMEOUT)  # type: ignore[union-attr]
@@ -221,3 +241,57 @@ class Connection:
                 f"Upload of {remote_path} to cluster {self.endpoint.cluster_name!r} failed: {exc}",
                 retryable=True,
             ) from exc
+
+    def home_path(self, path: str) -> str:
+        """`path` made absolute: `~/x` and relative paths start in the login's home."""
+        try:
+            with self._client.open_sftp() as sftp:
+                home = sftp.normalize(".")
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise SSHError(
+                f"Cannot find the home directory on cluster {self.endpoint.cluster_name!r}: {exc}",
+                retryable=True,
+            ) from exc
+        if path.startswith("/"):
+            return path
+        relative = path[2:] if path.startswith("~/") else path.lstrip("~")
+        return f"{home.rstrip('/')}/{relative}".rstrip("/")
+
+
+class _Pool:
+    """Open connections of this process, one per endpoint, reused while alive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connections: dict[Endpoint, Connection] = {}
+        self._pid = os.getpid()
+
+    def get(self, endpoint: Endpoint) -> Connection:
+        with self._lock:
+            if self._pid != os.getpid():
+                # A forked worker child must not share its parent's sockets.
+                self._connections = {}
+                self._pid = os.getpid()
+            connection = self._connections.get(endpoint)
+            if connection is not None and connection.is_alive:
+                return connection
+            if connection is not None:
+                connection.close()
+            connection = Connection(endpoint)
+            self._connections[endpoint] = connection
+            return connection
+
+    def discard(self, endpoint: Endpoint) -> None:
+        with self._lock:
+            connection = self._connections.pop(endpoint, None)
+        if connection is not None:
+            connection.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            connection.close()
+
+
+pool = _Pool()

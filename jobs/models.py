@@ -5,14 +5,14 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
-from clusters.models import Cluster
+from clusters.models import Cluster, ClusterAccount
 from projects.models import Project
 
 
 class State(models.TextChoices):
     """Where a job or attempt stands; the Slurm names where Slurm has one."""
 
-    NEW = "NEW", "New"  # in the portal, not yet handed to Slurm
+    QUEUED = "QUEUED", "Queued"  # in the portal, not yet handed to Slurm
     SUBMITTING = "SUBMITTING", "Submitting"
     PENDING = "PENDING", "Pending"
     RUNNING = "RUNNING", "Running"
@@ -24,7 +24,7 @@ class State(models.TextChoices):
     NODE_FAIL = "NODE_FAIL", "Node failure"
     PREEMPTED = "PREEMPTED", "Preempted"
     OUT_OF_MEMORY = "OUT_OF_MEMORY", "Out of memory"
-    SUBMIT_FAILED = "SUBMIT_FAILED", "Submission failed"
+    UNKNOWN = "UNKNOWN", "Unknown"  # the cluster cannot be reached just now
 
 
 FINAL_STATES = frozenset(
@@ -36,9 +36,10 @@ FINAL_STATES = frozenset(
         State.NODE_FAIL,
         State.PREEMPTED,
         State.OUT_OF_MEMORY,
-        State.SUBMIT_FAILED,
     }
 )
+# States in which Slurm holds the job: what a poll looks at.
+LIVE_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, State.UNKNOWN})
 
 
 class Template(models.TextChoices):
@@ -81,7 +82,7 @@ class Job(models.Model):
         verbose_name="environment set-up",
         help_text="Shell lines run before the command (module load, conda activate, ...).",
     )
-    state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -104,6 +105,10 @@ class Job(models.Model):
     def is_finished(self) -> bool:
         return self.state in FINAL_STATES
 
+    @property
+    def gpus_requested(self) -> int:
+        return self.total_gpus
+
 
 class Attempt(models.Model):
     """One submission of a job to Slurm; a resubmission is a new attempt."""
@@ -113,13 +118,21 @@ class Attempt(models.Model):
     # Put in the Slurm job's name and comment, so a job whose sbatch reply was
     # lost can be found and adopted instead of submitted twice.
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    account = models.ForeignKey(
+        ClusterAccount, null=True, on_delete=models.PROTECT, related_name="attempts"
+    )
+    run_dir = models.CharField(max_length=1024, blank=True)
+    resume_from = models.CharField(max_length=1024, blank=True)
     slurm_job_id = models.CharField(max_length=32, blank=True)
     node_list = models.CharField(max_length=1024, blank=True)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    reason = models.TextField(blank=True, help_text="Why the attempt is in its state.")
     exit_code = models.IntegerField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -131,3 +144,29 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} attempt {self.number}"
+
+    @property
+    def slurm_job_name(self) -> str:
+        return f"portal-{self.uuid}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+class JobEvent(models.Model):
+    """One state change of an attempt: when, from what, to what, and why."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    attempt = models.ForeignKey(Attempt, null=True, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField()
+    from_state = models.CharField(max_length=16, choices=State.choices, blank=True)
+    to_state = models.CharField(max_length=16, choices=State.choices)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["time", "id"]
+        indexes = [models.Index(fields=["job", "time"], name="jobevent_job_time")]
+
+    def __str__(self) -> str:
+        return f"{self.job}: {self.from_state or '-'} -> {self.to_state}"

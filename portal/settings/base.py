@@ -127,7 +127,23 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# How often live jobs are polled (one agent call per cluster account per poll).
+POLL_INTERVAL: float = env.float("POLL_INTERVAL", default=1.0)
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "poll-active-clusters": {
+        "task": "jobs.tasks.poll_active_clusters",
+        "schedule": POLL_INTERVAL,
+        # A poll that could not start in time is pointless: the next one comes.
+        "options": {"expires": max(POLL_INTERVAL * 2, 2.0)},
+    },
+    "reconcile-attempts": {
+        "task": "jobs.tasks.reconcile_attempts",
+        "schedule": env.float("RECONCILE_INTERVAL", default=30.0),
+        "options": {"expires": 30.0},
+    },
+}
+# A submission in flight longer than this (seconds) is re-driven by the reconciler.
+SUBMIT_STUCK_AFTER: float = env.float("SUBMIT_STUCK_AFTER", default=60.0)
 
 # Private keys of cluster accounts are encrypted with these Fernet keys; the
 # first encrypts, all decrypt, so a key can be rotated without a migration.

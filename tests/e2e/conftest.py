@@ -1,11 +1,23 @@
-from collections.abc import Iterator
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
+from django.db import connection
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.services import cluster_register_sandbox
 from clusters.ssh import Connection
+from projects.models import Membership
+
+ROOT = Path(__file__).resolve().parents[2]
+POLL_INTERVAL = 0.5
 
 
 @pytest.fixture
@@ -30,3 +42,99 @@ def alice(sandbox_cluster: Cluster) -> Iterator[Connection]:
 def bob(sandbox_cluster: Cluster) -> Iterator[Connection]:
     with _connect(sandbox_cluster, "bob") as connection:
         yield connection
+
+
+class Worker:
+    """A real Celery worker with embedded beat, on the test database and Redis."""
+
+    def __init__(self, database_name: str, workdir: Path) -> None:
+        settings_dict = connection.settings_dict
+        user = settings_dict["USER"] or "postgres"
+        host = settings_dict["HOST"] or "127.0.0.1"
+        port = settings_dict["PORT"] or 5432
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+            "DATABASE_URL": f"postgres://{user}@{host}:{port}/{database_name}",
+            "POLL_INTERVAL": str(POLL_INTERVAL),
+            "RECONCILE_INTERVAL": "2",
+            "SUBMIT_STUCK_AFTER": "4",
+        }
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115 - kept open for the child
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--beat",
+                f"--schedule={self.workdir / 'beat-schedule'}",
+                "--concurrency=2",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"e2e-{os.getpid()}@localhost",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        """kill -9 of the worker and its pool processes, as a crash would."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = (self.workdir / "worker.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worker]:
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"},
+        check=True,
+        capture_output=True,
+    )
+    worker = Worker(connection.settings_dict["NAME"], tmp_path_factory.mktemp("worker"))
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def researcher(transactional_db, sandbox_cluster: Cluster, project) -> User:
+    """The portal user `alice`, whose jobs run as the cluster user alice."""
+    user = User.objects.get(username="alice")
+    Membership.objects.create(user=user, project=project, role=Membership.Role.MEMBER)
+    return user
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,66 @@
+"""What a cluster offers (partitions, node sizes, GPUs), cached so viewers share one look-up."""
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.core.cache import cache
+
+from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import account_endpoint
+from clusters.slurm import Node, Partition, Slurm, SlurmError
+from clusters.ssh import SSHError, pool
+
+logger = logging.getLogger(__name__)
+
+INVENTORY_TTL = 60  # seconds
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    """What one partition offers, from sinfo / scontrol on the cluster."""
+
+    name: str
+    is_default: bool
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    memory_mb_per_node: int
+    max_time: timedelta | None  # None: unlimited
+
+
+def partition_limits(partitions: list[Partition], nodes: list[Node]) -> dict[str, PartitionLimits]:
+    """Per partition, the largest node it has (a job asks for nodes of one size)."""
+    limits: dict[str, PartitionLimits] = {}
+    for partition in partitions:
+        members = [node for node in nodes if partition.name in node.partitions]
+        limits[partition.name] = PartitionLimits(
+            name=partition.name,
+            is_default=partition.is_default,
+            nodes=partition.total_nodes or len(members),
+            gpus_per_node=max((n.gpus for n in members), default=0),
+            cpus_per_node=max((n.cpus for n in members), default=0),
+            memory_mb_per_node=max((n.memory_mb for n in members), default=0),
+            max_time=partition.max_time,
+        )
+    return limits
+
+
+def cluster_partitions(*, cluster: Cluster, account: ClusterAccount) -> dict[str, PartitionLimits]:
+    """The cluster's partitions, from cache or one sinfo/scontrol round; {} if unreachable.
+
+    An unreachable cluster does not block a submission: the job waits in the
+    portal's queue and Slurm itself refuses what does not fit.
+    """
+    key = f"clusters:partitions:{cluster.pk}"
+    cached: dict[str, PartitionLimits] | None = cache.get(key)
+    if cached is not None:
+        return cached
+    try:
+        slurm = Slurm(pool.get(account_endpoint(account=account)))
+        limits = partition_limits(slurm.partitions(), slurm.nodes())
+    except (SSHError, SlurmError) as exc:
+        logger.warning("cannot read the partitions of cluster %s: %s", cluster.name, exc)
+        return {}
+    cache.set(key, limits, INVENTORY_TTL)
+    return limits

@@ -1,0 +1,166 @@
+"""One poll of a cluster: one agent call per cluster account, whatever the number of jobs."""
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from clusters.agent import AgentCommand, AgentReply, AgentRequest, FileRead, run_agent
+from clusters.models import ClusterAccount
+from clusters.selectors import account_endpoint
+from clusters.slurm import SlurmError, SqueueRow, squeue_argv, squeue_result
+from clusters.ssh import CommandResult, SSHError, pool
+from jobs.models import Attempt, State
+from jobs.scripts import EXIT_CODE_FILE, RunDir
+from jobs.selectors import live_attempts
+from jobs.slurm_states import portal_state
+from jobs.states import attempt_transition
+
+logger = logging.getLogger(__name__)
+
+# A job gone from squeue without an exit file may be mid-requeue; wait this long.
+VANISH_GRACE = timedelta(seconds=30)
+
+
+@dataclass
+class PollResult:
+    attempts: int = 0
+    changed: int = 0
+    unreachable: list[str] = field(default_factory=list)
+
+
+def cluster_poll(*, cluster_id: int) -> PollResult:
+    result = PollResult()
+    by_account: dict[int, list[Attempt]] = defaultdict(list)
+    accounts: dict[int, ClusterAccount] = {}
+    for attempt in live_attempts(cluster_id=cluster_id):
+        if attempt.account is None:
+            continue
+        by_account[attempt.account.pk].append(attempt)
+        accounts[attempt.account.pk] = attempt.account
+    for account_id, attempts in by_account.items():
+        result.attempts += len(attempts)
+        account = accounts[account_id]
+        try:
+            reply = _ask(account, attempts)
+        except SSHError as exc:
+            result.unreachable.append(account.username)
+            result.changed += _mark_unknown(attempts, str(exc))
+            continue
+        result.changed += _apply(attempts, reply)
+    return result
+
+
+def _exit_key(attempt: Attempt) -> str:
+    return f"{attempt.uuid}/{EXIT_CODE_FILE}"
+
+
+def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
+    endpoint = account_endpoint(account=account)
+    request = AgentRequest(
+        # All of the account's jobs rather than --jobs: squeue refuses a list whose
+        # jobs have all aged out, and one listing costs the same.
+        commands=[AgentCommand(id="squeue", argv=squeue_argv(user=account.username))],
+        files=[
+            FileRead(key=_exit_key(a), path=RunDir(a.run_dir).file(EXIT_CODE_FILE))
+            for a in attempts
+            if a.run_dir
+        ],
+    )
+    try:
+        return run_agent(pool.get(endpoint), request)
+    except SSHError as exc:
+        if exc.retryable:
+            pool.discard(endpoint)
+        raise
+
+
+def _mark_unknown(attempts: list[Attempt], why: str) -> int:
+    changed = 0
+    for attempt in attempts:
+        if attempt.state != State.UNKNOWN:
+            changed += attempt_transition(
+                attempt=attempt, to=State.UNKNOWN, reason=f"Cannot reach the cluster: {why}"
+            )
+    return changed
+
+
+def _exit_code(reply: AgentReply, attempt: Attempt) -> int | None:
+    chunk = reply.files.get(_exit_key(attempt))
+    if chunk is None or chunk.error or not chunk.data.strip():
+        return None
+    try:
+        return int(chunk.data.strip().splitlines()[0])
+    except ValueError:
+        return None
+
+
+def _apply(attempts: list[Attempt], reply: AgentReply) -> int:
+    squeue = reply.commands["squeue"]
+    try:
+        rows = {
+            row.job_id: row
+            for row in squeue_result(
+                CommandResult(squeue.exit, squeue.stdout.encode(), squeue.stderr.encode())
+            )
+        }
+    except SlurmError as exc:
+        # squeue itself failed (slurmctld down): states are unknown, not changed.
+        return _mark_unknown(attempts, str(exc))
+    now = timezone.now()
+    changed = 0
+    for attempt in attempts:
+        exit_code = _exit_code(reply, attempt)
+        row = rows.get(attempt.slurm_job_id)
+        if row is not None:
+            changed += _from_squeue(attempt, row, exit_code, now)
+        elif exit_code is not None:
+            changed += attempt_transition(
+                attempt=attempt,
+                to=State.COMPLETED if exit_code == 0 else State.FAILED,
+                reason=f"Exited with status {exit_code}.",
+                exit_code=exit_code,
+                ended_at=attempt.ended_at or now,
+            )
+        elif now - attempt.state_changed_at > VANISH_GRACE:
+            changed += attempt_transition(
+                attempt=attempt,
+                to=State.FAILED,
+                reason="The job left Slurm's queue without recording an exit status "
+                "(killed before the batch script ended, and the cluster keeps no accounting).",
+                ended_at=now,
+            )
+    return changed
+
+
+def _from_squeue(attempt: Attempt, row: SqueueRow, exit_code: int | None, now: datetime) -> int:
+    new = portal_state(row.state)
+    fields: dict[str, Any] = {}
+    if row.node_list and row.node_list != attempt.node_list and not row.node_list.startswith("("):
+        fields["node_list"] = row.node_list
+    if row.start_time and new != State.PENDING and attempt.started_at != row.start_time:
+        fields["started_at"] = row.start_time
+    if new in (
+        State.COMPLETED,
+        State.FAILED,
+        State.CANCELLED,
+        State.TIMEOUT,
+        State.NODE_FAIL,
+        State.PREEMPTED,
+        State.OUT_OF_MEMORY,
+    ):
+        fields["ended_at"] = row.end_time or now
+        code = exit_code if exit_code is not None else row.exit_code
+        if code is not None:
+            fields["exit_code"] = code
+    if new == attempt.state and not fields:
+        return 0
+    reason = row.reason if row.reason and row.reason not in ("None", "(null)") else ""
+    return int(
+        attempt_transition(
+            attempt=attempt, to=new, reason=reason or f"Slurm says {row.state}.", **fields
+        )
+    )

@@ -1,0 +1,114 @@
+"""The batch script of an attempt, rendered from its job's spec.
+
+User values reach the script in two ways only: as shell code the user wrote
+to run (the command and set-up lines, written verbatim into the script file,
+never into a command line), or as data, always through `shlex.quote`.
+"""
+
+import shlex
+from dataclasses import dataclass
+from datetime import timedelta
+
+from jobs.models import Attempt, Job, Template
+
+STDOUT_FILE = "stdout.log"
+EXIT_CODE_FILE = "exit_code"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+SCRIPT_FILE = "job.sbatch"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: str  # absolute, on the cluster's shared filesystem
+
+    def file(self, name: str) -> str:
+        return f"{self.path.rstrip('/')}/{name}"
+
+
+def slurm_time(limit: timedelta) -> str:
+    """`D-HH:MM:SS`, rounded up to whole seconds (at least one minute)."""
+    seconds = max(60, int(-(-limit.total_seconds() // 1)))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def _sbatch_options(job: Job, attempt: Attempt, run_dir: RunDir) -> list[str]:
+    options = [
+        f"--job-name={attempt.slurm_job_name}",
+        f"--comment={attempt.slurm_job_name}",
+        f"--nodes={job.nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={job.cpus_per_task}",
+        f"--time={slurm_time(job.time_limit)}",
+        f"--output={run_dir.file(STDOUT_FILE)}",
+        "--open-mode=append",
+    ]
+    if job.gpus_per_node:
+        options.append(f"--gres=gpu:{job.gpus_per_node}")
+    if job.memory_mb:
+        options.append(f"--mem={job.memory_mb}M")
+    if job.partition:
+        options.append(f"--partition={job.partition}")
+    if job.project.slurm_account:
+        options.append(f"--account={job.project.slurm_account}")
+    # #SBATCH lines are not shell: values are validated to need no quoting, and
+    # quoting them anyway guards against a validator that missed something.
+    return [f"#SBATCH {shlex.quote(option)}" for option in options]
+
+
+def _command_lines(job: Job) -> list[str]:
+    if job.template == Template.TORCHRUN:
+        torchrun = (
+            "srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchrun"
+            ' --nnodes="$SLURM_NNODES"'
+            f" --nproc_per_node={max(job.gpus_per_node, 1)}"
+            " --rdzv_backend=c10d"
+            ' --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"'
+            ' --rdzv_id="$SLURM_JOB_ID"'
+        )
+        return [f"{torchrun} {job.command.strip()}"]
+    return job.command.strip().splitlines()
+
+
+def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
+    exports = {
+        "PORTAL_JOB_ID": str(job.pk),
+        "PORTAL_JOB_NAME": job.name,
+        "PORTAL_ATTEMPT": str(attempt.uuid),
+        "PORTAL_ATTEMPT_NUMBER": str(attempt.number),
+        "PORTAL_RUN_DIR": run_dir.path,
+        "PORTAL_METRICS_FILE": run_dir.file(METRICS_FILE),
+        "PORTAL_CHECKPOINT_DIR": run_dir.file(CHECKPOINT_DIR),
+        "PORTAL_RESUME_FROM": attempt.resume_from,
+    }
+    lines = [
+        "#!/bin/bash",
+        f"# Written by the GPU portal for job {job.pk}, attempt {attempt.number}.",
+        *_sbatch_options(job, attempt, run_dir),
+        "",
+        *(f"export {name}={shlex.quote(value)}" for name, value in exports.items()),
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        "MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))",
+        "export MASTER_ADDR MASTER_PORT",
+        'mkdir -p -- "$PORTAL_CHECKPOINT_DIR"',
+        "",
+        "# The exit status is kept in the run directory, so the outcome is known",
+        "# even on a cluster without accounting, after the job has left squeue.",
+        "portal_record_exit() {",
+        "  local code=$?",
+        f'  printf "%s\\n" "$code" > "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp"',
+        f'  mv -f -- "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp" "$PORTAL_RUN_DIR/{EXIT_CODE_FILE}"',
+        "}",
+        "trap portal_record_exit EXIT",
+        "",
+        "# --- environment set-up (from the job spec) ---",
+        *job.setup.strip().splitlines(),
+        "",
+        "# --- the command (from the job spec) ---",
+        *_command_lines(job),
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Checks of a job spec against the cluster's partitions and the project's limits.
+
+Each error names the field and what to change; the form shows them inline and
+the API returns them as field errors.
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from clusters.inventory import PartitionLimits
+from jobs.models import Template
+from projects.models import Quota
+
+_PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NAME = re.compile(r"^[\w.+-][\w .+-]{0,127}$")
+MAX_COMMAND_CHARS = 65536
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    template: str
+    command: str
+    nodes: int
+    gpus_per_node: int
+    cpus_per_task: int
+    memory_mb: int | None
+    time_limit: timedelta
+    partition: str
+    setup: str = ""
+
+
+def describe(limit: timedelta) -> str:
+    hours = limit.total_seconds() / 3600
+    return f"{hours:g} h" if hours < 48 else f"{hours / 24:g} days"
+
+
+def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if not _NAME.match(spec.name):
+        errors["name"] = [
+            "Name the job with letters, digits, spaces and '._+-' (at most 128 characters)."
+        ]
+    if not spec.command.strip():
+        errors.setdefault("command", []).append("Enter the command to run.")
+    for field in ("command", "setup", "name"):
+        value = getattr(spec, field)
+        if "\x00" in value:
+            errors.setdefault(field, []).append("Remove the NUL character.")
+        if len(value) > MAX_COMMAND_CHARS:
+            errors.setdefault(field, []).append(f"Keep it under {MAX_COMMAND_CHARS} characters.")
+    if spec.template == Template.TORCHRUN and len(spec.command.strip().splitlines()) > 1:
+        errors.setdefault("command", []).append(
+            "For PyTorch DDP give one line: the training script and its arguments "
+            "(put preparation steps into the environment set-up)."
+        )
+    if spec.template not in Template.values:
+        errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")
+    return errors
+
+
+def validate_spec(
+    *,
+    spec: JobSpec,
+    partitions: dict[str, PartitionLimits],
+    quota: Quota | None,
+) -> dict[str, list[str]]:
+    """Every problem with the spec, by field; empty when it can be submitted."""
+    errors = _text_errors(spec)
+
+    def add(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    if spec.nodes < 1:
+        add("nodes", "Ask for at least one node.")
+    if spec.cpus_per_task < 1:
+        add("cpus_per_task", "Ask for at least one CPU per task.")
+    if spec.time_limit <= timedelta(0):
+        add("time_limit", "Give a positive time limit, e.g. 1:00:00.")
+
+    partition, problem = _partition(spec, partitions)
+    if problem:
+        add("partition", problem)
+    if partition is not None:
+        if spec.nodes > partition.nodes:
+            add(
+                "nodes",
+                f"Partition {partition.name} has {partition.nodes} nodes; "
+                f"ask for at most {partition.nodes}.",
+            )
+        if spec.gpus_per_node > partition.gpus_per_node:
+            add(
+                "gpus_per_node",
+                f"Nodes in partition {partition.name} have {partition.gpus_per_node} GPUs; "
+                f"ask for at most {partition.gpus_per_node} per node.",
+            )
+        if spec.cpus_per_task > partition.cpus_per_node:
+            add(
+                "cpus_per_task",
+                f"Nodes in partition {partition.name} have {partition.cpus_per_node} CPUs; "
+                f"ask for at most {partition.cpus_per_node}.",
+            )
+        if spec.memory_mb and spec.memory_mb > partition.memory_mb_per_node:
+            add(
+                "memory_mb",
+                f"Nodes in partition {partition.name} have {partition.memory_mb_per_node} MB; "
+                f"ask for at most {partition.memory_mb_per_node}.",
+            )
+        if partition.max_time is not None and spec.time_limit > partition.max_time:
+            add(
+                "time_limit",
+                f"Partition {partition.name} allows at most {describe(partition.max_time)}; "
+                "shorten the time limit.",
+            )
+
+    if quota is not None:
+        total = spec.nodes * spec.gpus_per_node
+        if quota.max_gpus_per_job is not None and total > quota.max_gpus_per_job:
+            add(
+                "gpus_per_node",
+                f"This job asks for {total} GPUs; the project allows at most "
+                f"{quota.max_gpus_per_job} per job.",
+            )
+        if spec.time_limit > quota.max_wall_time:
+            add(
+                "time_limit",
+                f"The project allows at most {describe(quota.max_wall_time)} per job; "
+                "shorten the time limit.",
+            )
+    return errors
+
+
+def _partition(
+    spec: JobSpec, partitions: dict[str, PartitionLimits]
+) -> tuple[PartitionLimits | None, str]:
+    """The partition the job will run in, or the error that names the choices."""
+    if not spec.partition:
+        return next((p for p in partitions.values() if p.is_default), None), ""
+    if not _PARTITION.match(spec.partition):
+        return None, "A partition name has only letters, digits, '_', '.' and '-'."
+    if partitions and spec.partition not in partitions:
+        return None, (
+            f"This cluster has no partition {spec.partition!r}; choose one of "
+            f"{', '.join(sorted(partitions))}."
+        )
+    return partitions.get(spec.partition), ""

@@ -1,0 +1,78 @@
+"""The attempt state machine: which changes are legal, and applying one with its event."""
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
+
+_SLURM_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, *FINAL_STATES}) - {
+    State.FAILED
+}
+
+ALLOWED: dict[str, frozenset[str]] = {
+    State.QUEUED: frozenset({State.SUBMITTING, State.CANCELLED, State.FAILED}),
+    # Submission may find the job already past pending (adoption after a lost reply).
+    State.SUBMITTING: _SLURM_STATES | {State.QUEUED, State.FAILED, State.UNKNOWN},
+    State.PENDING: _SLURM_STATES | {State.FAILED, State.UNKNOWN},
+    # Slurm requeues a running job whose node failed: back to pending.
+    State.RUNNING: _SLURM_STATES | {State.FAILED, State.UNKNOWN},
+    State.COMPLETING: _SLURM_STATES | {State.FAILED, State.UNKNOWN},
+    State.UNKNOWN: _SLURM_STATES | {State.FAILED},
+    **{final: frozenset() for final in FINAL_STATES},
+}
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+def can_transition(current: str, new: str) -> bool:
+    return new in ALLOWED.get(current, frozenset())
+
+
+def attempt_transition(
+    *,
+    attempt: Attempt,
+    to: str,
+    reason: str = "",
+    at: datetime | None = None,
+    **fields: Any,
+) -> bool:
+    """Move an attempt (and its job) to a new state, recording the event.
+
+    Guarded by the state the caller saw: if another worker changed it
+    meanwhile, nothing is written and False is returned. Staying in the same
+    state only updates the given fields (no event).
+    """
+    at = at or timezone.now()
+    current = attempt.state
+    if to == current:
+        if fields:
+            Attempt.objects.filter(pk=attempt.pk, state=current).update(**fields)
+            for name, value in fields.items():
+                setattr(attempt, name, value)
+        return True
+    if not can_transition(current, to):
+        raise IllegalTransition(f"attempt {attempt.pk}: {current} -> {to} is not allowed")
+    values = {"state": to, "state_changed_at": at, "reason": reason, **fields}
+    updated = Attempt.objects.filter(pk=attempt.pk, state=current).update(**values)
+    if not updated:
+        return False
+    for name, value in values.items():
+        setattr(attempt, name, value)
+    JobEvent.objects.create(
+        job_id=attempt.job_id,
+        attempt=attempt,
+        time=at,
+        from_state=current,
+        to_state=to,
+        reason=reason,
+    )
+    # The job shows its latest attempt's state.
+    Job.objects.filter(pk=attempt.job_id).filter(~Q(attempts__number__gt=attempt.number)).update(
+        state=to, updated_at=at
+    )
+    return True

@@ -1,0 +1,122 @@
+"""Handing an attempt to Slurm exactly once, whatever fails on the way."""
+
+import logging
+import shlex
+
+from django.utils import timezone
+
+from clusters.selectors import account_endpoint
+from clusters.slurm import Slurm, SlurmError, SqueueRow
+from clusters.ssh import Connection, SSHError, pool
+from jobs.models import Attempt, State
+from jobs.scripts import SCRIPT_FILE, RunDir, render_batch_script
+from jobs.slurm_states import portal_state
+from jobs.states import attempt_transition
+
+logger = logging.getLogger(__name__)
+
+
+class SubmitRetry(Exception):
+    """A transient failure; the task retries, and the retry first looks for the job."""
+
+
+def _attempt(attempt_id: int) -> Attempt:
+    return Attempt.objects.select_related(
+        "job", "job__project", "job__cluster", "account", "account__cluster"
+    ).get(pk=attempt_id)
+
+
+def attempt_submit(*, attempt_id: int) -> None:
+    """Submit a queued attempt; on a retry, adopt the Slurm job if the first try made one."""
+    attempt = _attempt(attempt_id)
+    if attempt.state == State.QUEUED:
+        if attempt.cancel_requested_at:
+            attempt_transition(
+                attempt=attempt, to=State.CANCELLED, reason="Cancelled before submission."
+            )
+            return
+        if not attempt_transition(attempt=attempt, to=State.SUBMITTING, reason="Handing to Slurm."):
+            return  # another worker claimed it
+        is_retry = False
+    elif attempt.state == State.SUBMITTING:
+        is_retry = True  # a retried or redelivered task: the job may already exist
+    else:
+        return  # submitted already
+    if attempt.account is None:
+        attempt_transition(
+            attempt=attempt, to=State.FAILED, reason="No cluster account to run the job as."
+        )
+        return
+    endpoint = account_endpoint(account=attempt.account)
+    try:
+        connection = pool.get(endpoint)
+        slurm = Slurm(connection)
+        if is_retry and _adopt(attempt, slurm):
+            return
+        submitted_at = timezone.now()
+        slurm_job_id = _upload_and_submit(attempt, connection, slurm)
+    except (SSHError, SlurmError) as exc:
+        if isinstance(exc, SSHError) and exc.retryable:
+            pool.discard(endpoint)
+        if not exc.retryable:
+            attempt_transition(attempt=attempt, to=State.FAILED, reason=str(exc))
+            return
+        logger.warning("submission of attempt %s failed, will retry: %s", attempt.pk, exc)
+        raise SubmitRetry(str(exc)) from exc
+    attempt_transition(
+        attempt=attempt,
+        to=State.PENDING,
+        reason="Submitted to Slurm.",
+        slurm_job_id=slurm_job_id,
+        submitted_at=submitted_at,
+    )
+    _cancel_if_requested(attempt, slurm)
+
+
+def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -> str:
+    job = attempt.job
+    if not attempt.run_dir:
+        base = job.cluster.base_run_dir.rstrip("/")
+        attempt.run_dir = connection.home_path(f"{base}/{attempt.uuid}")
+        Attempt.objects.filter(pk=attempt.pk).update(run_dir=attempt.run_dir)
+    run_dir = RunDir(attempt.run_dir)
+    made = connection.run(f"mkdir -p -m 700 -- {shlex.quote(run_dir.path)}")
+    if made.exit_status != 0:
+        raise SlurmError(
+            "mkdir", f"cannot create the run directory: {made.error_text.strip()}", retryable=False
+        )
+    script = render_batch_script(job=job, attempt=attempt, run_dir=run_dir)
+    connection.upload(run_dir.file(SCRIPT_FILE), script.encode(), mode=0o700)
+    return slurm.submit(run_dir.file(SCRIPT_FILE))
+
+
+def _adopt(attempt: Attempt, slurm: Slurm) -> bool:
+    """Take over the Slurm job an earlier try submitted, if there is one."""
+    rows: list[SqueueRow] = slurm.find_by_name(attempt.slurm_job_name)
+    if not rows:
+        return False
+    if len(rows) > 1:
+        logger.error(
+            "attempt %s has %d Slurm jobs named %s", attempt.pk, len(rows), attempt.slurm_job_name
+        )
+    row = min(rows, key=lambda r: int(r.job_id.split("_")[0]))
+    attempt_transition(
+        attempt=attempt,
+        to=State.PENDING,
+        reason=f"Adopted Slurm job {row.job_id}, submitted by an earlier try.",
+        slurm_job_id=row.job_id,
+        submitted_at=timezone.now(),
+    )
+    new = portal_state(row.state)
+    if new != State.PENDING:
+        attempt_transition(attempt=attempt, to=new, reason=row.reason or "Seen in squeue.")
+    _cancel_if_requested(attempt, slurm)
+    return True
+
+
+def _cancel_if_requested(attempt: Attempt, slurm: Slurm) -> None:
+    requested = Attempt.objects.filter(pk=attempt.pk).values_list("cancel_requested_at", flat=True)[
+        0
+    ]
+    if requested and attempt.slurm_job_id:
+        slurm.cancel(attempt.slurm_job_id)

@@ -1,0 +1,74 @@
+"""Celery tasks: take ids, call one service. Messages are hints; the database is the truth."""
+
+import logging
+from typing import Any
+
+import redis
+from celery import shared_task
+from django.conf import settings
+
+from clusters.models import Cluster
+from clusters.selectors import account_endpoint
+from clusters.slurm import Slurm
+from clusters.ssh import pool
+from jobs.models import LIVE_STATES, Attempt
+from jobs.polling import cluster_poll
+from jobs.services import attempts_reconcile
+from jobs.submission import SubmitRetry, attempt_submit
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(SubmitRetry,),
+    retry_backoff=1,
+    retry_backoff_max=30,
+    max_retries=8,
+)
+def submit_attempt(self: Any, attempt_id: int) -> None:
+    attempt_submit(attempt_id=attempt_id)
+
+
+@shared_task
+def cancel_attempt(attempt_id: int) -> None:
+    attempt = Attempt.objects.select_related("account", "account__cluster").get(pk=attempt_id)
+    if attempt.account is None or not attempt.slurm_job_id or attempt.is_finished:
+        return
+    Slurm(pool.get(account_endpoint(account=attempt.account))).cancel(attempt.slurm_job_id)
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+@shared_task(ignore_result=True)
+def poll_cluster(cluster_id: int) -> None:
+    # One poll per cluster in flight, across all workers; a poll still running
+    # when the next beat fires makes that beat a no-op rather than a pile-up.
+    lock = _redis().lock(f"portal:poll:{cluster_id}", timeout=60, blocking=False)
+    if not lock.acquire(blocking=False):
+        return
+    try:
+        cluster_poll(cluster_id=cluster_id)
+    finally:
+        try:
+            lock.release()
+        except redis.exceptions.LockError:
+            logger.warning("poll lock of cluster %s expired before the poll ended", cluster_id)
+
+
+@shared_task(ignore_result=True)
+def poll_active_clusters() -> None:
+    cluster_ids = (
+        Cluster.objects.filter(is_active=True, jobs__attempts__state__in=LIVE_STATES)
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    for cluster_id in cluster_ids:
+        poll_cluster.apply_async((cluster_id,), expires=max(settings.POLL_INTERVAL * 2, 2.0))
+
+
+@shared_task(ignore_result=True)
+def reconcile_attempts() -> None:
+    attempts_reconcile()

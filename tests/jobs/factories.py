@@ -1,0 +1,62 @@
+"""Rows for job tests, built directly (no factory library needed for so few)."""
+
+from datetime import timedelta
+
+from django.contrib.auth.models import User
+
+from clusters.inventory import PartitionLimits
+from clusters.models import Cluster, ClusterAccount
+from jobs.models import Attempt, Job, Template
+from jobs.specs import JobSpec
+from projects.models import Project
+from tests.keys import new_key_pair
+
+GPU_PARTITION = PartitionLimits(
+    name="gpu",
+    is_default=True,
+    nodes=2,
+    gpus_per_node=2,
+    cpus_per_node=2,
+    memory_mb_per_node=8000,
+    max_time=timedelta(days=1),
+)
+
+
+def spec(**overrides: object) -> JobSpec:
+    values: dict[str, object] = {
+        "name": "train",
+        "template": Template.COMMAND,
+        "command": "python train.py --lr 0.1",
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "cpus_per_task": 1,
+        "memory_mb": None,
+        "time_limit": timedelta(minutes=10),
+        "partition": "gpu",
+        "setup": "",
+    }
+    values.update(overrides)
+    return JobSpec(**values)  # type: ignore[arg-type]
+
+
+def cluster(name: str = "alps") -> Cluster:
+    _, host_key = new_key_pair()
+    return Cluster.objects.create(name=name, ssh_host="login", host_key=host_key)
+
+
+def account(cluster: Cluster, user: User | None) -> ClusterAccount:
+    private, _ = new_key_pair()
+    return ClusterAccount.objects.create(
+        cluster=cluster, user=user, username=user.username if user else "svc", private_key=private
+    )
+
+
+def job(project: Project, user: User, cluster: Cluster, **overrides: object) -> tuple[Job, Attempt]:
+    values: dict[str, object] = {
+        "name": "train",
+        "command": "python train.py",
+        "time_limit": timedelta(minutes=10),
+    }
+    values.update(overrides)
+    job = Job.objects.create(project=project, user=user, cluster=cluster, **values)
+    return job, Attempt.objects.create(job=job, number=1)

@@ -1,0 +1,74 @@
+import re
+import subprocess
+from datetime import timedelta
+
+import pytest
+
+from jobs.models import Template
+from jobs.scripts import RunDir, render_batch_script, slurm_time
+from tests.jobs import factories
+
+
+@pytest.mark.parametrize(
+    ("limit", "text"),
+    [
+        (timedelta(seconds=1), "0-00:01:00"),
+        (timedelta(minutes=90), "0-01:30:00"),
+        (timedelta(days=2, seconds=1.5), "2-00:00:02"),
+    ],
+)
+def test_slurm_time(limit: timedelta, text: str) -> None:
+    assert slurm_time(limit) == text
+
+
+def _render(member, project, **overrides: object) -> str:
+    job, attempt = factories.job(project, member, factories.cluster(), **overrides)
+    return render_batch_script(job=job, attempt=attempt, run_dir=RunDir("/home/mia/runs/x y"))
+
+
+def test_options_come_from_the_spec(member, project) -> None:
+    script = _render(
+        member,
+        project,
+        nodes=2,
+        gpus_per_node=2,
+        cpus_per_task=8,
+        memory_mb=16000,
+        partition="gpu",
+        time_limit=timedelta(hours=2),
+    )
+    options = re.findall(r"^#SBATCH (.+)$", script, re.M)
+    assert "--nodes=2" in options
+    assert "--gres=gpu:2" in options
+    assert "--cpus-per-task=8" in options
+    assert "--mem=16000M" in options
+    assert "--partition=gpu" in options
+    assert "--account=vision" in options
+    assert "--time=0-02:00:00" in options
+    assert "'--output=/home/mia/runs/x y/stdout.log'" in options
+    assert any(o.startswith("--job-name=portal-") for o in options)
+
+
+def test_torchrun_template_runs_one_launcher_per_node(member, project) -> None:
+    script = _render(
+        member,
+        project,
+        template=Template.TORCHRUN,
+        nodes=2,
+        gpus_per_node=4,
+        command="examples/ddp_train.py --steps 20",
+    )
+    launch = script.strip().splitlines()[-1]
+    assert launch.startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchrun")
+    assert '--nnodes="$SLURM_NNODES"' in launch
+    assert "--nproc_per_node=4" in launch
+    assert "--rdzv_backend=c10d" in launch
+    assert launch.endswith("examples/ddp_train.py --steps 20")
+    assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in script
+
+
+def test_hostile_values_stay_data(member, project) -> None:
+    script = _render(member, project, name="x $(touch /tmp/c) `id` 'q\"")
+    assert "export PORTAL_JOB_NAME='x $(touch /tmp/c) `id` '\"'\"'q\"'" in script
+    result = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,68 @@
+import pytest
+
+from jobs.models import Attempt, JobEvent, State
+from jobs.states import IllegalTransition, attempt_transition, can_transition
+from tests.jobs import factories
+
+
+@pytest.mark.parametrize(
+    ("current", "new", "allowed"),
+    [
+        (State.QUEUED, State.SUBMITTING, True),
+        (State.QUEUED, State.RUNNING, False),
+        (State.SUBMITTING, State.RUNNING, True),  # adopted after a lost sbatch reply
+        (State.PENDING, State.RUNNING, True),
+        (State.RUNNING, State.PENDING, True),  # requeued after a node failure
+        (State.RUNNING, State.UNKNOWN, True),
+        (State.UNKNOWN, State.RUNNING, True),
+        (State.UNKNOWN, State.COMPLETED, True),
+        (State.UNKNOWN, State.QUEUED, False),
+        (State.COMPLETED, State.RUNNING, False),
+        (State.CANCELLED, State.COMPLETED, False),
+        (State.FAILED, State.UNKNOWN, False),
+    ],
+)
+def test_transition_table(current: str, new: str, allowed: bool) -> None:
+    assert can_transition(current, new) is allowed
+
+
+def test_transition_records_event_and_moves_the_job(member, project, db) -> None:
+    job, attempt = factories.job(project, member, factories.cluster())
+    assert attempt_transition(attempt=attempt, to=State.SUBMITTING, reason="go")
+    assert attempt_transition(attempt=attempt, to=State.PENDING, reason="sbatch", slurm_job_id="7")
+    attempt.refresh_from_db()
+    job.refresh_from_db()
+    assert (attempt.state, attempt.slurm_job_id, job.state) == (State.PENDING, "7", State.PENDING)
+    events = list(JobEvent.objects.filter(job=job).values_list("from_state", "to_state", "reason"))
+    assert events == [
+        (State.QUEUED, State.SUBMITTING, "go"),
+        (State.SUBMITTING, State.PENDING, "sbatch"),
+    ]
+
+
+def test_illegal_transition_is_refused_and_writes_nothing(member, project, db) -> None:
+    _, attempt = factories.job(project, member, factories.cluster())
+    with pytest.raises(IllegalTransition):
+        attempt_transition(attempt=attempt, to=State.COMPLETED)
+    assert Attempt.objects.get(pk=attempt.pk).state == State.QUEUED
+    assert not JobEvent.objects.exists()
+
+
+def test_a_stale_view_loses_the_race(member, project, db) -> None:
+    _, attempt = factories.job(project, member, factories.cluster())
+    stale = Attempt.objects.get(pk=attempt.pk)
+    assert attempt_transition(attempt=attempt, to=State.SUBMITTING)
+    assert attempt_transition(attempt=stale, to=State.SUBMITTING) is False
+    assert JobEvent.objects.count() == 1
+
+
+def test_an_older_attempt_does_not_move_the_job(member, project, db) -> None:
+    job, first = factories.job(project, member, factories.cluster())
+    Attempt.objects.filter(pk=first.pk).update(state=State.RUNNING)
+    first.state = State.RUNNING
+    Attempt.objects.create(job=job, number=2, state=State.QUEUED)
+    job.state = State.QUEUED
+    job.save()
+    attempt_transition(attempt=first, to=State.FAILED)
+    job.refresh_from_db()
+    assert job.state == State.QUEUED

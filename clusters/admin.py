@@ -10,7 +10,7 @@ from clusters.models import Cluster, ClusterAccount
 class ClusterForm(forms.ModelForm):
     class Meta:
         model = Cluster
-        fields = "__all__"
+        exclude: list[str] = []
         widgets = {"host_key": forms.TextInput(attrs={"size": 100, "spellcheck": "false"})}
 
 

@@ -109,7 +109,7 @@ def _adopt(attempt: Attempt, slurm: Slurm) -> bool:
     )
     new = portal_state(row.state)
     if new != State.PENDING:
-        attempt_transition(attempt=attempt, to=new, reason=row.reason or "Seen in squeue.")
+        attempt_transition(attempt=attempt, to=new, reason=f"Slurm says {row.state}.")
     _cancel_if_requested(attempt, slurm)
     return True
 

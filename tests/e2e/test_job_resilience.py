@@ -1,0 +1,143 @@
+"""Failures on the way: lost sbatch replies, killed workers, changed host keys, sshd down."""
+
+import shlex
+import subprocess
+
+import pytest
+from django.conf import settings
+
+from clusters import sandbox
+from clusters.sandbox import config, daemons
+from clusters.slurm import Slurm
+from clusters.ssh import SSHError
+from jobs.models import Attempt, Job, State
+from jobs.services import job_submit
+from jobs.submission import SubmitRetry, attempt_submit
+from tests.e2e.conftest import wait_for
+from tests.jobs.factories import spec
+from tests.keys import new_key_pair
+
+pytestmark = pytest.mark.sandbox
+
+
+def _slurm_jobs_named(alice, name: str) -> list[str]:
+    result = alice.run(f"squeue --noheader --states=all --format=%i --name={shlex.quote(name)}")
+    return result.text.split()
+
+
+def _queued_attempt(researcher, project, cluster, monkeypatch, **overrides: object) -> Attempt:
+    """A job recorded by job_submit, whose queued task we run ourselves."""
+    monkeypatch.setattr("jobs.services._queue_submission", lambda attempt_id: None)
+    job = job_submit(user=researcher, project=project, cluster=cluster, spec=spec(**overrides))
+    return Attempt.objects.get(job=job)
+
+
+def test_lost_sbatch_reply_is_adopted_not_resubmitted(
+    researcher, project, sandbox_cluster, alice, monkeypatch
+) -> None:
+    attempt = _queued_attempt(researcher, project, sandbox_cluster, monkeypatch, command="sleep 5")
+    real_submit = Slurm.submit
+
+    def accepted_then_cut(self: Slurm, script_path: str) -> str:
+        real_submit(self, script_path)  # Slurm accepts the job...
+        self.connection.close()  # ...and the connection dies before we read the id.
+        raise SSHError("Lost the connection to cluster 'sandbox'", retryable=True)
+
+    monkeypatch.setattr(Slurm, "submit", accepted_then_cut)
+    with pytest.raises(SubmitRetry):
+        attempt_submit(attempt_id=attempt.pk)
+    attempt.refresh_from_db()
+    assert attempt.state == State.SUBMITTING
+
+    monkeypatch.setattr(Slurm, "submit", real_submit)
+    attempt_submit(attempt_id=attempt.pk)  # the task's retry
+    attempt.refresh_from_db()
+    ids = _slurm_jobs_named(alice, attempt.slurm_job_name)
+    assert ids == [attempt.slurm_job_id]
+    assert attempt.state in (State.PENDING, State.RUNNING)
+    reasons = list(attempt.events.order_by("time", "id").values_list("reason", flat=True))
+    assert f"Adopted Slurm job {attempt.slurm_job_id}, submitted by an earlier try." in reasons
+    attempt_submit(attempt_id=attempt.pk)  # a redelivered duplicate is a no-op
+    assert _slurm_jobs_named(alice, attempt.slurm_job_name) == ids
+
+
+def test_worker_killed_mid_submission_makes_one_job(
+    celery_worker, researcher, project, sandbox_cluster, alice
+) -> None:
+    # sbatch on the cluster answers slowly: Slurm has the job, the worker not yet its id.
+    shim = config.Paths.of(settings.SANDBOX_STATE_DIR).bin / "sbatch"
+    shim.write_text('#!/bin/sh\n/usr/bin/sbatch "$@"; code=$?; sleep 5; exit $code\n')
+    shim.chmod(0o755)
+    try:
+        job = job_submit(
+            user=researcher, project=project, cluster=sandbox_cluster, spec=spec(command="sleep 2")
+        )
+        attempt = Attempt.objects.get(job=job)
+        wait_for(
+            lambda: _slurm_jobs_named(alice, attempt.slurm_job_name),
+            30,
+            "Slurm to accept the job",
+        )
+        assert Attempt.objects.get(pk=attempt.pk).state == State.SUBMITTING
+        celery_worker.kill()  # kill -9 while the worker waits for sbatch's reply
+    finally:
+        shim.unlink(missing_ok=True)
+        celery_worker.start()
+    wait_for(
+        lambda: Attempt.objects.get(pk=attempt.pk).state == State.COMPLETED,
+        60,
+        "the reconciler to re-drive the submission and the job to complete",
+    )
+    attempt.refresh_from_db()
+    assert _slurm_jobs_named(alice, attempt.slurm_job_name) == [attempt.slurm_job_id]
+    assert "Adopted" in " ".join(attempt.events.values_list("reason", flat=True))
+
+
+def test_changed_host_key_fails_the_attempt_and_submits_nothing(
+    celery_worker, researcher, project, sandbox_cluster, alice
+) -> None:
+    _, impostor = new_key_pair()
+    sandbox_cluster.host_key = impostor
+    sandbox_cluster.save()
+    job = job_submit(
+        user=researcher,
+        project=project,
+        cluster=sandbox_cluster,
+        spec=spec(command="echo hi"),
+        partitions={},
+    )
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.FAILED, 30, "the attempt to fail")
+    attempt = Attempt.objects.get(job=job)
+    assert "Host key mismatch for cluster 'sandbox'" in attempt.reason
+    assert "SHA256:" in attempt.reason
+    assert attempt.slurm_job_id == ""
+    assert _slurm_jobs_named(alice, attempt.slurm_job_name) == []
+
+
+def _sshd(state_dir) -> daemons.Daemon:
+    return next(d for d in daemons.daemons(config.Paths.of(state_dir)) if d.binary == "sshd")
+
+
+def test_sshd_down_shows_unknown_then_the_true_state(
+    celery_worker, researcher, project, sandbox_cluster
+) -> None:
+    job = job_submit(
+        user=researcher, project=project, cluster=sandbox_cluster, spec=spec(command="sleep 20")
+    )
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.RUNNING, 60, "the job to run")
+    state_dir = settings.SANDBOX_STATE_DIR
+    try:
+        daemons.stop(_sshd(state_dir))
+        # Open sessions outlive the listener; cut them too, as a dead login node would.
+        subprocess.run(["pkill", "-f", "sshd: (alice|bob)"], check=False)
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == State.UNKNOWN, 30, "unknown")
+        attempt = Attempt.objects.get(job=job)
+        assert attempt.reason.startswith("Cannot reach the cluster")
+    finally:
+        sandbox.up(state_dir)
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).state in (State.RUNNING, State.COMPLETED),
+        30,
+        "the true state after sshd is back",
+    )
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.COMPLETED, 60, "completion")

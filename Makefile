@@ -12,6 +12,11 @@ test:  ## install, start what the tests need, then ruff, mypy and pytest
 install:
 	$(PYTHON) bin/dev install
 
+bench: install  ## benchmarks, ours beside the naive way (needs root for the sandbox)
+	.venv/bin/python manage.py sandbox up --no-register
+	.venv/bin/python bench/poll.py
+	.venv/bin/python bench/agent_poll.py
+
 lint: install
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .

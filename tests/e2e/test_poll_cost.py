@@ -1,0 +1,52 @@
+"""A poll costs one SSH command per cluster account, whatever the number of live jobs."""
+
+import uuid
+
+import pytest
+
+from clusters.models import ClusterAccount
+from clusters.ssh import stats
+from jobs.models import Attempt, State
+from jobs.polling import cluster_poll
+from tests.e2e import held_jobs
+
+pytestmark = pytest.mark.sandbox
+
+
+def test_two_hundred_live_jobs_cost_one_command(
+    researcher, project, sandbox_cluster, alice
+) -> None:
+    tag = f"cost-{uuid.uuid4().hex[:8]}"
+    slurm_ids = held_jobs.submit_held(alice, 200, tag)
+    try:
+        account = ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice")
+        attempts = held_jobs.register(
+            project=project,
+            user=researcher,
+            cluster=sandbox_cluster,
+            account=account,
+            slurm_ids=slurm_ids,
+        )
+        cluster_poll(cluster_id=sandbox_cluster.pk)  # connects and installs the agent once
+        stats.reset()
+        result = cluster_poll(cluster_id=sandbox_cluster.pk)
+        assert stats.commands == 1
+        assert stats.connects == 0 and stats.uploads == 0
+        assert result.attempts == 200
+        states = set(
+            Attempt.objects.filter(pk__in=[a.pk for a in attempts]).values_list("state", flat=True)
+        )
+        assert states == {State.PENDING}
+
+        alice.run(f"scancel {' '.join(slurm_ids[:50])}")
+        stats.reset()
+        result = cluster_poll(cluster_id=sandbox_cluster.pk)
+        assert stats.commands == 1
+        assert result.changed == 50
+        cancelled = Attempt.objects.filter(state=State.CANCELLED).count()
+        assert cancelled == 50
+        # Finished jobs are not polled again.
+        stats.reset()
+        assert cluster_poll(cluster_id=sandbox_cluster.pk).attempts == 150
+    finally:
+        alice.run(f"scancel {' '.join(slurm_ids)}", timeout=60)

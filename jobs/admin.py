@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from jobs.models import Attempt, Job
+from jobs.models import Attempt, Job, JobEvent
 
 
 class AttemptInline(admin.TabularInline):
@@ -10,6 +11,8 @@ class AttemptInline(admin.TabularInline):
     readonly_fields = fields = (
         "number",
         "uuid",
+        "account",
+        "run_dir",
         "slurm_job_id",
         "state",
         "node_list",
@@ -17,7 +20,18 @@ class AttemptInline(admin.TabularInline):
         "submitted_at",
         "started_at",
         "ended_at",
+        "reason",
     )
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = fields = ("time", "attempt", "from_state", "to_state", "reason")
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(Job)
@@ -28,7 +42,7 @@ class JobAdmin(admin.ModelAdmin):
     list_select_related = ["project", "user", "cluster"]
     date_hierarchy = "created_at"
     raw_id_fields = ["project", "user", "cluster"]
-    inlines = [AttemptInline]
+    inlines = [AttemptInline, JobEventInline]
 
 
 @admin.register(Attempt)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import daemons as d
+from . import pyenv
 from .config import (
     BASE_RUN_DIR,
     GPU_MODEL,
@@ -25,6 +27,7 @@ from .system import (
     check_port,
     ensure_gpu_devices,
     ensure_munge_key,
+    ensure_node_names,
     ensure_packages,
     ensure_ssh_key,
     ensure_users,
@@ -33,6 +36,8 @@ from .system import (
     require_root,
     write_if_changed,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,10 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     ensure_ssh_key(paths.host_key, "sandbox-sshd")
     keys = ensure_users(paths)
     install_nvidia_smi(paths)
+    try:
+        ensure_node_names(NODES)
+    except OSError as exc:  # a read-only /etc/hosts: jobs must use NodeAddr instead
+        logger.warning("could not make %s resolve: %s", ", ".join(NODES), exc)
 
     cpus, memory = _node_resources()
     changed = {
@@ -97,6 +106,8 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     for daemon in all_daemons:
         if d.running_pid(daemon) is None:
             d.start(daemon, paths)
+    # While the nodes come up: the jobs' torch (a no-op once made; never fails `up`).
+    pyenv.ensure_pyenv(paths)
     d.wait_idle(paths, timeout)
 
     host_key = paths.host_key.with_suffix(".pub").read_text().split()
@@ -130,6 +141,7 @@ def status(state_dir: Path) -> str:
         pid = d.running_pid(daemon)
         state = f"running (pid {pid})" if pid else "stopped"
         lines.append(f"  {daemon.name:<11} {state}")
+    lines.append(f"job python: {pyenv.describe(paths)}")
     ctld = next(x for x in d.daemons(paths) if x.binary == "slurmctld")
     if d.running_pid(ctld) and paths.slurm_conf.exists():
         proc = subprocess.run(

@@ -199,6 +199,31 @@ def install_nvidia_smi(paths: Paths) -> bool:
     return write_if_changed(paths.bin / "nvidia-smi", f"#!{python}\n{body}", 0o755)
 
 
+HOSTS_FILE = Path("/etc/hosts")
+
+
+def ensure_node_names(nodes: tuple[str, ...], hosts_file: Path = HOSTS_FILE) -> bool:
+    """Make the node names resolve to 127.0.0.1, as node names do on a real cluster.
+
+    Batch scripts take MASTER_ADDR from `scontrol show hostnames`, i.e. node names.
+    Like the users, this line outlives `down`. True if the file was changed.
+    """
+    missing = []
+    for node in nodes:
+        try:
+            socket.gethostbyname(node)
+        except OSError:
+            missing.append(node)
+    if not missing:
+        return False
+    text = hosts_file.read_text() if hosts_file.exists() else ""
+    line = f"127.0.0.1 {' '.join(missing)}  # sandbox cluster nodes (clusters.sandbox)\n"
+    # Appended in place: /etc/hosts may be a bind mount that a rename would break.
+    with hosts_file.open("a") as fh:
+        fh.write(("" if not text or text.endswith("\n") else "\n") + line)
+    return True
+
+
 def port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

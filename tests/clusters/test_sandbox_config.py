@@ -1,8 +1,12 @@
 """The sandbox's generated config texts (pure functions, no cluster needed)."""
 
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from clusters.sandbox import pyenv
 from clusters.sandbox.config import (
     NODES,
     SLURMD_PORTS,
@@ -12,6 +16,7 @@ from clusters.sandbox.config import (
     render_slurm_conf,
     render_sshd_config,
     render_task_prolog,
+    user_path,
 )
 
 PATHS = Paths.of(Path("/srv/portal/.sandbox"))
@@ -90,14 +95,83 @@ def test_sshd_config_is_private_and_key_only():
     assert f"PidFile {PATHS.sshd_pid}" in lines
     setenv = next(ln for ln in lines if ln.startswith("SetEnv "))
     assert f"SLURM_CONF={PATHS.slurm_conf}" in setenv
-    assert f"PATH={PATHS.bin}:" in setenv
+    assert f"PATH={user_path(PATHS)}" in setenv
+
+
+def test_user_path_puts_the_job_python_right_after_the_standin_bin():
+    assert PATHS.pyenv_bin == PATHS.root / "pyenv" / "bin"
+    dirs = user_path(PATHS).split(":")
+    assert dirs[:2] == [str(PATHS.bin), str(PATHS.pyenv_bin)]
+    assert "/usr/bin" in dirs
 
 
 def test_task_prolog_exports_path_and_slurm_conf():
     text = render_task_prolog(PATHS)
     assert text.startswith("#!/bin/sh\n")
-    assert f'echo "export PATH={PATHS.bin}:' in text
+    assert f'echo "export PATH={PATHS.bin}:{PATHS.pyenv_bin}' in text
     assert f'echo "export SLURM_CONF={PATHS.slurm_conf}"' in text
+
+
+def _prolog_path(tmp_path: Path, path: str | None) -> str:
+    script = tmp_path / "prolog.sh"
+    script.write_text(render_task_prolog(PATHS))
+    env = {} if path is None else {"PATH": path}
+    out = subprocess.run(
+        ["/bin/sh", str(script)], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    return next(ln for ln in out.splitlines() if ln.startswith("export PATH="))[12:]
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "/usr/local/bin:/usr/bin:/bin",
+        # What an ssh session passes on to its jobs: both dirs there already.
+        "{bin}:{pyenv}:/usr/local/bin:/usr/bin:/bin",
+        # A step after the batch step, or a user who reordered them.
+        "{pyenv}:/usr/local/bin:{bin}:/usr/bin:/bin",
+        "/usr/local/bin:/usr/bin:/bin:{bin}",
+    ],
+)
+def test_task_prolog_puts_bin_then_job_python_first_exactly_once(tmp_path, before):
+    path = before.format(bin=PATHS.bin, pyenv=PATHS.pyenv_bin)
+    after = _prolog_path(tmp_path, path)
+    assert after == f"{PATHS.bin}:{PATHS.pyenv_bin}:/usr/local/bin:/usr/bin:/bin"
+    # Running it again (the next srun step) changes nothing.
+    assert _prolog_path(tmp_path, after) == after
+
+
+def test_task_prolog_without_a_path_falls_back_to_the_system_dirs(tmp_path):
+    after = _prolog_path(tmp_path, None)
+    assert after.startswith(f"{PATHS.bin}:{PATHS.pyenv_bin}:")
+    assert "/usr/bin" in after.split(":")  # the default PATH (sh may set its own)
+
+
+def test_job_python_status_lines(tmp_path):
+    paths = Paths.of(tmp_path)
+    assert pyenv.describe(paths).startswith("torch missing: not installed yet")
+    (tmp_path / "pyenv.failed").write_text("pip exited 1: no space left on device\n")
+    assert pyenv.describe(paths) == "torch missing: pip exited 1: no space left on device"
+    paths.pyenv_bin.mkdir(parents=True)
+    (paths.pyenv_bin / "python").touch()
+    (paths.pyenv / ".portal-ready").write_text(pyenv.READY_TEXT + "\n")
+    assert pyenv.describe(paths) == f"torch {pyenv.TORCH_VERSION}"
+    # A marker from other requirements means "install again".
+    (paths.pyenv / ".portal-ready").write_text("torch==1.0\n")
+    assert not pyenv.ready(paths)
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("  Downloading torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl (900 MB)", True),
+        ("  Downloading nvidia_cudnn_cu12-9.1.0.70-py3-none-manylinux2014_x86_64.whl", True),
+        ("Processing /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", False),
+        ("  Downloading filelock-4.3.1-py3-none-any.whl (244 kB)", False),
+    ],
+)
+def test_pip_guard_stops_only_big_downloads(line, refused):
+    assert bool(pyenv._HUGE_DOWNLOAD.match(line)) is refused
 
 
 def test_everything_is_written_under_the_state_dir():
@@ -106,3 +180,50 @@ def test_everything_is_written_under_the_state_dir():
     for text in files.values():
         # Only the state dir's own etc/, never the host's /etc/slurm, /etc/ssh, /etc/munge.
         assert not re.search(r"(^|[\s=])/etc/(slurm|ssh|munge)", text, re.MULTILINE)
+
+
+def test_pip_that_starts_downloading_torch_is_stopped(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo "Collecting torch==2.13.0"\n'
+        'echo "  Downloading torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl (900 MB)"\n'
+        "sleep 30\n"
+    )
+    fake.chmod(0o755)
+    with pytest.raises(pyenv.SandboxError, match="download from the network"):
+        pyenv._pip_install(fake, ("torch==2.13.0",))
+
+
+def test_a_failed_install_is_recorded_and_does_not_raise(tmp_path, monkeypatch):
+    def broken(paths):
+        raise pyenv.SandboxError("pip exited 1: No matching distribution found for torch")
+
+    monkeypatch.setattr(pyenv, "_install", broken)
+    paths = Paths.of(tmp_path)
+    assert pyenv.ensure_pyenv(paths) == (
+        "torch missing: pip exited 1: No matching distribution found for torch"
+    )
+    assert pyenv.describe(paths) == pyenv.ensure_pyenv(paths)
+
+
+def test_node_names_are_added_to_hosts_once(tmp_path, monkeypatch):
+    from clusters.sandbox import system
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost")  # no final newline
+    resolvable = {"localhost"}
+
+    def lookup(name):
+        if name not in resolvable:
+            raise OSError("unknown host")
+        return "127.0.0.1"
+
+    monkeypatch.setattr(system.socket, "gethostbyname", lookup)
+    assert system.ensure_node_names(NODES, hosts) is True
+    lines = hosts.read_text().splitlines()
+    assert lines[0] == "127.0.0.1 localhost"
+    assert lines[1].split("#")[0].split() == ["127.0.0.1", *NODES]
+    resolvable |= set(NODES)
+    assert system.ensure_node_names(NODES, hosts) is False
+    assert len(hosts.read_text().splitlines()) == 2

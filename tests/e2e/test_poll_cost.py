@@ -16,6 +16,9 @@ pytestmark = pytest.mark.sandbox
 def test_two_hundred_live_jobs_cost_one_command(
     researcher, project, sandbox_cluster, alice
 ) -> None:
+    # The session's Celery worker polls active clusters too; keep it off this one.
+    sandbox_cluster.is_active = False
+    sandbox_cluster.save(update_fields=["is_active"])
     tag = f"cost-{uuid.uuid4().hex[:8]}"
     slurm_ids = held_jobs.submit_held(alice, 200, tag)
     try:

@@ -1,0 +1,1 @@
+"""Monitoring data: one module per concept, re-exported here for Django."""

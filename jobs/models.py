@@ -132,6 +132,9 @@ class Attempt(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Set once the files of a finished attempt have been read to their end;
+    # until then polls keep reading them (never its state).
+    files_complete = models.BooleanField(default=False)
     state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

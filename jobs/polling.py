@@ -4,11 +4,19 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
+from django.db import transaction
 from django.utils import timezone
 
-from clusters.agent import AgentCommand, AgentReply, AgentRequest, FileRead, run_agent
+from clusters.agent import (
+    AgentCommand,
+    AgentReply,
+    AgentRequest,
+    FileRead,
+    ListingRead,
+    run_agent,
+)
 from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, SqueueRow, squeue_argv, squeue_result
@@ -23,6 +31,19 @@ logger = logging.getLogger(__name__)
 
 # A job gone from squeue without an exit file may be mid-requeue; wait this long.
 VANISH_GRACE = timedelta(seconds=30)
+
+
+class FileWatcher(Protocol):
+    """Reads files of the polled attempts in the same agent call (monitoring registers one)."""
+
+    def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]: ...
+
+    def ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
+        """Store what the reply brought; returns the attempts with bytes still unread."""
+        ...
+
+
+FILE_WATCHERS: list[FileWatcher] = []
 
 
 @dataclass
@@ -50,7 +71,16 @@ def cluster_poll(*, cluster_id: int) -> PollResult:
             result.unreachable.append(account.username)
             result.changed += _mark_unknown(attempts, str(exc))
             continue
-        result.changed += _apply(attempts, reply)
+        live = [a for a in attempts if not a.is_finished]
+        result.changed += _apply(live, reply)
+        with transaction.atomic():
+            unread: set[int] = set()
+            for watcher in FILE_WATCHERS:
+                unread |= watcher.ingest(attempts, reply)
+            # Read to the end after they finished: these are never polled again.
+            done = [a.pk for a in attempts if a.is_finished and a.pk not in unread]
+            if done:
+                Attempt.objects.filter(pk__in=done).update(files_complete=True)
     return result
 
 
@@ -60,15 +90,25 @@ def _exit_key(attempt: Attempt) -> str:
 
 def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
     endpoint = account_endpoint(account=account)
+    files: list[FileRead] = []
+    listings: list[ListingRead] = []
+    for watcher in FILE_WATCHERS:
+        more_files, more_listings = watcher.requests(attempts)
+        files += more_files
+        listings += more_listings
     request = AgentRequest(
         # All of the account's jobs rather than --jobs: squeue refuses a list whose
         # jobs have all aged out, and one listing costs the same.
         commands=[AgentCommand(id="squeue", argv=squeue_argv(user=account.username))],
         files=[
-            FileRead(key=_exit_key(a), path=RunDir(a.run_dir).file(EXIT_CODE_FILE))
-            for a in attempts
-            if a.run_dir
+            *(
+                FileRead(key=_exit_key(a), path=RunDir(a.run_dir).file(EXIT_CODE_FILE))
+                for a in attempts
+                if a.run_dir and not a.is_finished
+            ),
+            *files,
         ],
+        listings=listings,
     )
     try:
         return run_agent(pool.get(endpoint), request)

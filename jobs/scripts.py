@@ -16,6 +16,19 @@ EXIT_CODE_FILE = "exit_code"
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 SCRIPT_FILE = "job.sbatch"
+GPU_FILE_PREFIX = "gpu-"  # gpu-<node>.csv, one per node
+GPU_SAMPLE_SECONDS = 1
+# What the per-node sampler asks nvidia-smi for, in this order.
+GPU_QUERY_FIELDS = (
+    "timestamp",
+    "index",
+    "uuid",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+    "temperature.gpu",
+    "power.draw",
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,29 @@ def _command_lines(job: Job) -> list[str]:
     return job.command.strip().splitlines()
 
 
+def _gpu_sampler(job: Job) -> list[str]:
+    """One nvidia-smi per node, beside the job's steps, on the job's own GPUs."""
+    if not job.gpus_per_node:
+        return []
+    query = ",".join(GPU_QUERY_FIELDS)
+    sampler = (
+        'ids="${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}"; '
+        f"exec env TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
+        f' -l {GPU_SAMPLE_SECONDS} ${{ids:+-i "$ids"}}'
+        f' >> "$PORTAL_RUN_DIR/{GPU_FILE_PREFIX}$SLURMD_NODENAME.csv"'
+    )
+    return [
+        "# GPU sampler: one per node, sharing the job's resources, ending with the job.",
+        "if command -v nvidia-smi >/dev/null 2>&1; then",
+        "  srun --overlap --mem=0 --ntasks-per-node=1 --cpus-per-task=1 \\",
+        f"    bash -c {shlex.quote(sampler)} \\",
+        '    2>> "$PORTAL_RUN_DIR/gpu-sampler.log" &',
+        "  PORTAL_SAMPLER_PID=$!",
+        "fi",
+        "",
+    ]
+
+
 def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
     exports = {
         "PORTAL_JOB_ID": str(job.pk),
@@ -99,11 +135,13 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "# even on a cluster without accounting, after the job has left squeue.",
         "portal_record_exit() {",
         "  local code=$?",
+        '  [ -n "${PORTAL_SAMPLER_PID:-}" ] && kill "$PORTAL_SAMPLER_PID" 2>/dev/null',
         f'  printf "%s\\n" "$code" > "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp"',
         f'  mv -f -- "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp" "$PORTAL_RUN_DIR/{EXIT_CODE_FILE}"',
         "}",
         "trap portal_record_exit EXIT",
         "",
+        *_gpu_sampler(job),
         "# --- environment set-up (from the job spec) ---",
         *job.setup.strip().splitlines(),
         "",

@@ -2,7 +2,7 @@ from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.models import LIVE_STATES, Attempt
+from jobs.models import FINAL_STATES, LIVE_STATES, Attempt
 from projects.models import Membership
 
 
@@ -20,9 +20,10 @@ def account_for(*, user: User, cluster: Cluster) -> ClusterAccount | None:
 
 
 def live_attempts(*, cluster_id: int) -> QuerySet[Attempt]:
-    """Attempts Slurm holds on this cluster; finished ones are never polled again."""
+    """Attempts Slurm holds on this cluster, and finished ones whose files are not all read."""
     return (
-        Attempt.objects.filter(job__cluster_id=cluster_id, state__in=LIVE_STATES)
+        Attempt.objects.filter(job__cluster_id=cluster_id)
+        .filter(Q(state__in=LIVE_STATES) | Q(state__in=FINAL_STATES, files_complete=False))
         .exclude(slurm_job_id="")
         .select_related("account", "account__cluster")
         .order_by("id")

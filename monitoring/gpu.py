@@ -4,17 +4,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-# What the batch script's sampler asks for, in this order.
-GPU_QUERY_FIELDS = (
-    "timestamp",
-    "index",
-    "uuid",
-    "utilization.gpu",
-    "memory.used",
-    "memory.total",
-    "temperature.gpu",
-    "power.draw",
-)
+from jobs.scripts import GPU_QUERY_FIELDS
+
 # What nvidia-smi prints for a field the GPU cannot report, even with `nounits`.
 _MISSING = frozenset({"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""})
 

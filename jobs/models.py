@@ -82,6 +82,20 @@ class Job(models.Model):
         verbose_name="environment set-up",
         help_text="Shell lines run before the command (module load, conda activate, ...).",
     )
+    model_params = models.BigIntegerField(
+        null=True,
+        blank=True,
+        verbose_name="model parameters",
+        help_text="For MFU: the model's parameter count (6 × params FLOPs per token).",
+    )
+    total_steps = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The last training step, for the ETA."
+    )
+    metric_patterns = models.TextField(
+        blank=True,
+        help_text="Extra regular expressions (one per line) with named groups for metrics "
+        "printed to stdout, e.g. `acc=(?P<acc>[0-9.]+)`.",
+    )
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

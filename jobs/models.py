@@ -86,7 +86,7 @@ class Job(models.Model):
         null=True,
         blank=True,
         verbose_name="model parameters",
-        help_text="For MFU: the model's parameter count (6 × params FLOPs per token).",
+        help_text="For MFU: the model's parameter count (6 x params FLOPs per token).",
     )
     total_steps = models.PositiveIntegerField(
         null=True, blank=True, help_text="The last training step, for the ETA."

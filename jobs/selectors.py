@@ -25,6 +25,6 @@ def live_attempts(*, cluster_id: int) -> QuerySet[Attempt]:
         Attempt.objects.filter(job__cluster_id=cluster_id)
         .filter(Q(state__in=LIVE_STATES) | Q(state__in=FINAL_STATES, files_complete=False))
         .exclude(slurm_job_id="")
-        .select_related("account", "account__cluster")
+        .select_related("account", "account__cluster", "job", "job__cluster")
         .order_by("id")
     )

@@ -3,3 +3,12 @@ from django.apps import AppConfig
 
 class MonitoringConfig(AppConfig):
     name = "monitoring"
+
+    def ready(self) -> None:
+        # The poller (jobs) reads run-directory files for us in its one agent call;
+        # registering here keeps jobs free of any import of monitoring.
+        from jobs.polling import FILE_WATCHERS
+        from monitoring.ingest import MonitoringWatcher
+
+        if not any(isinstance(w, MonitoringWatcher) for w in FILE_WATCHERS):
+            FILE_WATCHERS.append(MonitoringWatcher())

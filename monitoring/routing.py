@@ -1,5 +1,9 @@
-"""WebSocket routes; the live job stream joins here with the monitoring issue."""
+"""WebSocket routes: the live stream of one job."""
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from monitoring.consumers import JobConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/jobs/<int:job_id>/", JobConsumer.as_asgi()),
+]

@@ -1,5 +1,14 @@
-"""REST endpoints the job page reads: log ranges and series (the monitoring issue)."""
+"""REST endpoints the job page reads: log ranges and series, under /api/v1/."""
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from monitoring import api
+
+_ATTEMPT = "jobs/<int:job_id>/attempts/<int:number>"
+
+urlpatterns: list[URLPattern] = [
+    path(f"{_ATTEMPT}/log", api.LogRangeView.as_view(), name="attempt-log"),
+    path(f"{_ATTEMPT}/log/download", api.LogDownloadView.as_view(), name="attempt-log-download"),
+    path(f"{_ATTEMPT}/series", api.SeriesNamesView.as_view(), name="attempt-series-names"),
+    path(f"{_ATTEMPT}/series/<path:name>", api.SeriesView.as_view(), name="attempt-series"),
+]

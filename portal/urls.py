@@ -3,12 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from monitoring.views import job_page
 from portal import views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("monitoring.urls")),

@@ -5,6 +5,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from jobs.models import Job
 from projects.selectors import project_list_for_user
 
 
@@ -19,7 +20,8 @@ def home(request: HttpRequest) -> HttpResponse:
 def _dashboard(request: HttpRequest) -> HttpResponse:
     assert isinstance(request.user, User)  # noqa: S101 - login_required
     projects = project_list_for_user(user=request.user)
-    return render(request, "dashboard.html", {"projects": projects})
+    jobs = Job.objects.filter(user=request.user).select_related("project", "cluster")[:20]
+    return render(request, "dashboard.html", {"projects": projects, "jobs": jobs})
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -1,1 +1,4 @@
 """Monitoring data: one module per concept, re-exported here for Django."""
+
+from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
+from monitoring.models.series import Series, SeriesChunk  # noqa: F401

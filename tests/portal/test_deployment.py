@@ -25,3 +25,9 @@ def test_every_dependency_is_pinned() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert lines and all("==" in line for line in lines), [x for x in lines if "==" not in x]
+
+
+def test_migrations_match_the_models(db: None) -> None:
+    from django.core.management import call_command
+
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)

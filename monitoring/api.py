@@ -1,0 +1,210 @@
+"""REST reads behind the live job page: log byte ranges and metric series.
+
+Live WebSocket deltas are hints that can be lost; these endpoints are what a
+page uses to fill any gap, so every range they describe can be re-read here.
+"""
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.models import Attempt
+from monitoring.logs import log_read
+from monitoring.selectors import attempt_for_viewer
+from monitoring.series import series_names, series_read
+
+DEFAULT_LOG_LIMIT = 64 * 1024
+MAX_LOG_LIMIT = 1024 * 1024
+DOWNLOAD_CHUNK_BYTES = 1024 * 1024
+DEFAULT_MAX_POINTS = 2000
+MAX_POINTS_CAP = 10_000
+
+
+def _attempt_or_404(request: Request, job_id: int, number: int) -> Attempt:
+    # Missing and not-yours answer alike, so job ids leak nothing.
+    attempt = attempt_for_viewer(user=request.user, job_id=job_id, number=number)
+    if attempt is None:
+        raise NotFound()
+    return attempt
+
+
+def _log_file_field() -> serializers.RegexField:
+    # A plain name: it keys a stored file, and never reaches a path or a shell.
+    return serializers.RegexField(
+        r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$",
+        max_length=255,
+        default="stdout.log",
+        error_messages={"invalid": "Give a file name of the run directory, such as stdout.log."},
+        help_text="A file of the attempt's run directory.",
+    )
+
+
+class LogRangeQuerySerializer(serializers.Serializer[Any]):
+    file = _log_file_field()
+    offset = serializers.IntegerField(
+        min_value=-1, default=0, help_text="First byte to read; -1 reads the last `limit` bytes."
+    )
+    limit = serializers.IntegerField(
+        min_value=0, max_value=MAX_LOG_LIMIT, default=DEFAULT_LOG_LIMIT, help_text="Bytes at most."
+    )
+
+
+class LogDownloadQuerySerializer(serializers.Serializer[Any]):
+    file = _log_file_field()
+
+
+class LogSliceSerializer(serializers.Serializer[Any]):
+    offset = serializers.IntegerField(help_text="First byte returned.")
+    end = serializers.IntegerField(help_text="One past the last byte returned.")
+    size = serializers.IntegerField(help_text="All bytes known of the file so far.")
+    first_offset = serializers.IntegerField(help_text="Lowest offset still stored here.")
+    text = serializers.CharField(help_text="The bytes decoded as UTF-8, bad bytes replaced.")
+
+
+class SeriesNamesSerializer(serializers.Serializer[Any]):
+    names = serializers.ListField(child=serializers.CharField())
+
+
+class SeriesQuerySerializer(serializers.Serializer[Any]):
+    x_from = serializers.FloatField(
+        required=False, allow_null=True, default=None, help_text="Lowest x; none: from the start."
+    )
+    x_to = serializers.FloatField(
+        required=False, allow_null=True, default=None, help_text="Highest x; none: to the end."
+    )
+    max_points = serializers.IntegerField(
+        # Two: the first and the last point are always kept.
+        min_value=2,
+        default=DEFAULT_MAX_POINTS,
+        help_text=f"Points at most, capped at {MAX_POINTS_CAP}.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        x_from, x_to = attrs["x_from"], attrs["x_to"]
+        if x_from is not None and x_to is not None and x_from > x_to:
+            raise serializers.ValidationError({"x_to": "Give an x_to at or above x_from."})
+        return attrs
+
+
+class SeriesPointsSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    x = serializers.ListField(child=serializers.FloatField())
+    y = serializers.ListField(child=serializers.FloatField())
+    total = serializers.IntegerField(help_text="Points stored in the requested x range.")
+    downsampled = serializers.BooleanField()
+
+
+def _query(serializer_class: type[serializers.Serializer[Any]], request: Request) -> dict[str, Any]:
+    query = serializer_class(data=request.query_params)
+    # A 400 whose body names each bad parameter.
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
+
+
+class LogRangeView(APIView):
+    @extend_schema(
+        operation_id="attempt_log_range",
+        parameters=[LogRangeQuerySerializer],
+        responses=LogSliceSerializer,
+    )
+    def get(self, request: Request, job_id: int, number: int) -> Response:
+        """A byte range of an attempt's log file, decoded as text."""
+        attempt = _attempt_or_404(request, job_id, number)
+        query = _query(LogRangeQuerySerializer, request)
+        piece = log_read(
+            attempt_id=attempt.pk, file=query["file"], offset=query["offset"], limit=query["limit"]
+        )
+        return Response(LogSliceSerializer(piece).data)
+
+
+async def _stored_bytes(attempt_id: int, file: str, start: int, stop: int) -> AsyncIterator[bytes]:
+    # Async so that daphne streams chunk by chunk instead of buffering the file.
+    read = sync_to_async(log_read)
+    offset = start
+    while offset < stop:
+        piece = await read(
+            attempt_id=attempt_id,
+            file=file,
+            offset=offset,
+            limit=min(DOWNLOAD_CHUNK_BYTES, stop - offset),
+        )
+        if not piece.data:
+            return
+        yield piece.data
+        offset = piece.end
+
+
+class LogDownloadView(APIView):
+    @extend_schema(
+        operation_id="attempt_log_download",
+        parameters=[LogDownloadQuerySerializer],
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(
+                response=OpenApiTypes.BINARY, description="All bytes stored of the file."
+            )
+        },
+    )
+    def get(self, request: Request, job_id: int, number: int) -> StreamingHttpResponse:
+        """All stored bytes of an attempt's log file, as an attachment."""
+        attempt = _attempt_or_404(request, job_id, number)
+        file = _query(LogDownloadQuerySerializer, request)["file"]
+        # Stop at the size known now, so a growing log still ends the download.
+        bounds = log_read(attempt_id=attempt.pk, file=file, offset=0, limit=0)
+        response = StreamingHttpResponse(
+            _stored_bytes(attempt.pk, file, bounds.first_offset, bounds.size),
+            content_type="application/octet-stream",
+            headers={
+                "Content-Disposition": (
+                    f'attachment; filename="job-{job_id}-attempt-{number}-{file}"'
+                ),
+                # Older bytes may have been trimmed: say where this copy starts.
+                "X-Log-First-Offset": str(bounds.first_offset),
+            },
+        )
+        return response
+
+
+class SeriesNamesView(APIView):
+    @extend_schema(operation_id="attempt_series_names", responses=SeriesNamesSerializer)
+    def get(self, request: Request, job_id: int, number: int) -> Response:
+        """Names of the metric series recorded for an attempt."""
+        attempt = _attempt_or_404(request, job_id, number)
+        return Response({"names": series_names(attempt_id=attempt.pk)})
+
+
+class SeriesView(APIView):
+    @extend_schema(
+        operation_id="attempt_series_read",
+        parameters=[SeriesQuerySerializer],
+        responses=SeriesPointsSerializer,
+    )
+    def get(self, request: Request, job_id: int, number: int, name: str) -> Response:
+        """One series, downsampled to at most `max_points` points."""
+        attempt = _attempt_or_404(request, job_id, number)
+        query = _query(SeriesQuerySerializer, request)
+        data = series_read(
+            attempt_id=attempt.pk,
+            name=name,
+            x_from=query["x_from"],
+            x_to=query["x_to"],
+            max_points=min(query["max_points"], MAX_POINTS_CAP),
+        )
+        # Built directly: SeriesPointsSerializer documents it, but would convert up to
+        # 20,000 floats one field call at a time.
+        body = {
+            "name": name,
+            "x": data.xs,
+            "y": data.ys,
+            "total": data.total,
+            "downsampled": data.downsampled,
+        }
+        return Response(body)

@@ -1,0 +1,171 @@
+"""Log bytes by offset: stored once, read by range, bounded in size.
+
+Each poll asks the agent for a file's bytes from the stored size on, so bytes
+arrive in order; a range stored once is never stored again (a repeated or
+overlapping delivery is cut to its new part). Storage per file is bounded by
+`LOG_KEEP_BYTES`: older bytes are dropped here and read from the cluster's
+copy when someone scrolls back that far.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Q
+
+from monitoring.models import LogChunk, LogFile
+
+# The agent sends at most this much of one file per cycle, so no chunk is larger.
+MAX_CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LogSlice:
+    offset: int
+    end: int
+    data: bytes
+    size: int  # all bytes known of the file
+    first_offset: int  # the lowest offset still stored here
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """New bytes of one file from one poll."""
+
+    attempt_id: int
+    name: str
+    offset: int
+    data: bytes
+    remote_size: int | None = None
+    inode: int | None = None
+
+
+@dataclass(frozen=True)
+class Stored:
+    log_file: LogFile
+    offset: int
+    data: bytes
+
+
+def log_files(
+    *, attempt_ids: Iterable[int], names: Iterable[str] = ()
+) -> dict[tuple[int, str], LogFile]:
+    """The attempts' followed files, creating rows for the given names (two queries)."""
+    attempt_ids = list(attempt_ids)
+    wanted = [LogFile(attempt_id=a, name=n) for a in attempt_ids for n in names]
+    if wanted:
+        LogFile.objects.bulk_create(wanted, ignore_conflicts=True)
+    return {(f.attempt_id, f.name): f for f in LogFile.objects.filter(attempt_id__in=attempt_ids)}
+
+
+def log_store(
+    *, files: dict[tuple[int, str], LogFile], deliveries: Iterable[Delivery]
+) -> list[Stored]:
+    """Store what is new in each delivery with one bulk insert and one bulk update."""
+    chunks: list[LogChunk] = []
+    changed: list[LogFile] = []
+    stored: list[Stored] = []
+    for delivery in deliveries:
+        log_file = files[(delivery.attempt_id, delivery.name)]
+        if delivery.remote_size is not None:
+            log_file.remote_size = delivery.remote_size
+            log_file.inode = delivery.inode
+        skip = log_file.size - delivery.offset
+        if skip < 0 or skip >= len(delivery.data):
+            # A gap (never asked for) or nothing new: the next poll asks from `size`.
+            changed.append(log_file)
+            continue
+        data = delivery.data[skip:]
+        chunks.append(LogChunk(log_file=log_file, offset=log_file.size, data=data))
+        stored.append(Stored(log_file=log_file, offset=log_file.size, data=data))
+        log_file.size += len(data)
+        changed.append(log_file)
+    if chunks:
+        LogChunk.objects.bulk_create(chunks)
+    if changed:
+        LogFile.objects.bulk_update(changed, ["size", "remote_size", "inode"])
+        _trim([f for f in changed if f.size - f.first_offset > _keep_bytes() * 5 // 4])
+    return stored
+
+
+def _keep_bytes() -> int:
+    return int(getattr(settings, "LOG_KEEP_BYTES", 64 * 1024 * 1024))
+
+
+def _trim(files: list[LogFile]) -> None:
+    for log_file in files:
+        cutoff = log_file.size - _keep_bytes()
+        # Whole chunks only: the first kept chunk starts at or before the cutoff.
+        first_kept = (
+            LogChunk.objects.filter(log_file=log_file, offset__lte=cutoff)
+            .order_by("-offset")
+            .values_list("offset", flat=True)
+            .first()
+        )
+        if first_kept is None or first_kept <= log_file.first_offset:
+            continue
+        LogChunk.objects.filter(log_file=log_file, offset__lt=first_kept).delete()
+        log_file.first_offset = first_kept
+        LogFile.objects.filter(pk=log_file.pk).update(first_offset=first_kept)
+
+
+def _log_file(attempt_id: int, name: str) -> LogFile | None:
+    return LogFile.objects.filter(attempt_id=attempt_id, name=name).first()
+
+
+def log_read(*, attempt_id: int, file: str, offset: int, limit: int) -> LogSlice:
+    """Stored bytes [offset, offset + limit); offset -1 means the last `limit` bytes."""
+    log_file = _log_file(attempt_id, file)
+    if log_file is None:
+        return LogSlice(offset=0, end=0, data=b"", size=0, first_offset=0)
+    if offset < 0:
+        offset = max(log_file.size - limit, log_file.first_offset)
+    start = max(offset, log_file.first_offset)
+    end = min(offset + limit, log_file.size)
+    if start >= end:
+        return LogSlice(start, start, b"", log_file.size, log_file.first_offset)
+    rows = LogChunk.objects.filter(
+        Q(offset__lt=end) & Q(offset__gte=start - MAX_CHUNK_BYTES), log_file=log_file
+    ).order_by("offset")
+    data = bytearray()
+    for chunk in rows.values_list("offset", "data"):
+        chunk_offset, chunk_data = chunk[0], bytes(chunk[1])
+        lo = max(start, chunk_offset) - chunk_offset
+        hi = min(end, chunk_offset + len(chunk_data)) - chunk_offset
+        if hi > lo:
+            data += chunk_data[lo:hi]
+    return LogSlice(start, start + len(data), bytes(data), log_file.size, log_file.first_offset)
+
+
+def log_tail(*, attempt_id: int, file: str, lines: int) -> LogSlice:
+    """The last `lines` lines, reading chunks backwards only as far as needed."""
+    log_file = _log_file(attempt_id, file)
+    if log_file is None:
+        return LogSlice(offset=0, end=0, data=b"", size=0, first_offset=0)
+    chunks = LogChunk.objects.filter(log_file=log_file).order_by("-offset")
+    parts: list[bytes] = []
+    newlines, read = 0, 0
+    # One more newline than lines asked for marks where the first wanted line starts.
+    while newlines <= lines:
+        rows = [(o, bytes(d)) for o, d in chunks.values_list("offset", "data")[read : read + 8]]
+        if not rows:
+            break
+        read += len(rows)
+        for _, data in rows:
+            parts.append(data)
+            newlines += data.count(b"\n")
+    data = b"".join(reversed(parts))
+    body = data[:-1] if data.endswith(b"\n") else data
+    cut = len(body)
+    for _ in range(lines):
+        cut = body.rfind(b"\n", 0, cut)
+        if cut < 0:
+            break
+    if cut >= 0:
+        data = data[cut + 1 :]
+    start = log_file.size - len(data)
+    return LogSlice(start, log_file.size, data, log_file.size, log_file.first_offset)

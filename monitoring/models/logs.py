@@ -1,0 +1,50 @@
+from django.db import models
+
+from jobs.models import Attempt
+
+
+class LogFile(models.Model):
+    """One file of an attempt's run directory that the portal follows by byte offset.
+
+    Bytes [first_offset, size) are stored locally; older bytes were trimmed
+    to bound storage and are read from the cluster when someone asks.
+    """
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_files")
+    name = models.CharField(max_length=255)
+    size = models.BigIntegerField(default=0, help_text="Bytes received: the next offset to read.")
+    first_offset = models.BigIntegerField(default=0)
+    remote_size = models.BigIntegerField(default=0)
+    inode = models.BigIntegerField(null=True, blank=True)
+    # Parser state between poll cycles: the unfinished last line, and the last step seen.
+    carry = models.BinaryField(default=b"", blank=True)
+    last_step = models.BigIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "name"], name="logfile_unique_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt}: {self.name}"
+
+
+class LogChunk(models.Model):
+    """Contiguous bytes of a log file starting at `offset`; chunks never overlap."""
+
+    log_file = models.ForeignKey(LogFile, on_delete=models.CASCADE, related_name="chunks")
+    offset = models.BigIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["log_file", "offset"], name="logchunk_unique_offset")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.log_file} @{self.offset}"
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)

@@ -1,0 +1,468 @@
+"""Metric points from what a training job writes: the bytes of stdout.log and metrics.jsonl.
+
+Everything here is pure: bytes and strings in, lines and points out. The poller
+hands over only the new bytes of each file per cycle, cut anywhere, so line
+splitting carries its unfinished tail between cycles as plain bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+MAX_LINE_BYTES = 64 * 1024
+# User patterns only ever see this much of a line: it bounds the cost of a pattern
+# that backtracks polynomially, which the static check below does not catch.
+MAX_USER_LINE_CHARS = 4096
+MAX_PATTERN_LENGTH = 500
+MAX_NAME_LENGTH = 100
+# A Hugging Face log dict is a few hundred characters; literal_eval sees no more.
+MAX_DICT_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    name: str
+    step: int
+    value: float
+    time: float | None = None  # unix seconds, when the source says
+
+
+# --- Lines from raw bytes ------------------------------------------------------------------
+
+
+def _is_continuation(byte: int) -> bool:
+    return 0x80 <= byte <= 0xBF
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _cut(segment: bytes, max_line: int, out: list[str]) -> bytes:
+    """Emit max_line-byte pieces of an over-long segment; return the rest (<= max_line)."""
+    start = 0
+    while len(segment) - start > max_line:
+        end = start + max_line
+        cut = end
+        # Cut before a UTF-8 sequence rather than through it (lead byte is at most 3 back).
+        while cut > end - 3 and _is_continuation(segment[cut]):
+            cut -= 1
+        if _is_continuation(segment[cut]):
+            cut = end  # not UTF-8 anyway
+        out.append(_decode(segment[start:cut]))
+        start = cut
+    return segment[start:]
+
+
+def _segments(raw: bytes, max_line: int, out: list[str]) -> tuple[bytes, bytes]:
+    """(last non-empty \\r-segment, final segment) of a line, over-long segments cut into out."""
+    last = current = b""
+    for segment in raw.split(b"\r"):
+        current = _cut(segment, max_line, out)
+        if current:
+            last = current
+    return last, current
+
+
+def split_lines(
+    carry: bytes, data: bytes, *, max_line: int = MAX_LINE_BYTES
+) -> tuple[list[str], bytes]:
+    """Complete lines of carry + data, and the new carry (at most max_line + 1 bytes).
+
+    A line is what a terminal would show: the last non-empty `\\r`-segment, so a
+    tqdm bar redrawn a thousand times is one line, its final state; `\\r\\n` ends
+    a line like `\\n`. NUL bytes (a file's unwritten hole on NFS) are dropped,
+    invalid UTF-8 becomes U+FFFD, and a segment longer than max_line bytes is
+    emitted in max_line pieces as it arrives, so the carry never holds more.
+    The result does not depend on where the chunks were cut.
+    """
+    if max_line < 4:
+        raise ValueError("max_line must be at least 4 bytes (one UTF-8 character)")
+    parts = (carry + data.replace(b"\0", b"")).split(b"\n")
+    lines: list[str] = []
+    for raw in parts[:-1]:
+        last, _ = _segments(raw, max_line, lines)
+        lines.append(_decode(last))
+    last, current = _segments(parts[-1], max_line, lines)
+    if current:
+        # Whatever came before the last \r can no longer be the line's final state.
+        return lines, current
+    # Ends in \r: keep the last state, and the \r so that new text starts a new segment.
+    return lines, last + b"\r" if last else b""
+
+
+def finish_lines(carry: bytes, *, max_line: int = MAX_LINE_BYTES) -> list[str]:
+    """The unterminated tail as a last line, for a file that will not grow any more."""
+    return split_lines(carry, b"\n", max_line=max_line)[0] if carry else []
+
+
+class LineSplitter:
+    """split_lines with the carry kept on the object; `carry` is what to store between polls."""
+
+    def __init__(self, carry: bytes = b"", *, max_line: int = MAX_LINE_BYTES) -> None:
+        self.carry = carry
+        self.max_line = max_line
+
+    def feed(self, data: bytes) -> list[str]:
+        lines, self.carry = split_lines(self.carry, data, max_line=self.max_line)
+        return lines
+
+    def finish(self) -> list[str]:
+        lines = finish_lines(self.carry, max_line=self.max_line)
+        self.carry = b""
+        return lines
+
+
+# --- Numbers and names ---------------------------------------------------------------------
+
+_NUMBER = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|(?:nan|inf(?:inity)?)\b)"
+# key=value or key: value. The value must end the token: `1.2.3`, `12:30:01`, `1.5s`
+# and `3GB` are not numbers here.
+_PAIR = re.compile(
+    rf"(?<![\w./-])([A-Za-z_][\w./-]{{0,{MAX_NAME_LENGTH - 1}}})\s*[=:]\s*({_NUMBER})(?![\w.:])",
+    re.IGNORECASE,
+)
+_STEP = re.compile(
+    r"\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*(\d{1,12})(?!\.?\d)", re.I
+)
+# tqdm's right bar `| 50/100 [00:05<00:05, 9.80it/s, loss=0.532]`; Lightning prefixes `Epoch 1:`.
+_BAR = re.compile(r"\|\s*(\d{1,12})/(\d{1,12})\s*\[")
+_BAR_EPOCH = re.compile(r"^\s*Epoch\s+(\d{1,9})\b")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# Step counters are the step, not metrics; v_num is Lightning's run version.
+_NOT_METRICS = frozenset({"step", "global_step", "iter", "iteration", "v_num"})
+
+
+def _finite(value: object) -> float | None:
+    """A finite float from a JSON/Python number or numeric text; None otherwise.
+
+    Non-finite values are dropped everywhere: a chart cannot draw them and strict
+    JSON cannot carry them. A loss that went NaN shows as the series stopping.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float range
+            return None
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _is_loss(name: str) -> bool:
+    return name.lower().endswith("loss")
+
+
+def _pairs(line: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for match in _PAIR.finditer(line):
+        name, value = match[1], _finite(match[2])
+        if value is not None and name.lower() not in _NOT_METRICS:
+            values[name] = value
+    return values
+
+
+def _python_dict(line: str) -> dict[str, float] | None:
+    """Numeric items of a `{...}` dict literal on the line (Hugging Face Trainer), if any."""
+    start, end = line.find("{"), line.rfind("}")
+    if start < 0 or end <= start or end - start >= MAX_DICT_CHARS:
+        return None
+    text = line[start : end + 1]
+    try:
+        found = ast.literal_eval(text)  # literals only: never runs code
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        try:
+            found = json.loads(text)  # true/false/null are not Python literals
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(found, dict):
+        return None
+    values: dict[str, float] = {}
+    for key, raw in found.items():
+        value = _finite(raw)
+        if isinstance(key, str) and 0 < len(key) <= MAX_NAME_LENGTH and value is not None:
+            values[key] = value
+    return values
+
+
+def _default_metrics(line: str) -> tuple[int | None, dict[str, float]]:
+    """(step, metrics) that the built-in patterns find on one line."""
+    step_match = _STEP.search(line)
+    step = int(step_match[1]) if step_match else None
+    as_dict = _python_dict(line)
+    if as_dict:
+        dict_step = as_dict.pop("step", None)
+        if dict_step is not None and dict_step.is_integer() and dict_step >= 0:
+            return int(dict_step), as_dict
+        if any(_is_loss(name) for name in as_dict):
+            return step, as_dict
+    values = _pairs(line)
+    bar = _BAR.search(line) if step is None else None
+    if bar:
+        # Only the bar's postfix holds metrics: `Training: 100%` is its description.
+        values = _pairs(line[bar.end() :])
+        if values:
+            done, total = int(bar[1]), int(bar[2])
+            epoch = _BAR_EPOCH.match(line)
+            step = int(epoch[1]) * total + done if epoch else done
+    if step is None and not any(_is_loss(name) for name in values):
+        # No step and no loss: configuration echoes, NCCL_* settings, torchrun noise.
+        return None, {}
+    return step, values
+
+
+# --- User patterns -------------------------------------------------------------------------
+
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})([+?]?)")
+
+
+@dataclass
+class _Group:
+    repeats: bool = False  # holds a quantifier that can backtrack over many characters
+    alternation: bool = False
+    atomic: bool = False
+
+
+def _group_header_end(pattern: str, i: int) -> int:
+    """Index just past `(`, `(?:`, `(?P<name>`, `(?<=`, `(?i:`, ... starting at `(`."""
+    i += 1
+    if not pattern.startswith("?", i):
+        return i
+    i += 1
+    if pattern.startswith("P<", i):
+        return pattern.find(">", i) + 1
+    if pattern.startswith(("<=", "<!"), i):
+        return i + 2
+    if pattern.startswith((":", "=", "!", ">"), i):
+        return i + 1
+    while i < len(pattern) and (pattern[i].isalpha() or pattern[i] == "-"):
+        i += 1  # inline flags: (?i) or (?i:...)
+    return i + 1 if pattern.startswith(":", i) else i
+
+
+def _backtracking_hazard(pattern: str) -> str | None:
+    """Why the (compiling) pattern can take exponential time, by its shape; None if it looks safe.
+
+    Flags a repeated group that itself holds a repetition (`(a+)+`, `(\\w+\\s?)*`) or
+    an alternation (`(a|ab)*`). Possessive quantifiers and atomic groups cannot
+    backtrack, so they are allowed.
+    """
+    stack = [_Group()]
+    closed: _Group | None = None  # the group that the next quantifier would apply to
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        quantified = closed
+        closed = None
+        if char == "\\":
+            i += 2
+        elif char == "[":
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):
+                i += 1
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+        elif char == "(":
+            if pattern.startswith("(?#", i):
+                i = pattern.find(")", i) + 1
+                continue
+            if pattern.startswith("(?P=", i):
+                i = pattern.find(")", i) + 1
+                continue
+            stack.append(_Group(atomic=pattern.startswith("(?>", i)))
+            i = _group_header_end(pattern, i)
+            continue
+        elif char == ")":
+            group = stack.pop() if len(stack) > 1 else _Group()
+            if not group.atomic and group.repeats:
+                stack[-1].repeats = True
+            closed = group
+            i += 1
+            continue
+        elif char == "|":
+            stack[-1].alternation = True
+            i += 1
+            continue
+        else:
+            match = _QUANTIFIER.match(pattern, i)
+            if match and (match[0][0] != "{" or match[1] or match[3]):
+                i = match.end()
+                upper = match[3] if match[0][0] == "{" else None
+                bounded_to_one = match[0][0] == "?" or (
+                    match[0][0] == "{" and (upper == "1" or (not match[2] and match[1] in "01"))
+                )
+                if bounded_to_one or match[4] == "+":  # at most once, or possessive
+                    continue
+                if quantified is None or quantified.atomic:
+                    stack[-1].repeats = True
+                    continue
+                if quantified.repeats:
+                    return (
+                        "has a repeated group that contains another repetition, like (a+)+, "
+                        "which can take exponential time; remove one of the two repetitions, "
+                        "or make the inner one possessive (a++) or atomic ((?>...))"
+                    )
+                if quantified.alternation:
+                    return (
+                        "repeats a group with alternatives, like (a|ab)*, which can take "
+                        "exponential time; match the alternatives once, or use an atomic group"
+                    )
+                stack[-1].repeats = True
+                continue
+            i += 1
+    return None
+
+
+def validate_pattern(pattern: str) -> str | None:
+    """None if the pattern is usable as an extra stdout pattern, else what to change."""
+    if not pattern.strip():
+        return "The pattern is empty; enter a regular expression."
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return (
+            f"The pattern is {len(pattern)} characters long; "
+            f"shorten it to at most {MAX_PATTERN_LENGTH}."
+        )
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        return f"The pattern does not compile: {exc.msg} at position {exc.pos}; fix the expression."
+    groups = set(compiled.groupindex)
+    metrics = groups - {"step", "name", "value"}
+    how = (
+        "use (?P<name>...) and (?P<value>...), or one group per metric "
+        "such as (?P<loss>[-+.\\deE]+), optionally with (?P<step>\\d+)"
+    )
+    if not groups:
+        return f"The pattern has no named groups; {how}."
+    if ("name" in groups) != ("value" in groups):
+        return "The pattern needs both (?P<name>...) and (?P<value>...), or neither."
+    if "value" in groups and metrics:
+        return (
+            "The pattern mixes name/value groups with per-metric groups "
+            f"({', '.join(sorted(metrics))}); use one style."
+        )
+    hazard = _backtracking_hazard(pattern)
+    if hazard:
+        return f"The pattern {hazard}."
+    return None
+
+
+@lru_cache(maxsize=256)
+def _user_pattern(pattern: str) -> re.Pattern[str] | None:
+    return re.compile(pattern) if validate_pattern(pattern) is None else None
+
+
+def _user_metrics(pattern: re.Pattern[str], line: str) -> tuple[int | None, dict[str, float]]:
+    step: int | None = None
+    values: dict[str, float] = {}
+    for match in pattern.finditer(line[:MAX_USER_LINE_CHARS]):
+        found = {key: text for key, text in match.groupdict().items() if text is not None}
+        if "step" in found and found["step"].strip().isdigit():
+            step = int(found.pop("step").strip())
+        found.pop("step", None)
+        if "value" in found:
+            name = found.get("name", "").strip()
+            found = {name: found["value"]} if 0 < len(name) <= MAX_NAME_LENGTH else {}
+        for name, text in found.items():
+            value = _finite(text)
+            if value is not None:
+                values[name] = value
+    return step, values
+
+
+# --- Points --------------------------------------------------------------------------------
+
+
+def parse_stdout_metrics(
+    lines: Iterable[str], *, extra_patterns: Sequence[str] = (), last_step: int | None = None
+) -> list[MetricPoint]:
+    """Metric points in stdout lines (wall time None: the caller knows when it read them).
+
+    Recognised by default: `step N` (also `Step: N`, `global_step=N`, `iter N`)
+    with the line's key=value / key: value numbers; Hugging Face `{'loss': ...}`
+    dicts; tqdm/Lightning bars with `| n/total [..., loss=0.5]` postfixes (step
+    `epoch * total + n` after `Epoch E:`); and, on lines without a step, the
+    numbers of a line that names a loss (`loss: 0.53`, Keras's `- loss: 0.5 -
+    accuracy: 0.8`). A line with neither step nor loss gives nothing, which keeps
+    `NCCL_IB_DISABLE=1` and friends out.
+
+    Lines without a step: once a line of this call has given a step, they share
+    the latest one (a validation line printed after its step); before that, each
+    is the next step of a running counter that continues from `last_step` (the
+    last step the caller stored; -1 when None, so a log without steps counts 0,
+    1, 2 ...). That suits Hugging Face's step-less dicts; the price is that a
+    step-less line that opens a poll cycle lands one step after its real one.
+
+    `extra_patterns` that fail validate_pattern are skipped; a valid one adds to
+    (and for the same name overrides) the defaults, on the first 4 KiB of a line.
+    """
+    users = [p for p in (_user_pattern(text) for text in extra_patterns) if p is not None]
+    step, stepped = last_step, False
+    points: list[MetricPoint] = []
+    for raw in lines:
+        line = _ANSI.sub("", raw.replace("\0", ""))
+        found_step, values = _default_metrics(line)
+        for pattern in users:
+            user_step, user_values = _user_metrics(pattern, line)
+            found_step = user_step if user_step is not None else found_step
+            values.update(user_values)
+        if found_step is not None:
+            step, stepped = found_step, True
+        if not values:
+            continue
+        if step is None or (found_step is None and not stepped):
+            step = 0 if step is None else step + 1
+        points.extend(MetricPoint(name, step, value) for name, value in values.items())
+    return points
+
+
+def parse_metrics_jsonl(lines: Iterable[str]) -> tuple[list[MetricPoint], int]:
+    """Points from metrics.jsonl lines, and how many non-blank lines were skipped as bad.
+
+    A line is one JSON object with an integer `step` >= 0; each other finite
+    number is a metric, and `time` (unix seconds) is the points' wall time, not
+    a metric. Strings, booleans, nested values and non-finite numbers are
+    ignored without making the line bad.
+    """
+    points: list[MetricPoint] = []
+    bad = 0
+    for line in lines:
+        text = line.replace("\0", "").strip()
+        if not text:
+            continue
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):  # JSONDecodeError, too many digits, nesting
+            bad += 1
+            continue
+        if not isinstance(record, dict):
+            bad += 1
+            continue
+        step = record.get("step")
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            bad += 1
+            continue
+        time = _finite(record.get("time"))
+        for name, raw in record.items():
+            value = _finite(raw)
+            if name not in ("step", "time") and value is not None and len(name) <= MAX_NAME_LENGTH:
+                points.append(MetricPoint(name, step, value, time))
+    return points, bad

@@ -1,0 +1,495 @@
+"""Append, read and downsample the (x, y) series behind every chart.
+
+Layout.  A `Series` row per (attempt, name) holds the latest point (for live numbers)
+and a counter; its points live in `SeriesChunk` rows of at most CHUNK_SIZE (4,096)
+points each, sorted by x and stored as one `bytea` of float64 (all xs, then all ys),
+with the chunk's x/y bounds and count, and a *summary*: the min and max point of
+every run of 64 points (2 KiB per full chunk).  One row per point would need a
+million rows for a long run, too many to read in 100 ms.
+
+Appending. Each append adds one small chunk per series (level 0) and never rewrites
+anything: rewriting an "open" 64 KiB tail chunk every second for thousands of live
+series would write gigabytes per hour. Instead, every FANOUT-th append of a series
+(staggered between series) compacts it in the same call, like a small LSM tree: the
+level-0 chunks are merged into one level-1 chunk, sixteen level-1 chunks into one
+level-2, and so on; whatever reaches CHUNK_SIZE points becomes a full chunk, never
+touched again. A point is thus rewritten about log16(4096 / batch size) times, at most
+three, and a series has at most ~45 chunks that are not full. A call costs the same
+few queries whatever the number of series: one upsert of the `Series` rows (which also
+says which are due for compaction), one insert of the new chunks, and for the due
+series one listing, one read and one delete of their small chunks. On PostgreSQL each
+bulk statement takes its rows as a few arrays (`unnest`), not thousands of
+placeholders.
+
+Reading.  The chunks overlapping [x_from, x_to] are listed (bounds only, no blobs).
+When there are few points in range they are read whole and downsampled.  When there
+are many (each output bucket would span at least 8 runs of 64), the chunks entirely
+inside the range contribute only their summaries, and just the chunks that straddle
+a bound, plus the first and last chunk, are read whole, so that the first and last
+point are exact.  A full read of a million points thus decodes ~31,000 summary points
+and two raw chunks.  Summary points are real points, so no spike is lost; a bucket's
+min or max can only be off by falling in a neighbouring 64-point run at its edge.
+
+Non-finite values are kept out: append drops points whose x or y is NaN or infinite
+(the returned count says how many were stored), so summaries and reads never see
+them.  X need not increase: a resumed run that repeats steps keeps both values, and
+reads sort by x (equal xs in no particular order).  Works on PostgreSQL and SQLite.
+"""
+
+import logging
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from django.db import connection, transaction
+from django.db.models import BinaryField, Case, F, Q, QuerySet, Subquery, When
+
+from monitoring.models.series import CHUNK_SIZE, Series, SeriesChunk
+
+log = logging.getLogger(__name__)
+
+Floats = npt.NDArray[np.float64]
+Key = tuple[int, str]
+Row = tuple[Any, ...]  # values of one SQL row
+
+FANOUT = 16  # chunks of one level merged at once
+SUMMARY_RUN = 64  # points per min/max pair in a chunk's summary
+# Summaries stand in for raw points once each output bucket spans this many runs.
+RUNS_PER_BUCKET = 8
+NAME_MAX = Series._meta.get_field("name").max_length or 200
+
+
+@dataclass(frozen=True)
+class SeriesData:
+    xs: list[float]
+    ys: list[float]
+    total: int  # points in the range before downsampling
+    downsampled: bool
+
+
+@dataclass(frozen=True)
+class ChunkBounds:
+    id: int
+    x_min: float
+    x_max: float
+    count: int
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    raw: list[int]  # chunks read whole
+    summarised: list[int]  # chunks read as their summary, all points in range
+    summarised_count: int
+
+
+# --- downsampling (pure) -------------------------------------------------------------
+
+
+def downsample(xs: npt.ArrayLike, ys: npt.ArrayLike, max_points: int) -> tuple[Floats, Floats]:
+    """At most `max_points` points in x order: the first, the last, and each bucket's
+    min and max.
+
+    Buckets are (max_points - 2) // 2 equal slices of the x range, not of the point
+    index: a chart maps x linearly to pixels, so an x bucket is a pixel column.  With
+    irregular x (GPU samples with gaps) a gap yields empty buckets rather than buckets
+    that span it and join samples minutes apart.  Ys must be finite.
+    """
+    xs = np.asarray(xs, dtype=np.float64)
+    ys = np.asarray(ys, dtype=np.float64)
+    if xs.ndim != 1 or xs.shape != ys.shape:
+        raise ValueError("xs and ys must be 1-D arrays of the same length")
+    if max_points < 2:
+        raise ValueError("max_points must be at least 2 (the first and the last point)")
+    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], ys[order]
+    n = len(xs)
+    if n <= max_points:
+        return xs, ys
+    buckets = (max_points - 2) // 2
+    keep = [np.array([0, n - 1])]
+    if buckets:
+        span = xs[-1] - xs[0]
+        if span > 0:
+            bucket = ((xs - xs[0]) * (buckets / span)).astype(np.int64)
+            np.minimum(bucket, buckets - 1, out=bucket)
+        else:
+            bucket = np.zeros(n, dtype=np.int64)
+        starts = np.flatnonzero(np.diff(bucket, prepend=-1))
+        keep.extend(_run_extremes(ys, starts))
+    index = np.unique(np.concatenate(keep))
+    return xs[index], ys[index]
+
+
+def _run_extremes(ys: Floats, starts: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
+    """Index of the first minimum and of the first maximum of each run `starts` begins."""
+    lengths = np.diff(starts, append=len(ys))
+    run = np.repeat(np.arange(len(starts)), lengths)
+    found = []
+    for reduce in (np.minimum, np.maximum):
+        hits = np.flatnonzero(ys == np.repeat(reduce.reduceat(ys, starts), lengths))
+        found.append(hits[np.diff(run[hits], prepend=-1) != 0])
+    return tuple(found)
+
+
+def _summary(xs: Floats, ys: Floats) -> tuple[Floats, Floats]:
+    if len(ys) <= 2:
+        return xs, ys
+    if len(ys) <= SUMMARY_RUN:  # most appends: skip the per-run machinery
+        index = np.unique([int(ys.argmin()), int(ys.argmax())])
+        return xs[index], ys[index]
+    lows, highs = _run_extremes(ys, np.arange(0, len(ys), SUMMARY_RUN))
+    index = np.unique(np.concatenate((lows, highs)))
+    return xs[index], ys[index]
+
+
+def _encode(xs: Floats, ys: Floats) -> bytes:
+    return np.concatenate((xs, ys)).astype("<f8", copy=False).tobytes()
+
+
+def _decode(blob: bytes | memoryview) -> tuple[Floats, Floats]:
+    values = np.frombuffer(blob, dtype="<f8")
+    half = len(values) // 2
+    return values[:half], values[half:]
+
+
+# --- appending -----------------------------------------------------------------------
+
+
+@dataclass
+class _Piece:
+    """Points of one chunk in memory; `id` is set when it is already stored."""
+
+    level: int
+    xs: Floats
+    ys: Floats
+    id: int | None = None
+
+
+def series_append(*, points: Iterable[tuple[int, str, float, float]]) -> int:
+    """Store (attempt_id, name, x, y) points of any attempts and series; returns how many."""
+    batches = _batches(points)
+    if not batches:
+        return 0
+    with transaction.atomic():
+        series = _upsert_series(batches)
+        due = {series_id: key for key, (series_id, is_due) in series.items() if is_due}
+        merged = _merge_plan(due, batches) if due else None
+        stored: dict[int, list[_Piece]] = defaultdict(list)
+        if merged is not None:
+            rows = merged.order_by("id").values_list("id", "series_id", "level", "data")
+            for chunk_id, series_id, level, data in rows:
+                stored[series_id].append(_Piece(level, *_decode(data), id=chunk_id))
+        chunks: list[Row] = []
+        for key, (xs, ys) in batches.items():
+            series_id, is_due = series[key]
+            pieces = _split(_Piece(0, xs, ys))
+            if is_due:
+                pieces = _compact([*stored[series_id], *pieces])
+            chunks.extend(_chunk(series_id, piece) for piece in pieces)
+        if merged is not None:
+            merged.delete()
+        _insert_chunks(chunks)
+    return sum(len(xs) for xs, _ in batches.values())
+
+
+def _batches(points: Iterable[tuple[int, str, float, float]]) -> dict[Key, tuple[Floats, Floats]]:
+    """Group points by series, finite ones only, in arrival order."""
+    grouped: dict[Key, tuple[list[float], list[float]]] = {}
+    for attempt_id, name, x, y in points:
+        group = grouped.get((attempt_id, name))
+        if group is None:
+            group = grouped[(attempt_id, name)] = ([], [])
+        group[0].append(x)
+        group[1].append(y)
+    batches = {}
+    for (attempt_id, name), (x_list, y_list) in sorted(grouped.items()):
+        if not name or len(name) > NAME_MAX:
+            log.warning(
+                "series name %r of attempt %s skipped: 1-%s characters",
+                name[:300],
+                attempt_id,
+                NAME_MAX,
+            )
+            continue
+        xs = np.asarray(x_list, dtype=np.float64)
+        ys = np.asarray(y_list, dtype=np.float64)
+        finite = np.isfinite(xs) & np.isfinite(ys)
+        if not finite.all():
+            xs, ys = xs[finite], ys[finite]
+        if len(xs):
+            batches[(attempt_id, name)] = (xs, ys)
+    return batches
+
+
+def _upsert_series(batches: dict[Key, tuple[Floats, Floats]]) -> dict[Key, tuple[int, bool]]:
+    """Create or update each series' row; returns its id and whether it is due for compaction.
+
+    Rows go in key order so that concurrent appenders lock them in the same order.
+    """
+    table = connection.ops.quote_name(Series._meta.db_table)
+    # A new series starts its count at a point of the cycle that depends on its name, so
+    # that series created together are not all compacted in the same call.
+    rows = [
+        (attempt_id, name, float(xs[-1]), float(ys[-1]), _first_count(attempt_id, name))
+        for (attempt_id, name), (xs, ys) in batches.items()
+    ]
+    result = {}
+    with connection.cursor() as cursor:
+        for source, params in _row_source(("bigint", "text", "float8", "float8", "smallint"), rows):
+            # Only the table name and placeholders are formatted in; values are parameters.
+            cursor.execute(
+                f"INSERT INTO {table} (attempt_id, name, last_x, last_y, unmerged)"  # noqa: S608
+                # SQLite needs the WHERE to read ON CONFLICT as an upsert, not a join.
+                f" SELECT * FROM ({source}) AS batch WHERE true"
+                " ON CONFLICT (attempt_id, name) DO UPDATE SET"
+                " last_x = excluded.last_x, last_y = excluded.last_y,"
+                f" unmerged = CASE WHEN {table}.unmerged + 1 >= {FANOUT} THEN 0"
+                f" ELSE {table}.unmerged + 1 END"
+                " RETURNING id, attempt_id, name, unmerged",
+                params,
+            )
+            for series_id, attempt_id, name, unmerged in cursor.fetchall():
+                result[(attempt_id, name)] = (series_id, unmerged == 0)
+    return result
+
+
+def _first_count(attempt_id: int, name: str) -> int:
+    return 1 + zlib.crc32(f"{attempt_id}/{name}".encode()) % (FANOUT - 1)
+
+
+def _row_source(types: tuple[str, ...], rows: Sequence[Row]) -> Iterator[tuple[str, list[Any]]]:
+    """SQL yielding `rows`, with its parameters: on PostgreSQL one `unnest` of a few
+    arrays, whatever the number of rows (parsing 100,000 placeholders would take longer
+    than the insert); elsewhere VALUES lists within the backend's parameter limit.
+    """
+    if connection.vendor == "postgresql":
+        arrays = ", ".join(f"%s::{kind}[]" for kind in types)
+        # Only our type names and placeholders are formatted in, here and below.
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        yield f"SELECT * FROM unnest({arrays})", columns  # noqa: S608
+        return
+    per_query = (connection.features.max_query_params or 999) // len(types)
+    placeholders = "(" + ", ".join(["%s"] * len(types)) + ")"
+    for start in range(0, len(rows), per_query):
+        part = rows[start : start + per_query]
+        values = ", ".join([placeholders] * len(part))
+        yield f"VALUES {values}", [value for row in part for value in row]
+
+
+_CHUNK_COLUMNS = (
+    ("series_id", "bigint"),
+    ("level", "smallint"),
+    ("count", "integer"),
+    ("x_min", "float8"),
+    ("x_max", "float8"),
+    ("y_min", "float8"),
+    ("y_max", "float8"),
+    ("data", "bytea"),
+    ("summary", "bytea"),
+)
+
+
+def _insert_chunks(rows: list[Row]) -> None:
+    if not rows:
+        return
+    table = connection.ops.quote_name(SeriesChunk._meta.db_table)
+    columns = ", ".join(name for name, _ in _CHUNK_COLUMNS)
+    types = tuple(kind for _, kind in _CHUNK_COLUMNS)
+    with connection.cursor() as cursor:
+        for source, params in _row_source(types, rows):
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) SELECT * FROM ({source}) AS batch",  # noqa: S608
+                params,
+            )
+
+
+def _merge_plan(
+    due: dict[int, Key], batches: dict[Key, tuple[Floats, Floats]]
+) -> "QuerySet[SeriesChunk] | None":
+    """The stored chunks a compaction of the `due` series merges, found from their sizes.
+
+    All level-0 chunks merge; so does any level that then holds FANOUT chunks.  The
+    remainder of a merge (what does not fill whole chunks) goes up one level.  So the
+    merged levels of a series are 0 to some k, and the chunks are selected by series
+    and k (a few ids per series would be hundreds of thousands of parameters).
+    """
+    rows = SeriesChunk.objects.filter(series_id__in=due, count__lt=CHUNK_SIZE).values_list(
+        "series_id", "level", "count"
+    )
+    levels: dict[int, dict[int, list[int]]] = {series_id: defaultdict(list) for series_id in due}
+    for series_id, level, count in rows:
+        levels[series_id][level].append(count)
+    by_top: dict[int, list[int]] = defaultdict(list)
+    for series_id, key in due.items():
+        by_level = levels[series_id]
+        top = None
+        incoming = len(batches[key][0])  # points climbing from the level below
+        level = 0
+        while level == 0 or incoming:
+            counts = by_level.pop(level, [])
+            if level and len(counts) + 1 < FANOUT:
+                break
+            if counts:
+                top = level
+            incoming = (sum(counts) + incoming) % CHUNK_SIZE
+            level += 1
+        if top is not None:
+            by_top[top].append(series_id)
+    if not by_top:
+        return None
+    chosen = Q()
+    for top, series_ids in by_top.items():
+        chosen |= Q(series_id__in=series_ids, level__lte=top)
+    return SeriesChunk.objects.filter(chosen, count__lt=CHUNK_SIZE)
+
+
+def _compact(pieces: list[_Piece]) -> list[_Piece]:
+    """Merge the pieces as `_merge_plan` decided (it chose which stored pieces to load):
+    each level that has a stored piece, or is level 0, merges into the next one up.
+    """
+    levels: dict[int, list[_Piece]] = defaultdict(list)
+    for piece in pieces:
+        levels[piece.level].append(piece)
+    merging = {0} | {piece.level for piece in pieces if piece.id is not None}
+    new: list[_Piece] = []
+    level = 0
+    while levels:
+        group = levels.pop(level, [])
+        if level in merging:
+            xs = np.concatenate([piece.xs for piece in group])
+            ys = np.concatenate([piece.ys for piece in group])
+            for piece in _split(_Piece(level + 1, xs, ys)):
+                (levels[level + 1] if len(piece.xs) < CHUNK_SIZE else new).append(piece)
+        else:
+            new.extend(group)
+        level += 1
+    return new
+
+
+def _split(piece: _Piece) -> list[_Piece]:
+    """Sort by x (stable) and cut into full chunks and a remainder."""
+    xs, ys = piece.xs, piece.ys
+    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], ys[order]
+    if len(xs) <= CHUNK_SIZE:
+        return [_Piece(piece.level, xs, ys, piece.id)]
+    return [
+        _Piece(piece.level, xs[start : start + CHUNK_SIZE], ys[start : start + CHUNK_SIZE])
+        for start in range(0, len(xs), CHUNK_SIZE)
+    ]
+
+
+def _chunk(series_id: int, piece: _Piece) -> Row:
+    """A row of `_CHUNK_COLUMNS`."""
+    return (
+        series_id,
+        piece.level,
+        len(piece.xs),
+        float(piece.xs[0]),
+        float(piece.xs[-1]),
+        float(piece.ys.min()),
+        float(piece.ys.max()),
+        _encode(piece.xs, piece.ys),
+        _encode(*_summary(piece.xs, piece.ys)),
+    )
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+def series_read(
+    *,
+    attempt_id: int,
+    name: str,
+    x_from: float | None = None,
+    x_to: float | None = None,
+    max_points: int = 2000,
+) -> SeriesData:
+    """The points with x_from <= x <= x_to, downsampled to at most `max_points`."""
+    if max_points < 2:
+        raise ValueError("max_points must be at least 2 (the first and the last point)")
+    lo = float("-inf") if x_from is None else x_from
+    hi = float("inf") if x_to is None else x_to
+    # A subquery, not a join: the planner then always walks the (series, x_min) index.
+    series_id = Series.objects.filter(attempt_id=attempt_id, name=name).values("id")
+    chunks = SeriesChunk.objects.filter(series_id=Subquery(series_id))
+    if x_from is not None:
+        chunks = chunks.filter(x_max__gte=x_from)
+    if x_to is not None:
+        chunks = chunks.filter(x_min__lte=x_to)
+    bounds = [ChunkBounds(*row) for row in chunks.values_list("id", "x_min", "x_max", "count")]
+    if not bounds or lo > hi:
+        return SeriesData(xs=[], ys=[], total=0, downsampled=False)
+    plan = plan_read(bounds, lo=lo, hi=hi, max_points=max_points)
+    blobs = SeriesChunk.objects.filter(id__in=plan.raw + plan.summarised).order_by("x_min", "id")
+    if plan.summarised:
+        summarised = Q(id__in=plan.summarised)
+        blobs = blobs.annotate(
+            blob=Case(
+                When(summarised, then=F("summary")),
+                default=F("data"),
+                output_field=BinaryField(),
+            )
+        )
+    else:
+        blobs = blobs.annotate(blob=F("data"))
+    raw = set(plan.raw)
+    total = plan.summarised_count
+    xs_parts, ys_parts = [], []
+    for chunk_id, blob in blobs.values_list("id", "blob"):
+        xs, ys = _decode(blob)
+        if chunk_id in raw:
+            inside = (xs >= lo) & (xs <= hi)
+            if not inside.all():
+                xs, ys = xs[inside], ys[inside]
+            total += len(xs)
+        xs_parts.append(xs)
+        ys_parts.append(ys)
+    out_xs, out_ys = downsample(np.concatenate(xs_parts), np.concatenate(ys_parts), max_points)
+    return SeriesData(
+        xs=out_xs.tolist(), ys=out_ys.tolist(), total=total, downsampled=total > len(out_xs)
+    )
+
+
+def plan_read(bounds: list[ChunkBounds], *, lo: float, hi: float, max_points: int) -> ReadPlan:
+    """Which chunks to read whole and which as their summary."""
+    if sum(chunk.count for chunk in bounds) < RUNS_PER_BUCKET * SUMMARY_RUN * max_points // 2:
+        return ReadPlan(raw=[chunk.id for chunk in bounds], summarised=[], summarised_count=0)
+    inner = [chunk for chunk in bounds if lo <= chunk.x_min and chunk.x_max <= hi]
+    edges = set()
+    if inner:
+        edges = {
+            min(inner, key=lambda chunk: chunk.x_min).id,
+            max(inner, key=lambda chunk: chunk.x_max).id,
+        }
+    summarised = [chunk for chunk in inner if chunk.id not in edges]
+    ids = {chunk.id for chunk in summarised}
+    return ReadPlan(
+        raw=[chunk.id for chunk in bounds if chunk.id not in ids],
+        summarised=[chunk.id for chunk in summarised],
+        summarised_count=sum(chunk.count for chunk in summarised),
+    )
+
+
+def series_names(*, attempt_id: int) -> list[str]:
+    """The names of an attempt's series, sorted."""
+    return list(
+        Series.objects.filter(attempt_id=attempt_id).order_by("name").values_list("name", flat=True)
+    )
+
+
+def series_last(
+    *, attempt_ids: Iterable[int], names: Iterable[str]
+) -> dict[Key, tuple[float, float]]:
+    """The last point appended to each of these series, by (attempt_id, name); one query."""
+    rows = Series.objects.filter(attempt_id__in=list(attempt_ids), name__in=list(names))
+    return {
+        (attempt_id, name): (x, y)
+        for attempt_id, name, x, y in rows.values_list("attempt_id", "name", "last_x", "last_y")
+    }

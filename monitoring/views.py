@@ -1,0 +1,35 @@
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from jobs.models import JobEvent
+from monitoring.selectors import job_for_viewer
+
+
+@login_required
+def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The live job page; its data comes over REST and the WebSocket."""
+    job = job_for_viewer(user=request.user, job_id=job_id)
+    if job is None:
+        raise Http404("No such job, or not one of your projects'.")
+    events = list(JobEvent.objects.filter(job=job).select_related("attempt").order_by("time", "id"))
+    number = max((e.attempt.number for e in events if e.attempt), default=1)
+    attempt_kwargs = {"job_id": job.pk, "number": number}
+    config = {
+        "job": job.pk,
+        "attempt": number,
+        "logUrl": reverse("attempt-log", kwargs=attempt_kwargs),
+        "seriesUrl": reverse("attempt-series-names", kwargs=attempt_kwargs),
+        "wsUrl": f"/ws/jobs/{job.pk}/",
+    }
+    return render(
+        request,
+        "monitoring/job.html",
+        {
+            "job": job,
+            "events": events,
+            "config": config,
+            "download_url": reverse("attempt-log-download", kwargs=attempt_kwargs),
+        },
+    )

@@ -1,0 +1,161 @@
+"""The job WebSocket through the real ASGI stack (origin check, session auth) and Redis."""
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+
+from jobs.models import Attempt, Job, State
+from monitoring.models import LogFile, Series
+from portal.asgi import application
+from projects.models import Membership, Project
+from tests.jobs import factories
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+TIMEOUT = 3
+
+
+def _session_cookie(user: User) -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(user)
+    session_id = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return b"cookie", f"{settings.SESSION_COOKIE_NAME}={session_id}".encode()
+
+
+def _communicator(job: Job, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=headers)
+
+
+@pytest.fixture
+def running(project: Project, owner: User) -> tuple[Job, Attempt]:
+    job, attempt = factories.job(project, owner, factories.cluster(), state=State.RUNNING)
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.RUNNING)
+    LogFile.objects.create(attempt=attempt, name="stdout.log", size=1500, first_offset=0)
+    Series.objects.create(attempt=attempt, name="loss", last_x=11, last_y=0.52)
+    Series.objects.create(attempt=attempt, name="gpu/n1/0/utilization", last_x=1.5e9, last_y=87)
+    return job, attempt
+
+
+def _connect(job: Job, headers: list[tuple[bytes, bytes]]) -> tuple[bool, Any]:
+    async def scenario() -> tuple[bool, Any]:
+        communicator = _communicator(job, headers)
+        connected, code = await communicator.connect(timeout=TIMEOUT)
+        if connected:
+            await communicator.disconnect()
+        return connected, code
+
+    return async_to_sync(scenario)()
+
+
+def test_member_gets_hello_then_deltas_and_pong(running: tuple[Job, Attempt], member: User) -> None:
+    job, _ = running
+    delta = {
+        "type": "job.delta",
+        "job": job.pk,
+        "attempt": 1,
+        "state": "RUNNING",
+        "log": {"file": "stdout.log", "offset": 1500, "end": 1510, "text": "step 12 ok\n"},
+        "series": {"loss": [[12, 0.5]], "gpu/n1/0/utilization": [[1764547200.5, 87.0]]},
+    }
+
+    cookie = _session_cookie(member)
+
+    async def scenario() -> list[Any]:
+        communicator = _communicator(job, [ORIGIN, cookie])
+        connected, _ = await communicator.connect(timeout=TIMEOUT)
+        assert connected
+        received = [await communicator.receive_json_from(timeout=TIMEOUT)]
+        await get_channel_layer().group_send(f"job.{job.pk}", delta)
+        received.append(await communicator.receive_json_from(timeout=TIMEOUT))
+        await communicator.send_to(text_data="not json")
+        await communicator.send_to(bytes_data=b"\x00binary")
+        await communicator.send_json_to({"action": "reboot"})
+        await communicator.send_json_to({"action": "ping"})
+        received.append(await communicator.receive_json_from(timeout=TIMEOUT))
+        assert await communicator.receive_nothing()
+        await communicator.disconnect()
+        return received
+
+    hello, relayed, pong = async_to_sync(scenario)()
+
+    assert hello == {
+        "event": "hello",
+        "job": job.pk,
+        "state": "RUNNING",
+        "attempts": [
+            {
+                "attempt": 1,
+                "state": "RUNNING",
+                "log_sizes": {"stdout.log": 1500},
+                "series_last_x": {"loss": 11, "gpu/n1/0/utilization": 1.5e9},
+            }
+        ],
+    }
+    assert relayed == {"event": "delta", **{k: v for k, v in delta.items() if k != "type"}}
+    assert pong == {"event": "pong"}
+
+
+def test_viewer_role_is_allowed(
+    running: tuple[Job, Attempt], django_user_model: type[User]
+) -> None:
+    job, _ = running
+    viewer = django_user_model.objects.create_user(username="vera")
+    Membership.objects.create(user=viewer, project=job.project, role=Membership.Role.VIEWER)
+    assert _connect(job, [ORIGIN, _session_cookie(viewer)]) == (True, None)
+
+
+def test_staff_is_allowed(running: tuple[Job, Attempt], staff: User) -> None:
+    job, _ = running
+    assert _connect(job, [ORIGIN, _session_cookie(staff)]) == (True, None)
+
+
+def test_outsider_is_refused(running: tuple[Job, Attempt], outsider: User) -> None:
+    job, _ = running
+    assert _connect(job, [ORIGIN, _session_cookie(outsider)]) == (False, 4403)
+
+
+def test_member_of_another_project_is_refused(
+    running: tuple[Job, Attempt], django_user_model: type[User]
+) -> None:
+    job, _ = running
+    elsewhere = Project.objects.create(slug="speech", name="Speech")
+    stranger = django_user_model.objects.create_user(username="sam")
+    Membership.objects.create(user=stranger, project=elsewhere, role=Membership.Role.OWNER)
+    assert _connect(job, [ORIGIN, _session_cookie(stranger)]) == (False, 4403)
+
+
+def test_anonymous_is_refused(running: tuple[Job, Attempt]) -> None:
+    job, _ = running
+    assert _connect(job, [ORIGIN]) == (False, 4403)
+
+
+def test_missing_job_is_refused_like_a_foreign_one(member: User) -> None:
+    job = Job(pk=10**9)
+    assert _connect(job, [ORIGIN, _session_cookie(member)]) == (False, 4403)
+
+
+def test_foreign_origin_is_refused_even_for_a_member(
+    running: tuple[Job, Attempt], member: User
+) -> None:
+    job, _ = running
+    evil = (b"origin", b"http://evil.example")
+    connected, _ = _connect(job, [evil, _session_cookie(member)])
+    assert not connected
+
+
+def test_connect_query_count(
+    running: tuple[Job, Attempt], member: User, django_assert_num_queries
+) -> None:
+    job, _ = running
+    cookie = _session_cookie(member)
+    # session, user (the auth middleware); the job with the membership check;
+    # then the hello: the job's state, its attempts with log sizes and series' last x
+    with django_assert_num_queries(5):
+        assert _connect(job, [ORIGIN, cookie]) == (True, None)

@@ -1,0 +1,228 @@
+"""The chunked series store, on the real PostgreSQL test database."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.models import Attempt
+from monitoring import series
+from monitoring.models import Series, SeriesChunk
+from monitoring.models.series import CHUNK_SIZE
+from projects.models import Project
+from tests.jobs import factories
+
+
+@pytest.fixture
+def attempts(project: Project, member: User) -> list[Attempt]:
+    cluster = factories.cluster()
+    return [factories.job(project, member, cluster)[1] for _ in range(3)]
+
+
+def points(attempt: Attempt, name: str, xs: np.ndarray, ys: np.ndarray) -> list:
+    return [(attempt.pk, name, x, y) for x, y in zip(xs.tolist(), ys.tolist(), strict=True)]
+
+
+def everything(attempt: Attempt, name: str, **bounds: float) -> series.SeriesData:
+    return series.series_read(attempt_id=attempt.pk, name=name, max_points=10**7, **bounds)
+
+
+def check_chunks() -> None:
+    """Each stored chunk holds what its bounds say, sorted by x."""
+    for chunk in SeriesChunk.objects.all():
+        xs, ys = series._decode(bytes(chunk.data))
+        assert len(xs) == chunk.count <= CHUNK_SIZE
+        assert np.all(np.diff(xs) >= 0)
+        assert (xs[0], xs[-1], ys.min(), ys.max()) == (
+            chunk.x_min,
+            chunk.x_max,
+            chunk.y_min,
+            chunk.y_max,
+        )
+
+
+def test_points_come_back_per_attempt_and_name(attempts: list[Attempt]) -> None:
+    one, two, _ = attempts
+    stored = series.series_append(
+        points=[
+            (one.pk, "loss", 1.0, 2.5),
+            (one.pk, "lr", 1.0, 0.1),
+            (two.pk, "loss", 1.0, 9.0),
+            (one.pk, "loss", 2.0, 2.0),
+        ]
+    )
+    assert stored == 4
+    loss = everything(one, "loss")
+    assert (loss.xs, loss.ys, loss.total, loss.downsampled) == ([1.0, 2.0], [2.5, 2.0], 2, False)
+    assert everything(two, "loss").ys == [9.0]
+    assert series.series_names(attempt_id=one.pk) == ["loss", "lr"]
+    assert series.series_names(attempt_id=attempts[2].pk) == []
+    assert everything(one, "missing") == series.SeriesData(xs=[], ys=[], total=0, downsampled=False)
+
+
+def test_nan_and_infinite_points_are_not_stored(attempts: list[Attempt]) -> None:
+    one = attempts[0]
+    stored = series.series_append(
+        points=[
+            (one.pk, "loss", 1.0, 1.0),
+            (one.pk, "loss", 2.0, math.nan),
+            (one.pk, "loss", 3.0, math.inf),
+            (one.pk, "loss", math.nan, 4.0),
+            (one.pk, "loss", 5.0, 5.0),
+            (one.pk, "diverged", 1.0, -math.inf),
+        ]
+    )
+    assert stored == 2
+    assert everything(one, "loss").ys == [1.0, 5.0]
+    assert series.series_names(attempt_id=one.pk) == ["loss"]
+    assert series.series_append(points=[]) == 0
+
+
+def test_over_long_names_are_skipped_not_fatal(attempts: list[Attempt]) -> None:
+    one = attempts[0]
+    stored = series.series_append(points=[(one.pk, "x" * 201, 1.0, 1.0), (one.pk, "ok", 1.0, 1.0)])
+    assert stored == 1
+    assert series.series_names(attempt_id=one.pk) == ["ok"]
+
+
+def count_queries(batch: list) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        series.series_append(points=batch)
+    return len(queries)
+
+
+def test_append_costs_the_same_queries_for_one_series_or_hundreds(
+    attempts: list[Attempt],
+) -> None:
+    names = [f"gpu/n1/{gpu}/{metric}" for gpu in range(25) for metric in ("utilization", "power")]
+    many = [(a.pk, name, 1.0, 1.0) for a in attempts for name in names]  # 150 series
+    # Savepoint, upsert of the Series rows, insert of the chunks, release.
+    assert count_queries([(attempts[0].pk, "loss", 1.0, 1.0)]) == 4
+    assert count_queries(many) == 4
+    # New series are staggered over the compaction cycle; a call that compacts some,
+    # however many, adds a listing, a read and a delete of their small chunks.
+    counts = [
+        count_queries([(x[0], x[1], float(step), 1.0) for x in many])
+        for step in range(2, 2 + series.FANOUT)
+    ]
+    assert set(counts) == {4, 7}
+    compacted = SeriesChunk.objects.filter(series__name__startswith="gpu/", level=1)
+    assert compacted.count() == 150  # each series once, within FANOUT appends
+    assert everything(attempts[2], names[-1]).xs == [*range(1, 2 + series.FANOUT)]
+
+
+def test_compaction_keeps_every_point_and_few_small_chunks(attempts: list[Attempt]) -> None:
+    one = attempts[0]
+    rng = np.random.default_rng(1)
+    xs = np.arange(30_000, dtype=float)
+    ys = rng.normal(size=len(xs))
+    start = 0
+    while start < len(xs):  # batches of 1 to 500 points, mostly small
+        size = int(rng.choice([1, 1, 1, 7, 60, 500]))
+        series.series_append(
+            points=points(one, "loss", xs[start : start + size], ys[start : start + size])
+        )
+        start += size
+        assert SeriesChunk.objects.filter(count__lt=CHUNK_SIZE).count() <= 3 * series.FANOUT
+    check_chunks()
+    read = everything(one, "loss")
+    assert read.xs == xs.tolist() and read.ys == ys.tolist() and read.total == len(xs)
+
+
+def test_repeated_steps_after_a_resume_keep_both_values(attempts: list[Attempt]) -> None:
+    one = attempts[0]
+    series.series_append(points=points(one, "loss", np.arange(0.0, 100.0), np.zeros(100)))
+    series.series_append(points=points(one, "loss", np.arange(50.0, 150.0), np.ones(100)))
+    read = everything(one, "loss")
+    assert read.total == 200
+    assert read.xs == sorted([*range(100), *range(50, 150)])
+    assert sorted(zip(read.xs, read.ys, strict=True))[50:52] == [(50.0, 0.0), (50.0, 1.0)]
+    assert series.series_last(attempt_ids=[one.pk], names=["loss"]) == {
+        (one.pk, "loss"): (149.0, 1.0)
+    }
+
+
+def test_range_bounds_are_inclusive(attempts: list[Attempt]) -> None:
+    one = attempts[0]
+    series.series_append(points=points(one, "loss", np.arange(10.0), np.arange(10.0) * 2))
+    assert everything(one, "loss", x_from=3, x_to=5).xs == [3.0, 4.0, 5.0]
+    assert everything(one, "loss", x_from=8.5).xs == [9.0]
+    assert everything(one, "loss", x_to=0).ys == [0.0]
+    assert everything(one, "loss", x_from=20).total == 0
+    assert everything(one, "loss", x_from=5, x_to=4).total == 0
+
+
+def test_last_points_for_many_series_in_one_query(attempts: list[Attempt]) -> None:
+    one, two, three = attempts
+    series.series_append(
+        points=[
+            (one.pk, "loss", 10.0, 0.5),
+            (one.pk, "loss", 9.0, 0.7),  # arrived last: the live number, though x is smaller
+            (two.pk, "loss", 3.0, 1.5),
+            (two.pk, "gpu/n1/0/utilization", 1.7e9, 88.0),
+            (three.pk, "loss", 1.0, 1.0),
+        ]
+    )
+    with CaptureQueriesContext(connection) as queries:
+        last = series.series_last(
+            attempt_ids=[one.pk, two.pk], names=["loss", "gpu/n1/0/utilization"]
+        )
+    assert len(queries) == 1
+    assert last == {
+        (one.pk, "loss"): (9.0, 0.7),
+        (two.pk, "loss"): (3.0, 1.5),
+        (two.pk, "gpu/n1/0/utilization"): (1.7e9, 88.0),
+    }
+
+
+def test_series_go_with_their_attempt(attempts: list[Attempt]) -> None:
+    one, two, _ = attempts
+    series.series_append(points=[(one.pk, "loss", 1.0, 1.0), (two.pk, "loss", 1.0, 1.0)])
+    one.job.delete()
+    assert list(Series.objects.values_list("attempt_id", flat=True)) == [two.pk]
+    assert SeriesChunk.objects.count() == 1
+
+
+def test_a_million_points_read_fast_with_spikes_kept(attempts: list[Attempt]) -> None:
+    one = attempts[0]
+    n = 1_000_000
+    rng = np.random.default_rng(2)
+    xs = np.arange(n, dtype=float)
+    ys = rng.normal(size=n)
+    ys[123_457] = 1000.0  # a loss spike inside a summarised chunk
+    ys[876_543] = -1000.0
+    series.series_append(points=points(one, "loss", xs, ys))
+
+    series.series_read(attempt_id=one.pk, name="loss")  # warm
+    started = time.perf_counter()
+    read = series.series_read(attempt_id=one.pk, name="loss", max_points=2000)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.5, elapsed  # ~15 ms here; bench/series.py measures it precisely
+    assert len(read.xs) <= 2000 and read.total == n and read.downsampled
+    assert (read.xs[0], read.ys[0]) == (0.0, ys[0])
+    assert (read.xs[-1], read.ys[-1]) == (n - 1.0, ys[-1])
+    assert max(read.ys) == 1000.0 and min(read.ys) == -1000.0
+    assert read.xs[read.ys.index(1000.0)] == 123_457.0
+    assert np.all(np.diff(read.xs) > 0)
+    assert np.array_equal(ys[np.array(read.xs, dtype=int)], read.ys)  # real points only
+
+    # A narrow zoom reads exactly its points, and only the chunks holding them.
+    zoom = series.series_read(attempt_id=one.pk, name="loss", x_from=500_000, x_to=501_000)
+    assert zoom.xs == xs[500_000:501_001].tolist() and zoom.ys == ys[500_000:501_001].tolist()
+    assert not zoom.downsampled
+
+    bounds = [
+        series.ChunkBounds(*row)
+        for row in SeriesChunk.objects.values_list("id", "x_min", "x_max", "count")
+    ]
+    wide = series.plan_read(bounds, lo=-math.inf, hi=math.inf, max_points=2000)
+    assert len(wide.raw) == 2 and wide.summarised_count == n - sum(
+        b.count for b in bounds if b.id in wide.raw
+    )
+    inside = [b for b in bounds if b.x_max >= 500_000 and b.x_min <= 501_000]
+    narrow = series.plan_read(inside, lo=500_000, hi=501_000, max_points=2000)
+    assert len(narrow.raw) <= 2 and narrow.summarised == []

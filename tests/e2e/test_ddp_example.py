@@ -36,7 +36,7 @@ export PORTAL_RESUME_FROM=""
 export PORTAL_METRICS_FILE="$PORTAL_RUN_DIR/metrics.jsonl"
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export MASTER_ADDR
-export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+export MASTER_PORT=$((15000 + SLURM_JOB_ID % 15000))
 mkdir -p "$PORTAL_CHECKPOINT_DIR"
 cd "$PORTAL_RUN_DIR"
 srun torchrun --nnodes="$SLURM_NNODES" --nproc_per_node=1 \\

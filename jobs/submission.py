@@ -2,7 +2,9 @@
 
 import logging
 import shlex
+from pathlib import Path
 
+from django.conf import settings
 from django.utils import timezone
 
 from clusters.selectors import account_endpoint
@@ -85,6 +87,8 @@ def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -
         raise SlurmError(
             "mkdir", f"cannot create the run directory: {made.error_text.strip()}", retryable=False
         )
+    for name, local_path in settings.RUN_DIR_FILES.items():
+        connection.upload(run_dir.file(name), Path(local_path).read_bytes(), mode=0o600)
     script = render_batch_script(job=job, attempt=attempt, run_dir=run_dir)
     connection.upload(run_dir.file(SCRIPT_FILE), script.encode(), mode=0o700)
     return slurm.submit(run_dir.file(SCRIPT_FILE))

@@ -147,6 +147,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"expires": 30.0},
     },
 }
+# Files placed in every run directory beside the batch script (name -> local path):
+# the metrics helper a training script imports with `from portal_metrics import log`.
+RUN_DIR_FILES: dict[str, Path] = {
+    "portal_metrics.py": BASE_DIR / "monitoring" / "portal_metrics.py"
+}
 # A submission in flight longer than this (seconds) is re-driven by the reconciler.
 SUBMIT_STUCK_AFTER: float = env.float("SUBMIT_STUCK_AFTER", default=60.0)
 

@@ -1,5 +1,6 @@
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -138,3 +139,48 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
             return
         time.sleep(0.1)
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[str]:
+    """The real ASGI stack (daphne: pages, REST, WebSockets) on the test database."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **Worker(connection.settings_dict["NAME"], tmp_path_factory.mktemp("web")).env,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+    }
+    log = tmp_path_factory.mktemp("daphne") / "daphne.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "portal.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(port), 30, f"daphne on port {port} (log: {log})")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False

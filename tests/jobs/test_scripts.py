@@ -58,12 +58,14 @@ def test_torchrun_template_runs_one_launcher_per_node(member, project) -> None:
         gpus_per_node=4,
         command="examples/ddp_train.py --steps 20",
     )
-    launch = script.strip().splitlines()[-1]
+    launch = next(line for line in script.splitlines() if "torchrun" in line)
     assert launch.startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchrun")
     assert '--nnodes="$SLURM_NNODES"' in launch
     assert "--nproc_per_node=4" in launch
     assert "--rdzv_backend=c10d" in launch
     assert launch.endswith("examples/ddp_train.py --steps 20")
+    # The user's part runs in a subshell whose status is recorded, then returned.
+    assert script.rstrip().endswith('exit "$portal_code"')
     assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in script
 
 

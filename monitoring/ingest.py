@@ -108,7 +108,9 @@ class MonitoringWatcher:
         points: list[Point] = []
         touched: dict[int, LogFile] = {}
         new_bytes = {(s.log_file.attempt_id, s.log_file.name): s.data for s in stored}
-        for (attempt_id, name), log_file in files.items():
+        # metrics.jsonl first: the names it gives are not read from stdout as well.
+        ordered = sorted(files.items(), key=lambda item: item[0][1] != METRICS_FILE)
+        for (attempt_id, name), log_file in ordered:
             attempt = attempts.get(attempt_id)
             data = new_bytes.get((attempt_id, name), b"")
             # A finished attempt read to its end: its last line needs no newline.
@@ -119,10 +121,11 @@ class MonitoringWatcher:
             if final:
                 lines += finish_lines(log_file.carry)
                 log_file.carry = b""
-            points += _points(attempt, log_file, lines)
+            structured = files.get((attempt_id, METRICS_FILE))
+            points += _points(attempt, log_file, lines, structured=structured)
             touched[log_file.pk] = log_file
         if touched:
-            LogFile.objects.bulk_update(touched.values(), ["carry", "last_step"])
+            LogFile.objects.bulk_update(touched.values(), ["carry", "last_step", "metric_names"])
         return points
 
     def _deltas(
@@ -190,16 +193,25 @@ def _discover_gpu_files(
             files[(log_file.attempt_id, log_file.name)] = log_file
 
 
-def _points(attempt: Attempt, log_file: LogFile, lines: list[str]) -> list[Point]:
+def _points(
+    attempt: Attempt, log_file: LogFile, lines: list[str], *, structured: LogFile | None
+) -> list[Point]:
     if log_file.name.startswith(GPU_FILE_PREFIX):
         return _gpu_points(attempt, log_file.name, lines)
     if log_file.name == METRICS_FILE:
         metrics, bad = parse_metrics_jsonl(lines)
         if bad:
             logger.info("attempt %s: %d unreadable lines in %s", attempt.pk, bad, METRICS_FILE)
+        new_names = sorted({m.name for m in metrics} - set(log_file.metric_names))
+        if new_names:
+            log_file.metric_names = [*log_file.metric_names, *new_names]
     else:
         patterns = [p for p in attempt.job.metric_patterns.splitlines() if p.strip()]
         metrics = parse_stdout_metrics(lines, extra_patterns=patterns, last_step=log_file.last_step)
+        # Structured metrics win: a script writing metrics.jsonl often prints the
+        # same numbers rounded, and two sources of one series would interleave.
+        given = set(structured.metric_names) if structured is not None else set()
+        metrics = [m for m in metrics if m.name not in given]
     if metrics:
         log_file.last_step = max(m.step for m in metrics)
     return [(attempt.pk, m.name, float(m.step), m.value) for m in metrics] + _mfu(attempt, metrics)

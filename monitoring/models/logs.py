@@ -19,6 +19,8 @@ class LogFile(models.Model):
     # Parser state between poll cycles: the unfinished last line, and the last step seen.
     carry = models.BinaryField(default=b"", blank=True)
     last_step = models.BigIntegerField(null=True, blank=True)
+    # Metric names this file has given (metrics.jsonl: those stdout must not repeat).
+    metric_names = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

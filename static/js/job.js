@@ -93,10 +93,15 @@
     return parts.length === 4 && parts[0] === "gpu" ? { node: parts[1], index: parts[2], metric: parts[3] } : null;
   }
 
+  const METRIC_TITLES = { "chart-throughput": "Throughput and MFU", "chart-other": "Other metrics" };
+
   function chartFor(name) {
     const gpu = gpuParts(name);
     if (gpu) return { el: `chart-${gpu.metric}`, label: `${gpu.node} GPU ${gpu.index}`, time: true };
-    return { el: "chart-metrics", label: name, time: false };
+    // Losses share one chart; rates and counters of another scale get their own.
+    if (/loss/i.test(name)) return { el: "chart-metrics", label: name, time: false };
+    if (/per_sec|_per_s$|\/s$|^mfu$|^samples$|^tokens$/.test(name)) return { el: "chart-throughput", label: name, time: false };
+    return { el: "chart-other", label: name, time: false };
   }
 
   function addTrace(name, xs, ys) {
@@ -107,11 +112,11 @@
     if (!chart.time) raw[name] = { x: xs.slice(), y: ys.slice() };
     const trace = { x, y: chart.time ? ys : smooth(ys), name: chart.label, mode: "lines", type: "scattergl" };
     if (!el.data) {
-      const title = chart.time ? GPU_TITLES[gpuParts(name).metric] : "";
+      const title = chart.time ? GPU_TITLES[gpuParts(name).metric] : METRIC_TITLES[chart.el] || "";
       Plotly.newPlot(el, [trace], {
         margin: { t: title ? 30 : 10, r: 10, b: 35, l: 50 }, title: { text: title, font: { size: 13 } },
         xaxis: { title: { text: chart.time ? "" : "step" } }, legend: { orientation: "h" },
-        yaxis: { type: !chart.time && document.getElementById("loss-log").checked ? "log" : "linear" },
+        yaxis: { type: chart.el === "chart-metrics" && document.getElementById("loss-log").checked ? "log" : "linear" },
       }, { responsive: true, displaylogo: false });
     } else {
       Plotly.addTraces(el, trace);
@@ -134,10 +139,8 @@
   }
 
   function restyleMetrics() {
-    const el = document.getElementById("chart-metrics");
-    if (!el.data) return;
     Object.entries(traces).forEach(([name, t]) => {
-      if (!t.time) Plotly.restyle(el, { x: [raw[name].x], y: [smooth(raw[name].y)] }, [t.index]);
+      if (!t.time) Plotly.restyle(t.el, { x: [raw[name].x], y: [smooth(raw[name].y)] }, [t.index]);
     });
   }
 
@@ -173,6 +176,12 @@
       if (message.event !== "delta" && message.event !== "hello") return;
       if (message.state) {
         const badge = document.getElementById("job-state");
+        if (badge.dataset.state && badge.dataset.state !== message.state) {
+          const item = document.createElement("li");
+          item.textContent = `${new Date().toISOString().slice(0, 19).replace("T", " ")} → ${message.state}`;
+          document.getElementById("timeline").append(item);
+        }
+        badge.dataset.state = message.state;
         badge.textContent = message.state;
         badge.className = `state state-${message.state.toLowerCase()}`;
       }

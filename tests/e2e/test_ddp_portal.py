@@ -8,6 +8,7 @@ import pytest
 
 from jobs.models import Attempt, State, Template
 from jobs.services import job_submit
+from monitoring.series import series_names, series_read
 from tests.e2e.conftest import wait_for
 from tests.jobs.factories import spec
 
@@ -36,7 +37,7 @@ def test_ddp_example_trains_on_two_nodes(
         ),
     )
     wait_for(
-        lambda: Attempt.objects.get(job=job).state in (State.COMPLETED, State.FAILED),
+        lambda: Attempt.objects.get(job=job).files_complete,
         180,
         "the DDP job to finish",
     )
@@ -47,5 +48,9 @@ def test_ddp_example_trains_on_two_nodes(
     assert "world_size=2" in log
     losses = [float(x) for x in re.findall(r"step \d+, loss=([0-9.]+)", log)]
     assert len(losses) >= 3 and losses[-1] < losses[0]
+    # The loss comes from metrics.jsonl alone (stdout repeats it rounded): one value per step.
+    loss = series_read(attempt_id=attempt.pk, name="loss")
+    assert loss.xs == [float(step) for step in range(1, 31)]
+    assert set(series_names(attempt_id=attempt.pk)) >= {"loss", "samples", "gpu/n1/0/utilization"}
     listing = alice.run(f"ls {shlex.quote(attempt.run_dir + '/checkpoints')}").text.split()
     assert "step-30.pt" in listing

@@ -1,11 +1,10 @@
 """Reads for the live job page: who may see a job, and where its data stands."""
 
+from collections import defaultdict
 from typing import Any, TypeGuard
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import Exists, OuterRef
-from django.db.models.functions import JSONObject
 
 from jobs.models import Attempt, Job
 from monitoring.models import LogFile, Series
@@ -59,26 +58,26 @@ def attempt_for_viewer(*, user: Viewer | None, job_id: int, number: int) -> Atte
 
 
 def job_live_state(*, job_id: int) -> dict[str, Any]:
-    """Where a job's live data stands, for a page that connects late (two queries).
+    """Where a job's live data stands, for a page that connects late (four queries).
 
     Per attempt: its state, the size of each followed log file and the last x
     of each series, so the page knows which deltas are new and what to backfill.
+    Plain queries rather than array subqueries, so SQLite (a local run) works too.
     """
-    # 1: the job's state
     state = Job.objects.filter(pk=job_id).values_list("state", flat=True).first()
-    log_sizes = LogFile.objects.filter(attempt=OuterRef("pk")).values(
-        entry=JSONObject(name="name", size="size")
+    attempts = list(
+        Attempt.objects.filter(job_id=job_id).order_by("number").values("pk", "number", "state")
     )
-    last_xs = Series.objects.filter(attempt=OuterRef("pk")).values(
-        entry=JSONObject(name="name", x="last_x")
-    )
-    # 2: its attempts, each with its files' sizes and series' last x gathered by subqueries
-    attempts = (
-        Attempt.objects.filter(job_id=job_id)
-        .order_by("number")
-        .annotate(log_sizes=ArraySubquery(log_sizes), series_last_x=ArraySubquery(last_xs))
-        .values("number", "state", "log_sizes", "series_last_x")
-    )
+    sizes: dict[int, dict[str, int]] = defaultdict(dict)
+    for attempt_id, name, size in LogFile.objects.filter(attempt__job_id=job_id).values_list(
+        "attempt_id", "name", "size"
+    ):
+        sizes[attempt_id][name] = size
+    last_xs: dict[int, dict[str, float]] = defaultdict(dict)
+    for attempt_id, name, last_x in Series.objects.filter(attempt__job_id=job_id).values_list(
+        "attempt_id", "name", "last_x"
+    ):
+        last_xs[attempt_id][name] = last_x
     return {
         "job": job_id,
         "state": state,
@@ -86,8 +85,8 @@ def job_live_state(*, job_id: int) -> dict[str, Any]:
             {
                 "attempt": row["number"],
                 "state": row["state"],
-                "log_sizes": {entry["name"]: entry["size"] for entry in row["log_sizes"]},
-                "series_last_x": {entry["name"]: entry["x"] for entry in row["series_last_x"]},
+                "log_sizes": sizes[row["pk"]],
+                "series_last_x": last_xs[row["pk"]],
             }
             for row in attempts
         ],

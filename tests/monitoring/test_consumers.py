@@ -156,6 +156,6 @@ def test_connect_query_count(
     job, _ = running
     cookie = _session_cookie(member)
     # session, user (the auth middleware); the job with the membership check;
-    # then the hello: the job's state, its attempts with log sizes and series' last x
-    with django_assert_num_queries(5):
+    # then the hello: the job's state, its attempts, their log sizes, their series' last x
+    with django_assert_num_queries(7):
         assert _connect(job, [ORIGIN, cookie]) == (True, None)

@@ -16,6 +16,8 @@ bench: install  ## benchmarks, ours beside the naive way (needs root for the san
 	.venv/bin/python manage.py sandbox up --no-register
 	.venv/bin/python bench/poll.py
 	.venv/bin/python bench/agent_poll.py
+	.venv/bin/python bench/series.py
+	.venv/bin/python bench/latency.py
 
 lint: install
 	.venv/bin/ruff check .

@@ -17,8 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from clusters.ssh import SSHError
 from jobs.models import Attempt
-from monitoring.logs import log_read
+from monitoring.logs import log_read, log_read_any
 from monitoring.selectors import attempt_for_viewer
 from monitoring.series import series_names, series_read
 
@@ -120,19 +121,22 @@ class LogRangeView(APIView):
         """A byte range of an attempt's log file, decoded as text."""
         attempt = _attempt_or_404(request, job_id, number)
         query = _query(LogRangeQuerySerializer, request)
-        piece = log_read(
-            attempt_id=attempt.pk, file=query["file"], offset=query["offset"], limit=query["limit"]
-        )
+        try:
+            piece = log_read_any(
+                attempt=attempt, file=query["file"], offset=query["offset"], limit=query["limit"]
+            )
+        except SSHError as exc:
+            return Response({"detail": str(exc)}, status=503)
         return Response(LogSliceSerializer(piece).data)
 
 
-async def _stored_bytes(attempt_id: int, file: str, start: int, stop: int) -> AsyncIterator[bytes]:
+async def _stored_bytes(attempt: Attempt, file: str, start: int, stop: int) -> AsyncIterator[bytes]:
     # Async so that daphne streams chunk by chunk instead of buffering the file.
-    read = sync_to_async(log_read)
+    read = sync_to_async(log_read_any)
     offset = start
     while offset < stop:
         piece = await read(
-            attempt_id=attempt_id,
+            attempt=attempt,
             file=file,
             offset=offset,
             limit=min(DOWNLOAD_CHUNK_BYTES, stop - offset),
@@ -160,14 +164,13 @@ class LogDownloadView(APIView):
         # Stop at the size known now, so a growing log still ends the download.
         bounds = log_read(attempt_id=attempt.pk, file=file, offset=0, limit=0)
         response = StreamingHttpResponse(
-            _stored_bytes(attempt.pk, file, bounds.first_offset, bounds.size),
+            # Bytes trimmed here come from the cluster's copy first.
+            _stored_bytes(attempt, file, 0, bounds.size),
             content_type="application/octet-stream",
             headers={
                 "Content-Disposition": (
                     f'attachment; filename="job-{job_id}-attempt-{number}-{file}"'
                 ),
-                # Older bytes may have been trimmed: say where this copy starts.
-                "X-Log-First-Offset": str(bounds.first_offset),
             },
         )
         return response

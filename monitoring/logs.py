@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Q
 
+from clusters.agent import AgentRequest, FileRead, run_agent
+from clusters.selectors import account_endpoint
+from clusters.ssh import SSHError, pool
+from jobs.models import Attempt
+from jobs.scripts import RunDir
 from monitoring.models import LogChunk, LogFile
 
 # The agent sends at most this much of one file per cycle, so no chunk is larger.
@@ -169,3 +174,22 @@ def log_tail(*, attempt_id: int, file: str, lines: int) -> LogSlice:
         data = data[cut + 1 :]
     start = log_file.size - len(data)
     return LogSlice(start, log_file.size, data, log_file.size, log_file.first_offset)
+
+
+def log_read_any(*, attempt: Attempt, file: str, offset: int, limit: int) -> LogSlice:
+    """Like log_read, but bytes trimmed here are read from the cluster's copy (one SSH call)."""
+    local = log_read(attempt_id=attempt.pk, file=file, offset=offset, limit=limit)
+    if offset < 0 or offset >= local.first_offset or attempt.account is None:
+        return local
+    stop = min(offset + limit, local.first_offset)
+    request = AgentRequest(
+        files=[FileRead(key=file, path=RunDir(attempt.run_dir).file(file), offset=offset)],
+        max_bytes=stop - offset,
+        max_bytes_per_file=stop - offset,
+    )
+    endpoint = account_endpoint(account=attempt.account)
+    chunk = run_agent(pool.get(endpoint), request).files[file]
+    if chunk.error:
+        raise SSHError(f"Cannot read {file} on the cluster: {chunk.error}", retryable=True)
+    data = chunk.data[: stop - offset]
+    return LogSlice(offset, offset + len(data), data, local.size, local.first_offset)

@@ -147,6 +147,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"expires": 30.0},
     },
 }
+# Log bytes kept per file in the database; older ones are read from the cluster.
+LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)
 # Files placed in every run directory beside the batch script (name -> local path):
 # the metrics helper a training script imports with `from portal_metrics import log`.
 RUN_DIR_FILES: dict[str, Path] = {

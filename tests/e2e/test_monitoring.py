@@ -12,7 +12,8 @@ from clusters.sandbox import config, daemons
 from clusters.ssh import Connection
 from jobs.models import Attempt, Job, State
 from jobs.services import job_submit
-from monitoring.logs import log_read
+from monitoring.logs import _trim, log_read, log_read_any
+from monitoring.models import LogFile
 from monitoring.series import series_names, series_read
 from tests.e2e.conftest import wait_for
 from tests.jobs.factories import spec
@@ -115,3 +116,40 @@ def test_log_is_byte_identical_across_an_sshd_restart(
         _assert_log_identical(fresh, attempt)
     loss = series_read(attempt_id=attempt.pk, name="loss")
     assert loss.xs == [float(i) for i in range(1, 31)]
+
+
+def test_trimmed_log_bytes_are_read_back_from_the_cluster(
+    celery_worker, researcher, project, sandbox_cluster, alice, client, settings
+) -> None:
+    job = job_submit(
+        user=researcher,
+        project=project,
+        cluster=sandbox_cluster,
+        # Output over several polls, so it is stored as several chunks.
+        spec=spec(
+            command="for i in $(seq 1 3000); do echo $i; [ $((i % 500)) = 0 ] && sleep 1.2; done",
+            gpus_per_node=0,
+        ),
+    )
+    wait_for(lambda: _finished(job), 60, "the job to finish and its files to be read")
+    attempt = Attempt.objects.select_related("account__cluster").get(job=job)
+    remote = _remote_bytes(alice, attempt.run_dir + "/stdout.log")
+    # Keep only the last kilobyte here, as a long log would.
+    settings.LOG_KEEP_BYTES = 1000
+    log_file = LogFile.objects.get(attempt=attempt, name="stdout.log")
+    _trim([log_file])
+    assert LogFile.objects.get(pk=log_file.pk).first_offset > 0
+    head = log_read_any(attempt=attempt, file="stdout.log", offset=0, limit=500)
+    assert head.data == remote[:500]
+    client.force_login(researcher)
+    response = client.get(f"/api/v1/jobs/{job.pk}/attempts/1/log/download")
+    assert b"".join(_sync_chunks(response)) == remote
+
+
+def _sync_chunks(response) -> list[bytes]:
+    from asgiref.sync import async_to_sync
+
+    async def collect() -> list[bytes]:
+        return [chunk async for chunk in response.streaming_content]
+
+    return async_to_sync(collect)()

@@ -186,17 +186,18 @@ def test_download_is_the_raw_bytes_as_an_attachment(
     assert response["Content-Disposition"] == (
         f'attachment; filename="job-{job.pk}-attempt-1-stdout.log"'
     )
-    assert response["X-Log-First-Offset"] == "0"
     assert _body(response) == LOG
 
 
 @consumes_async_stream
-def test_download_starts_where_trimming_left_off(job_attempt, as_user, member, settings) -> None:
+def test_download_without_a_cluster_copy_has_what_is_stored(
+    job_attempt, as_user, member, settings
+) -> None:
+    # No cluster account to read trimmed bytes back with: the stored tail is what there is.
     settings.LOG_KEEP_BYTES = 10
     job, attempt = job_attempt
     _store(attempt, b"a" * 10, b"b" * 10, b"c" * 10)
     response = as_user(member).get(_log_url(job, suffix="/download"))
-    assert response["X-Log-First-Offset"] == "20"
     assert _body(response) == b"c" * 10
 
 

@@ -1,0 +1,362 @@
+"""Log latency on the job WebSocket: from a line printed on the cluster to a browser having it.
+
+A command job prints `MARK <seq> <unix time>` every 0.2 s; WebSocket clients parse
+those lines out of the deltas and measure receive time minus printed time (the
+cluster and the portal share this machine's clock).  Measured with 1 client and
+with 100 clients on one job, each phase on its own job, against a real Celery
+worker with beat and a real daphne at default settings (POLL_INTERVAL 1 s).
+
+Needs root and the sandbox cluster (`manage.py sandbox up`); uses its own database
+`portal_bench` on the local PostgreSQL and Redis database 10 (so that a test run
+on database 9 does not share its queue).  Run: `.venv/bin/python bench/latency.py`.
+"""
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/10")
+
+LINES = 150  # one every PERIOD seconds: 30 s of output per job
+PERIOD = 0.2
+START_DELAY = 3.0  # the job waits this long before its first line, so every client is in
+CLIENTS = (1, 100)
+GOAL_P95 = 1.5
+PHASE_TIMEOUT = 75.0  # from submission to the last line, per phase
+QUIET_AFTER_FINAL = 3.0  # a client stops this long after it saw a final state
+MARK = re.compile(r"^MARK (\d+) (\d+\.\d+)$")
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"}
+PRINTER = f"""sleep {START_DELAY}
+python3 -c '
+import time
+start = time.time()
+for seq in range({LINES}):
+    print("MARK %d %.6f" % (seq, time.time()), flush=True)
+    time.sleep(max(0.0, start + (seq + 1) * {PERIOD} - time.time()))
+'"""
+
+
+def _database() -> None:
+    import psycopg
+
+    url = os.environ["DATABASE_URL"]
+    server, name = url.rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class Services:
+    """The Celery worker with embedded beat and daphne, as subprocesses on `portal_bench`."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = _free_port()
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        }
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[IO[bytes]] = []
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the child
+        self.logs.append(log)
+        # A session of its own: Ctrl-C reaches the bench only, which cancels the
+        # job while the worker still runs, and then stops them itself.
+        self.procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", *args],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
+    def start(self) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+        self._spawn(
+            "worker",
+            [
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--beat",
+                f"--schedule={self.workdir / 'beat-schedule'}",
+                "--concurrency=2",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"bench-latency-{os.getpid()}@localhost",
+            ],
+        )
+        self._spawn(
+            "daphne", ["daphne", "-b", "127.0.0.1", "-p", str(self.port), "portal.asgi:application"]
+        )
+        deadline = time.monotonic() + 30
+        while not _answers(self.port):
+            if time.monotonic() > deadline or self.procs[-1].poll() is not None:
+                raise RuntimeError(f"daphne did not start; see {self.workdir / 'daphne.log'}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        for log in self.logs:
+            log.close()
+
+
+@dataclass
+class Client:
+    """What one WebSocket client saw."""
+
+    latencies: list[float] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)
+    deltas: int = 0
+    without_text: int = 0  # log deltas over the inline limit: offsets only, text over REST
+    gaps: int = 0  # log deltas not starting where the previous one ended (a lost delta)
+    late: bool = False  # the hello already counted stdout bytes
+    error: str | None = None
+
+
+async def _follow(url: str, headers: dict[str, str], origin: str, client: Client) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.typing import Origin
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PHASE_TIMEOUT
+    try:
+        async with connect(
+            url, origin=Origin(origin), additional_headers=headers, open_timeout=20
+        ) as ws:
+            hello = json.loads(await asyncio.wait_for(ws.recv(), 20))
+            if hello.get("event") != "hello":
+                raise RuntimeError(f"expected a hello, got {hello!r:.200}")
+            sizes = [a.get("log_sizes", {}) for a in hello.get("attempts", [])]
+            expected = sum(s.get("stdout.log", 0) for s in sizes)
+            client.late = expected > 0
+            carry = ""
+            final_at: float | None = None
+            while LINES - 1 not in client.seen and loop.time() < deadline:
+                if final_at is not None and loop.time() - final_at > QUIET_AFTER_FINAL:
+                    break
+                try:
+                    raw = await asyncio.wait_for(ws.recv(), 0.5)
+                except TimeoutError:
+                    continue
+                received = time.time()
+                message = json.loads(raw)
+                if message.get("event") != "delta":
+                    continue
+                client.deltas += 1
+                if message.get("state") in FINAL and final_at is None:
+                    final_at = loop.time()
+                log = message.get("log")
+                if not log or log.get("file") != "stdout.log":
+                    continue
+                if log["offset"] != expected:
+                    client.gaps += 1
+                    carry = ""
+                expected = log["end"]
+                text = log.get("text")
+                if text is None:
+                    client.without_text += 1
+                    carry = ""
+                    continue
+                *lines, carry = (carry + text).split("\n")
+                for line in lines:
+                    match = MARK.match(line.strip())
+                    if match and int(match[1]) not in client.seen:
+                        client.seen.add(int(match[1]))
+                        client.latencies.append(received - float(match[2]))
+    except Exception as exc:  # one failing client is reported, not fatal to the others
+        client.error = f"{type(exc).__name__}: {exc}"
+
+
+async def _watch(url: str, headers: dict[str, str], origin: str, count: int) -> list[Client]:
+    clients = [Client() for _ in range(count)]
+    await asyncio.gather(*(_follow(url, headers, origin, c) for c in clients))
+    return clients
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if len(values) < 2:
+        return values[0] if values else float("nan")
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def _column(clients: list[Client]) -> dict[str, str]:
+    latencies = [x for c in clients for x in c.latencies]
+    complete = sum(len(c.seen) == LINES for c in clients)
+    return {
+        "latency p50 (s)": f"{_quantile(latencies, 0.50):.3f}",
+        "latency p95 (s)": f"{_quantile(latencies, 0.95):.3f}",
+        "latency max (s)": f"{max(latencies, default=float('nan')):.3f}",
+        "lines received (count)": str(len(latencies)),
+        "clients that saw every line": f"{complete}/{len(clients)}",
+        "deltas per client (mean)": f"{statistics.mean(c.deltas for c in clients):.1f}",
+        "deltas without text (too big)": str(sum(c.without_text for c in clients)),
+        "lost deltas (offset gaps)": str(sum(c.gaps for c in clients)),
+        "clients connected late": str(sum(c.late for c in clients)),
+        "client errors": str(sum(c.error is not None for c in clients)),
+    }
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+    _database()
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.core.management import call_command
+
+    from clusters import sandbox
+    from clusters.models import ClusterAccount
+    from clusters.selectors import account_endpoint
+    from clusters.services import cluster_register_sandbox
+    from clusters.ssh import Connection
+    from jobs.models import Attempt, Job, Template
+    from jobs.services import job_cancel, job_submit
+    from jobs.specs import JobSpec
+    from projects.models import Membership, Project, Quota
+
+    call_command("migrate", verbosity=0)
+    cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
+    user = User.objects.get(username="alice")
+    project, _ = Project.objects.get_or_create(
+        slug="bench-latency", defaults={"name": "Latency bench"}
+    )
+    Quota.objects.get_or_create(
+        project=project,
+        defaults={"gpu_hours_per_period": Decimal("1000"), "max_wall_time": timedelta(hours=1)},
+    )
+    Membership.objects.get_or_create(
+        user=user, project=project, defaults={"role": Membership.Role.MEMBER}
+    )
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+    session["_auth_user_hash"] = user.get_session_auth_hash()
+    session.save()
+    headers = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session.session_key}"}
+    spec = JobSpec(
+        name="latency-bench",
+        template=Template.COMMAND,
+        command=PRINTER,
+        nodes=1,
+        gpus_per_node=1,
+        cpus_per_task=1,
+        memory_mb=None,
+        time_limit=timedelta(minutes=5),
+        partition="gpu",
+    )
+
+    jobs: list[Job] = []
+    columns: dict[int, dict[str, str]] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    services = Services(workdir)
+    started = time.monotonic()
+    try:
+        services.start()
+        origin = f"http://127.0.0.1:{services.port}"
+        for count in CLIENTS:
+            job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
+            jobs.append(job)
+            url = f"ws://127.0.0.1:{services.port}/ws/jobs/{job.pk}/"
+            clients = asyncio.run(_watch(url, headers, origin, count))
+            columns[count] = _column(clients)
+            errors = sorted({c.error for c in clients if c.error})
+            for error in errors[:3]:
+                print(f"{count} clients: {error}", file=sys.stderr)
+    finally:
+        try:
+            for job in jobs:
+                job_cancel(job=job, user=user)  # nothing to do for a finished job
+            deadline = time.monotonic() + 20
+            live = Attempt.objects.filter(job__in=jobs).exclude(state__in=FINAL)
+            while live.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            stuck = [a.slurm_job_id for a in live if a.slurm_job_id]
+            if stuck:  # the worker did not get to it: scancel as alice directly
+                account = ClusterAccount.objects.get(cluster=cluster, username="alice")
+                with Connection(account_endpoint(account=account)) as alice:
+                    alice.run(f"scancel {' '.join(stuck)}", timeout=60)
+        finally:
+            services.stop()
+            Job.objects.filter(project=project).delete()
+            session.delete()
+
+    names = [f"{n} client" + ("s" if n > 1 else "") for n in CLIENTS]
+    width = max(len(row) for row in columns[CLIENTS[0]])
+    print(f"{LINES} lines every {PERIOD} s per job; POLL_INTERVAL {settings.POLL_INTERVAL} s")
+    print(f"{'':<{width}} | " + " | ".join(f"{name:>11}" for name in names))
+    print("-" * (width + 14 * len(names) + 1))
+    for row in columns[CLIENTS[0]]:
+        print(f"{row:<{width}} | " + " | ".join(f"{columns[n][row]:>11}" for n in CLIENTS))
+    worst = max(float(columns[n]["latency p95 (s)"]) for n in CLIENTS)
+    verdict = "met" if worst < GOAL_P95 else "MISSED"
+    print(f"goal p95 < {GOAL_P95} s: {verdict}; took {time.monotonic() - started:.0f} s")
+    print(f"logs: {workdir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -167,60 +167,77 @@ class Client:
     deltas: int = 0
     without_text: int = 0  # log deltas over the inline limit: offsets only, text over REST
     gaps: int = 0  # log deltas not starting where the previous one ended (a lost delta)
-    late: bool = False  # the hello already counted stdout bytes
+    late: bool = False  # the first hello already counted stdout bytes
+    drops: int = 0  # connections the server closed under the client
+    close_codes: set[int] = field(default_factory=set)
     error: str | None = None
 
 
 async def _follow(url: str, headers: dict[str, str], origin: str, client: Client) -> None:
+    """Read deltas until the last line, a final state gone quiet, or the phase timeout.
+
+    A connection the server drops is reopened at once, as the page does (after 1 s);
+    the lines printed meanwhile are missing for this client (the page reads them over REST).
+    """
     from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
     from websockets.typing import Origin
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + PHASE_TIMEOUT
+    final_at: float | None = None
+
+    def done() -> bool:
+        quiet = final_at is not None and loop.time() - final_at > QUIET_AFTER_FINAL
+        return LINES - 1 in client.seen or quiet or loop.time() > deadline
+
     try:
-        async with connect(
-            url, origin=Origin(origin), additional_headers=headers, open_timeout=20
-        ) as ws:
-            hello = json.loads(await asyncio.wait_for(ws.recv(), 20))
-            if hello.get("event") != "hello":
-                raise RuntimeError(f"expected a hello, got {hello!r:.200}")
-            sizes = [a.get("log_sizes", {}) for a in hello.get("attempts", [])]
-            expected = sum(s.get("stdout.log", 0) for s in sizes)
-            client.late = expected > 0
-            carry = ""
-            final_at: float | None = None
-            while LINES - 1 not in client.seen and loop.time() < deadline:
-                if final_at is not None and loop.time() - final_at > QUIET_AFTER_FINAL:
-                    break
-                try:
-                    raw = await asyncio.wait_for(ws.recv(), 0.5)
-                except TimeoutError:
-                    continue
-                received = time.time()
-                message = json.loads(raw)
-                if message.get("event") != "delta":
-                    continue
-                client.deltas += 1
-                if message.get("state") in FINAL and final_at is None:
-                    final_at = loop.time()
-                log = message.get("log")
-                if not log or log.get("file") != "stdout.log":
-                    continue
-                if log["offset"] != expected:
-                    client.gaps += 1
+        while not done():
+            try:
+                async with connect(
+                    url, origin=Origin(origin), additional_headers=headers, open_timeout=20
+                ) as ws:
+                    hello = json.loads(await asyncio.wait_for(ws.recv(), 20))
+                    if hello.get("event") != "hello":
+                        raise RuntimeError(f"expected a hello, got {hello!r:.200}")
+                    sizes = [a.get("log_sizes", {}) for a in hello.get("attempts", [])]
+                    expected = sum(s.get("stdout.log", 0) for s in sizes)
+                    client.late = client.late or (expected > 0 and not client.drops)
                     carry = ""
-                expected = log["end"]
-                text = log.get("text")
-                if text is None:
-                    client.without_text += 1
-                    carry = ""
-                    continue
-                *lines, carry = (carry + text).split("\n")
-                for line in lines:
-                    match = MARK.match(line.strip())
-                    if match and int(match[1]) not in client.seen:
-                        client.seen.add(int(match[1]))
-                        client.latencies.append(received - float(match[2]))
+                    while not done():
+                        try:
+                            raw = await asyncio.wait_for(ws.recv(), 0.5)
+                        except TimeoutError:
+                            continue
+                        received = time.time()
+                        message = json.loads(raw)
+                        if message.get("event") != "delta":
+                            continue
+                        client.deltas += 1
+                        if message.get("state") in FINAL and final_at is None:
+                            final_at = loop.time()
+                        log = message.get("log")
+                        if not log or log.get("file") != "stdout.log":
+                            continue
+                        if log["offset"] != expected:
+                            client.gaps += 1
+                            carry = ""
+                        expected = log["end"]
+                        text = log.get("text")
+                        if text is None:
+                            client.without_text += 1
+                            carry = ""
+                            continue
+                        *lines, carry = (carry + text).split("\n")
+                        for line in lines:
+                            match = MARK.match(line.strip())
+                            if match and int(match[1]) not in client.seen:
+                                client.seen.add(int(match[1]))
+                                client.latencies.append(received - float(match[2]))
+            except ConnectionClosed as exc:
+                client.drops += 1
+                client.close_codes.add(exc.rcvd.code if exc.rcvd else 1006)
+                await asyncio.sleep(0.1)
     except Exception as exc:  # one failing client is reported, not fatal to the others
         client.error = f"{type(exc).__name__}: {exc}"
 
@@ -250,6 +267,7 @@ def _column(clients: list[Client]) -> dict[str, str]:
         "deltas without text (too big)": str(sum(c.without_text for c in clients)),
         "lost deltas (offset gaps)": str(sum(c.gaps for c in clients)),
         "clients connected late": str(sum(c.late for c in clients)),
+        "server drops (reconnected)": str(sum(c.drops for c in clients)),
         "client errors": str(sum(c.error is not None for c in clients)),
     }
 
@@ -259,6 +277,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> None:
+    # Ctrl-C and kill both unwind through the clean-up, even where a shell
+    # started the bench in the background with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     _database()
     import django
@@ -327,6 +348,9 @@ def main() -> None:
             errors = sorted({c.error for c in clients if c.error})
             for error in errors[:3]:
                 print(f"{count} clients: {error}", file=sys.stderr)
+            codes = sorted({code for c in clients for code in c.close_codes})
+            if codes:
+                print(f"{count} clients: server closed with codes {codes}", file=sys.stderr)
     finally:
         try:
             for job in jobs:

@@ -112,7 +112,13 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        "CONFIG": {
+            # The socket timeout must outlast channels-redis's 5 s blocking read,
+            # or a quiet consumer fails with a TimeoutError every 5 s.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "capacity": 1000,
+            "expiry": 30,
+        },
     }
 }
 

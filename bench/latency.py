@@ -31,8 +31,9 @@ from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench")
+
+from benchdb import ensure_database  # noqa: E402 - after the path is set
+
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/10")
 
 LINES = 150  # one every PERIOD seconds: 30 s of output per job
@@ -52,17 +53,6 @@ for seq in range({LINES}):
     print("MARK %d %.6f" % (seq, time.time()), flush=True)
     time.sleep(max(0.0, start + (seq + 1) * {PERIOD} - time.time()))
 '"""
-
-
-def _database() -> None:
-    import psycopg
-
-    url = os.environ["DATABASE_URL"]
-    server, name = url.rsplit("/", 1)
-    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _free_port() -> int:
@@ -281,7 +271,7 @@ def main() -> None:
     # started the bench in the background with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
-    _database()
+    ensure_database()
     import django
 
     django.setup()

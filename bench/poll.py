@@ -5,7 +5,6 @@ Needs root and the sandbox cluster (`manage.py sandbox up`); uses its own databa
 `portal_bench` on the local PostgreSQL.  Run: `.venv/bin/python bench/poll.py`.
 """
 
-import os
 import shlex
 import statistics
 import sys
@@ -15,23 +14,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench")
 
-
-def _database() -> None:
-    import psycopg
-
-    url = os.environ["DATABASE_URL"]
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
+from benchdb import ensure_database  # noqa: E402 - after the path is set
 
 
 def main() -> None:
-    _database()
+    ensure_database()
     import django
 
     django.setup()

@@ -9,7 +9,6 @@ browser.  Prints a table and deletes its rows.
 """
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -20,25 +19,14 @@ from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench")
+
+from benchdb import ensure_database  # noqa: E402 - after the path is set
 
 POINTS = 1_000_000
 BATCH = 500  # points per series per poll, the upper end of what a poll brings
 REPEATS = 5
 ZOOM = (495_000.0, 505_000.0)  # 1% of the steps
 T = TypeVar("T")
-
-
-def _database() -> None:
-    import psycopg
-
-    url = os.environ["DATABASE_URL"]
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _median_ms(action: Callable[[], T]) -> tuple[float, T]:
@@ -52,7 +40,7 @@ def _median_ms(action: Callable[[], T]) -> tuple[float, T]:
 
 
 def main() -> None:
-    _database()
+    ensure_database()
     import django
 
     django.setup()

@@ -21,7 +21,7 @@ from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, SqueueRow, squeue_argv, squeue_result
 from clusters.ssh import CommandResult, SSHError, pool
-from jobs.models import Attempt, State
+from jobs.models import FINAL_STATES, Attempt, State
 from jobs.scripts import EXIT_CODE_FILE, RunDir
 from jobs.selectors import live_attempts
 from jobs.slurm_states import portal_state
@@ -183,15 +183,7 @@ def _from_squeue(attempt: Attempt, row: SqueueRow, exit_code: int | None, now: d
         fields["node_list"] = row.node_list
     if row.start_time and new != State.PENDING and attempt.started_at != row.start_time:
         fields["started_at"] = row.start_time
-    if new in (
-        State.COMPLETED,
-        State.FAILED,
-        State.CANCELLED,
-        State.TIMEOUT,
-        State.NODE_FAIL,
-        State.PREEMPTED,
-        State.OUT_OF_MEMORY,
-    ):
+    if new in FINAL_STATES:
         fields["ended_at"] = row.end_time or now
         code = exit_code if exit_code is not None else row.exit_code
         if code is not None:

@@ -184,3 +184,32 @@ def _answers(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+EXAMPLE = ROOT / "examples" / "ddp_train.py"
+
+
+def submit_ddp_example(
+    alice: Connection, researcher: User, project, cluster: Cluster, *, name: str, args: str
+):
+    """The example trainer on 2 nodes x 1 GPU through the torchrun template."""
+    from jobs.models import Template
+    from jobs.services import job_submit
+    from tests.jobs.factories import spec
+
+    if alice.run("command -v torchrun").exit_status != 0:
+        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
+    alice.run("mkdir -p -m 700 portal-examples")
+    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
+    return job_submit(
+        user=researcher,
+        project=project,
+        cluster=cluster,
+        spec=spec(
+            name=name,
+            template=Template.TORCHRUN,
+            command=f"portal-examples/ddp_train.py {args}",
+            nodes=2,
+            gpus_per_node=1,
+        ),
+    )

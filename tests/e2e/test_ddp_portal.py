@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.models import Attempt, State, Template
-from jobs.services import job_submit
+from jobs.models import Attempt, State
 from monitoring.series import series_names, series_read
-from tests.e2e.conftest import wait_for
-from tests.jobs.factories import spec
+from tests.e2e.conftest import submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -20,21 +18,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 def test_ddp_example_trains_on_two_nodes(
     celery_worker, researcher, project, sandbox_cluster, alice
 ) -> None:
-    if alice.run("command -v torchrun").exit_status != 0:
-        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
-    job = job_submit(
-        user=researcher,
-        project=project,
-        cluster=sandbox_cluster,
-        spec=spec(
-            name="ddp example",
-            template=Template.TORCHRUN,
-            command="portal-examples/ddp_train.py --steps 30 --checkpoint-every 10",
-            nodes=2,
-            gpus_per_node=1,
-        ),
+    job = submit_ddp_example(
+        alice,
+        researcher,
+        project,
+        sandbox_cluster,
+        name="ddp example",
+        args="--steps 30 --checkpoint-every 10",
     )
     wait_for(
         lambda: Attempt.objects.get(job=job).files_complete,

@@ -5,12 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.models import Attempt, State, Template
-from jobs.services import job_submit
+from jobs.models import Attempt, State
 from tests.browser.conftest import browser, page, screenshot  # noqa: F401
 from tests.conftest import PASSWORD
-from tests.e2e.conftest import wait_for
-from tests.jobs.factories import spec
+from tests.e2e.conftest import submit_ddp_example, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
@@ -36,24 +34,16 @@ def test_ddp_job_page_grows_live(
     alice,
     page,  # noqa: F811
 ) -> None:
-    if alice.run("command -v torchrun").exit_status != 0:
-        pytest.skip("the sandbox's job environment has no PyTorch")
+    job = submit_ddp_example(
+        alice,
+        researcher,
+        project,
+        sandbox_cluster,
+        name="ddp live",
+        args="--steps 400 --sleep 0.1 --log-every 2",
+    )
     researcher.set_password(PASSWORD)
     researcher.save()
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
-    job = job_submit(
-        user=researcher,
-        project=project,
-        cluster=sandbox_cluster,
-        spec=spec(
-            name="ddp live",
-            template=Template.TORCHRUN,
-            command="portal-examples/ddp_train.py --steps 400 --sleep 0.1 --log-every 2",
-            nodes=2,
-            gpus_per_node=1,
-        ),
-    )
     page.goto(f"{asgi_server}/login/?next=/jobs/{job.pk}/")
     page.get_by_label("User name").fill("alice")
     page.get_by_label("Password").fill(PASSWORD)

@@ -60,14 +60,23 @@ class MonitoringWatcher:
         followed = [a for a in attempts if a.run_dir]
         self._states.update({a.pk: a.state for a in followed})
         files = log_files(attempt_ids=[a.pk for a in followed], names=FOLLOWED)
+        names = _names_by_attempt(files)
         reads = [
             FileRead(key=_key(a, f.name), path=RunDir(a.run_dir).file(f.name), offset=f.size)
             for a in followed
-            for f in (files.get((a.pk, n)) for n in _names(files, a.pk))
+            for f in (files.get((a.pk, n)) for n in names.get(a.pk, FOLLOWED))
             if f is not None
         ]
-        # Listing the run directory finds the per-node GPU files as they appear.
-        listings = [ListingRead(key=str(a.uuid), path=a.run_dir) for a in followed]
+        # Listing the run directory finds the per-node GPU files as they appear,
+        # until there is one per node.
+        gpu_files: dict[int, int] = defaultdict(int)
+        for attempt_id, name in files:
+            gpu_files[attempt_id] += name.startswith(GPU_FILE_PREFIX)
+        listings = [
+            ListingRead(key=str(a.uuid), path=a.run_dir)
+            for a in followed
+            if a.job.gpus_per_node and not a.is_finished and gpu_files[a.pk] < a.job.nodes
+        ]
         return reads, listings
 
     def ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
@@ -77,8 +86,9 @@ class MonitoringWatcher:
         files = log_files(attempt_ids=followed, names=())
         _discover_gpu_files(followed.values(), reply, files)
         deliveries, unread = [], set()
+        names = _names_by_attempt(files)
         for attempt in followed.values():
-            for name in _names(files, attempt.pk):
+            for name in names.get(attempt.pk, FOLLOWED):
                 chunk = reply.files.get(_key(attempt, name))
                 if chunk is None:
                     continue
@@ -158,9 +168,12 @@ class MonitoringWatcher:
         return deltas
 
 
-def _names(files: dict[tuple[int, str], LogFile], attempt_id: int) -> list[str]:
-    names = [name for (a, name) in files if a == attempt_id]
-    return sorted(set(names) | set(FOLLOWED))
+def _names_by_attempt(files: dict[tuple[int, str], LogFile]) -> dict[int, list[str]]:
+    """Each attempt's followed file names (the standard ones even before their rows exist)."""
+    names: dict[int, set[str]] = defaultdict(lambda: set(FOLLOWED))
+    for attempt_id, name in files:
+        names[attempt_id].add(name)
+    return {attempt_id: sorted(found) for attempt_id, found in names.items()}
 
 
 def _delivery(attempt: Attempt, name: str, chunk: FileChunk) -> Delivery:

@@ -59,12 +59,19 @@ class Stored:
 def log_files(
     *, attempt_ids: Iterable[int], names: Iterable[str] = ()
 ) -> dict[tuple[int, str], LogFile]:
-    """The attempts' followed files, creating rows for the given names (two queries)."""
+    """The attempts' followed files, creating missing rows for the given names."""
     attempt_ids = list(attempt_ids)
-    wanted = [LogFile(attempt_id=a, name=n) for a in attempt_ids for n in names]
-    if wanted:
-        LogFile.objects.bulk_create(wanted, ignore_conflicts=True)
-    return {(f.attempt_id, f.name): f for f in LogFile.objects.filter(attempt_id__in=attempt_ids)}
+    files = {(f.attempt_id, f.name): f for f in LogFile.objects.filter(attempt_id__in=attempt_ids)}
+    missing = [
+        LogFile(attempt_id=a, name=n) for a in attempt_ids for n in names if (a, n) not in files
+    ]
+    if missing:
+        LogFile.objects.bulk_create(missing, ignore_conflicts=True)
+        created = LogFile.objects.filter(
+            attempt_id__in={f.attempt_id for f in missing}, name__in={f.name for f in missing}
+        )
+        files.update({(f.attempt_id, f.name): f for f in created})
+    return files
 
 
 def log_store(
@@ -76,13 +83,17 @@ def log_store(
     stored: list[Stored] = []
     for delivery in deliveries:
         log_file = files[(delivery.attempt_id, delivery.name)]
-        if delivery.remote_size is not None:
+        moved = delivery.remote_size is not None and (
+            delivery.remote_size != log_file.remote_size or delivery.inode != log_file.inode
+        )
+        if moved and delivery.remote_size is not None:
             log_file.remote_size = delivery.remote_size
             log_file.inode = delivery.inode
         skip = log_file.size - delivery.offset
         if skip < 0 or skip >= len(delivery.data):
             # A gap (never asked for) or nothing new: the next poll asks from `size`.
-            changed.append(log_file)
+            if moved:
+                changed.append(log_file)
             continue
         data = delivery.data[skip:]
         chunks.append(LogChunk(log_file=log_file, offset=log_file.size, data=data))

@@ -163,7 +163,10 @@ def parse_time(text: str) -> datetime | None:
     """`2026-12-01T01:05:07` (printed under TZ=UTC) as an aware datetime; None for N/A etc."""
     if text in _NO_TIME:
         return None
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    # fromisoformat is ~10x faster than strptime, which matters at thousands of rows a poll.
+    if len(text) != 19 or text[10] != "T":
+        raise ValueError(f"not a Slurm time: {text!r}")
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def parse_time_limit(text: str) -> timedelta | None:

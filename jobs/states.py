@@ -3,7 +3,8 @@
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
@@ -33,6 +34,7 @@ def can_transition(current: str, new: str) -> bool:
     return new in ALLOWED.get(current, frozenset())
 
 
+@transaction.atomic
 def attempt_transition(
     *,
     attempt: Attempt,
@@ -41,7 +43,7 @@ def attempt_transition(
     at: datetime | None = None,
     **fields: Any,
 ) -> bool:
-    """Move an attempt (and its job) to a new state, recording the event.
+    """Move an attempt (and its job) to a new state, recording the event, atomically.
 
     Guarded by the state the caller saw: if another worker changed it
     meanwhile, nothing is written and False is returned. Staying in the same
@@ -71,8 +73,8 @@ def attempt_transition(
         to_state=to,
         reason=reason,
     )
-    # The job shows its latest attempt's state.
-    Job.objects.filter(pk=attempt.job_id).filter(~Q(attempts__number__gt=attempt.number)).update(
-        state=to, updated_at=at
-    )
+    # The job shows its latest attempt's state, read in the same statement: when
+    # two workers race, the last statement still writes the attempt's current state.
+    latest = Attempt.objects.filter(job_id=OuterRef("pk")).order_by("-number").values("state")[:1]
+    Job.objects.filter(pk=attempt.job_id).update(state=Subquery(latest), updated_at=at)
     return True

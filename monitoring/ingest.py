@@ -7,20 +7,23 @@ the commit pushes a delta to the job's WebSocket group.
 
 import fnmatch
 import logging
+import operator
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import reduce
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.db.models import Q
 
 from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
 from jobs.scripts import GPU_FILE_PREFIX, METRICS_FILE, STDOUT_FILE, RunDir
 from monitoring.gpu import GpuParseError, parse_gpu_line
 from monitoring.logs import Delivery, Stored, log_files, log_store
-from monitoring.models import LogFile
+from monitoring.models import LogFile, Series
 from monitoring.parsers import (
     MetricPoint,
     finish_lines,
@@ -117,6 +120,7 @@ class MonitoringWatcher:
     ) -> list[Point]:
         points: list[Point] = []
         touched: dict[int, LogFile] = {}
+        replaced: list[Q] = []
         new_bytes = {(s.log_file.attempt_id, s.log_file.name): s.data for s in stored}
         # metrics.jsonl first: the names it gives are not read from stdout as well.
         ordered = sorted(files.items(), key=lambda item: item[0][1] != METRICS_FILE)
@@ -132,8 +136,15 @@ class MonitoringWatcher:
                 lines += finish_lines(log_file.carry)
                 log_file.carry = b""
             structured = files.get((attempt_id, METRICS_FILE))
+            known = set(log_file.metric_names)
             points += _points(attempt, log_file, lines, structured=structured)
+            for metric in set(log_file.metric_names) - known:
+                replaced.append(Q(attempt_id=attempt_id, name=metric))
             touched[log_file.pk] = log_file
+        if replaced:
+            # A name metrics.jsonl gives for the first time replaces what stdout gave
+            # of it so far (the file holds every point from its first line on).
+            Series.objects.filter(reduce(operator.or_, replaced)).delete()
         if touched:
             LogFile.objects.bulk_update(touched.values(), ["carry", "last_step", "metric_names"])
         return points

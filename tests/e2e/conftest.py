@@ -109,7 +109,9 @@ class Worker:
         return "\n".join(text.splitlines()[-lines:])
 
 
-@pytest.fixture(scope="session")
+# Package scope: the worker and the server stop when tests/e2e ends, so that no
+# background poll writes into the test database while later tests run.
+@pytest.fixture(scope="package")
 def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worker]:
     subprocess.run(
         [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
@@ -141,7 +143,7 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def asgi_server(django_db_setup, tmp_path_factory) -> Iterator[str]:
     """The real ASGI stack (daphne: pages, REST, WebSockets) on the test database."""
     with socket.socket() as probe:

@@ -9,6 +9,7 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
 
 from .base import *  # noqa: F403
+from .base import DATABASES
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -19,3 +20,9 @@ STORAGES = {
 # A test server serves static files from the finders (no collectstatic in tests).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+# A test's flush (TRUNCATE) can deadlock with the e2e Celery worker's queries.
+# The worker runs with a short deadlock_timeout, so PostgreSQL aborts the
+# worker's statement (its next poll retries) rather than the test's flush.
+DATABASES["default"]["OPTIONS"] = {
+    "options": f"-c deadlock_timeout={os.environ.get('TEST_DEADLOCK_TIMEOUT', '5s')}"
+}

@@ -60,6 +60,8 @@ class Worker:
             "POLL_INTERVAL": str(POLL_INTERVAL),
             "RECONCILE_INTERVAL": "2",
             "SUBMIT_STUCK_AFTER": "4",
+            # Lose deadlocks against a test's flush (see portal.settings.test).
+            "TEST_DEADLOCK_TIMEOUT": "100ms",
         }
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None

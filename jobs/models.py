@@ -45,6 +45,8 @@ LIVE_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, State.U
 class Template(models.TextChoices):
     COMMAND = "command", "Command"
     TORCHRUN = "torchrun", "PyTorch DDP (torchrun)"
+    FSDP = "fsdp", "PyTorch FSDP (torchrun)"
+    DEEPSPEED = "deepspeed", "DeepSpeed (torchrun launcher)"
 
 
 class Job(models.Model):

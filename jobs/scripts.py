@@ -72,8 +72,13 @@ def _sbatch_options(job: Job, attempt: Attempt, run_dir: RunDir) -> list[str]:
     return [f"#SBATCH {shlex.quote(option)}" for option in options]
 
 
+# Templates launched by torchrun, one launcher per node (DeepSpeed reads the
+# same RANK/LOCAL_RANK/WORLD_SIZE environment).
+TORCHRUN_TEMPLATES = frozenset({Template.TORCHRUN, Template.FSDP, Template.DEEPSPEED})
+
+
 def _command_lines(job: Job) -> list[str]:
-    if job.template == Template.TORCHRUN:
+    if job.template in TORCHRUN_TEMPLATES:
         torchrun = (
             "srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchrun"
             ' --nnodes="$SLURM_NNODES"'

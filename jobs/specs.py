@@ -50,9 +50,9 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
             errors.setdefault(field, []).append("Remove the NUL character.")
         if len(value) > MAX_COMMAND_CHARS:
             errors.setdefault(field, []).append(f"Keep it under {MAX_COMMAND_CHARS} characters.")
-    if spec.template == Template.TORCHRUN and len(spec.command.strip().splitlines()) > 1:
+    if spec.template != Template.COMMAND and len(spec.command.strip().splitlines()) > 1:
         errors.setdefault("command", []).append(
-            "For PyTorch DDP give one line: the training script and its arguments "
+            "For a torchrun template give one line: the training script and its arguments "
             "(put preparation steps into the environment set-up)."
         )
     if spec.template not in Template.values:

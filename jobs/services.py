@@ -65,6 +65,9 @@ def job_submit(
             time_limit=spec.time_limit,
             partition=spec.partition,
             setup=spec.setup,
+            model_params=spec.model_params,
+            total_steps=spec.total_steps,
+            metric_patterns=spec.metric_patterns,
             state=State.QUEUED,
         )
         attempt = Attempt.objects.create(job=job, number=1, account=account)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from clusters.inventory import PartitionLimits
-from jobs.models import Template
+from jobs.models import Job, Template
+from monitoring.parsers import validate_pattern
 from projects.models import Quota
 
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -29,6 +30,28 @@ class JobSpec:
     time_limit: timedelta
     partition: str
     setup: str = ""
+    model_params: int | None = None
+    total_steps: int | None = None
+    metric_patterns: str = ""
+
+
+def spec_from_job(job: Job) -> JobSpec:
+    """The spec a job was submitted with: what "clone" starts from."""
+    return JobSpec(
+        name=job.name,
+        template=job.template,
+        command=job.command,
+        nodes=job.nodes,
+        gpus_per_node=job.gpus_per_node,
+        cpus_per_task=job.cpus_per_task,
+        memory_mb=job.memory_mb,
+        time_limit=job.time_limit,
+        partition=job.partition,
+        setup=job.setup,
+        model_params=job.model_params,
+        total_steps=job.total_steps,
+        metric_patterns=job.metric_patterns,
+    )
 
 
 def describe(limit: timedelta) -> str:
@@ -55,6 +78,15 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
             "For a torchrun template give one line: the training script and its arguments "
             "(put preparation steps into the environment set-up)."
         )
+    if spec.model_params is not None and spec.model_params < 1:
+        errors.setdefault("model_params", []).append(
+            "Give the model's parameter count as a positive number, e.g. 7000000000."
+        )
+    if spec.total_steps is not None and spec.total_steps < 1:
+        errors.setdefault("total_steps", []).append("Give the last step as a positive number.")
+    for line in spec.metric_patterns.splitlines():
+        if line.strip() and (problem := validate_pattern(line.strip())):
+            errors.setdefault("metric_patterns", []).append(f"{line.strip()!r}: {problem}")
     if spec.template not in Template.values:
         errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")
     return errors

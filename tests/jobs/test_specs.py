@@ -61,3 +61,30 @@ def test_project_limits_apply(project) -> None:
 
 def test_blank_partition_uses_the_default() -> None:
     assert _errors(partition="", gpus_per_node=4)["gpus_per_node"]
+
+
+def test_spec_from_job_round_trips_what_clone_needs(project, owner) -> None:
+    from jobs.specs import spec_from_job
+    from tests.jobs.factories import cluster
+    from tests.jobs.factories import job as make_job
+
+    original, _ = make_job(
+        project, owner, cluster(), model_params=7_000_000, metric_patterns="acc=(?P<acc>[0-9.]+)"
+    )
+    copied = spec_from_job(original)
+    assert copied.command == original.command
+    assert copied.model_params == 7_000_000
+    assert copied.metric_patterns == "acc=(?P<acc>[0-9.]+)"
+    assert copied.time_limit == original.time_limit
+
+
+def test_bad_metric_pattern_and_model_size_name_the_field() -> None:
+    from dataclasses import replace
+
+    from jobs.specs import validate_spec
+    from tests.jobs.factories import spec as make_spec
+
+    bad = replace(make_spec(), metric_patterns="no groups here", model_params=0)
+    errors = validate_spec(spec=bad, partitions={}, quota=None)
+    assert "named groups" in errors["metric_patterns"][0]
+    assert "parameter count" in errors["model_params"][0]

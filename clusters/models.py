@@ -43,6 +43,18 @@ class Cluster(models.Model):
         verbose_name="price per GPU-hour",
     )
     is_active = models.BooleanField(default=True, verbose_name="active")
+    accounting_enabled = models.BooleanField(
+        default=False,
+        verbose_name="Slurm accounting",
+        help_text="The cluster runs slurmdbd: charge GPU-hours from sacct's elapsed time "
+        "(else from the portal's start and end times).",
+    )
+    mirror_quotas = models.BooleanField(
+        default=False,
+        verbose_name="mirror quotas into Slurm",
+        help_text="Apply projects' budgets as GrpTRESMins=gres/gpu=... with sacctmgr "
+        "(needs accounting and an operator account).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -16,6 +16,7 @@ from jobs.selectors import account_for, membership_for
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_transition
 from projects.models import Project, Quota
+from projects.services import attempt_reserve
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ def job_submit(
             state=State.QUEUED,
         )
         attempt = Attempt.objects.create(job=job, number=1, account=account)
+        # Under the project's quota lock; a refusal rolls the job back.
+        attempt_reserve(attempt=attempt)
         JobEvent.objects.create(
             job=job,
             attempt=attempt,

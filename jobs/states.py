@@ -77,4 +77,9 @@ def attempt_transition(
     # two workers race, the last statement still writes the attempt's current state.
     latest = Attempt.objects.filter(job_id=OuterRef("pk")).order_by("-number").values("state")[:1]
     Job.objects.filter(pk=attempt.job_id).update(state=Subquery(latest), updated_at=at)
+    if to in FINAL_STATES:
+        from projects.services import attempt_settle
+
+        # Frees the attempt's GPUs and charges what it used, in this transaction.
+        attempt_settle(attempt=attempt)
     return True

@@ -84,7 +84,151 @@ class Quota(models.Model):
     max_wall_time = models.DurationField(
         default=timedelta(hours=48), help_text="Longest time limit a job may ask for."
     )
+    allowed_clusters = models.ManyToManyField(
+        "clusters.Cluster",
+        blank=True,
+        related_name="+",
+        help_text="Clusters the project may submit to; none selected: all clusters.",
+    )
+    allowed_partitions = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Comma-separated partitions the project may use; blank: all partitions.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.project}: {self.gpu_hours_per_period} GPU-h per {self.period}"
+
+    def partition_names(self) -> list[str]:
+        return [name.strip() for name in self.allowed_partitions.split(",") if name.strip()]
+
+
+class QuotaChange(models.Model):
+    """Audit trail of quota edits: who changed which limit, when, from what to what."""
+
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="changes")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField()
+    field = models.CharField(max_length=64)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.quota.project_id}: {self.field} {self.old_value} -> {self.new_value}"
+
+
+class Reservation(models.Model):
+    """GPU-hours an attempt holds against its project's budget until it is charged."""
+
+    attempt = models.OneToOneField(
+        "jobs.Attempt", on_delete=models.CASCADE, related_name="reservation"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="reservations")
+    gpus = models.PositiveIntegerField()
+    gpu_hours = models.DecimalField(max_digits=12, decimal_places=4)
+    created_at = models.DateTimeField()
+    # Set when the attempt reached a final state: its GPUs stop counting towards
+    # the concurrency limit, its hours still count until the charge is written.
+    ended_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["project"],
+                condition=models.Q(released_at__isnull=True),
+                name="reservation_held",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_hours} GPU-h for attempt {self.attempt_id}"
+
+
+class ImmutableError(Exception):
+    pass
+
+
+class UsageCharge(models.Model):
+    """The ledger: GPU-hours one attempt really used. Written once, never changed."""
+
+    class Source(models.TextChoices):
+        SACCT = "sacct", "Slurm accounting (sacct)"
+        PORTAL = "portal", "Portal's start and end times"
+
+    attempt = models.OneToOneField(
+        "jobs.Attempt", on_delete=models.PROTECT, related_name="usage_charge"
+    )
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="charges")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="usage_charges"
+    )
+    cluster = models.ForeignKey(
+        "clusters.Cluster", on_delete=models.PROTECT, related_name="usage_charges"
+    )
+    gpus = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    # The charge belongs to the period its attempt ended in.
+    ended_at = models.DateTimeField()
+    elapsed_seconds = models.PositiveIntegerField()
+    gpu_hours = models.DecimalField(max_digits=12, decimal_places=4)
+    cost = models.DecimalField(max_digits=14, decimal_places=4)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-ended_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "ended_at"], name="charge_project_ended"),
+            models.Index(fields=["ended_at"], name="charge_ended"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_hours} GPU-h, {self.project} (attempt {self.attempt_id})"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if self.pk is not None:
+            raise ImmutableError("A usage charge is never changed; write a new one.")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
+        raise ImmutableError("A usage charge is never deleted.")
+
+
+class BudgetAlert(models.Model):
+    """A budget threshold mail sent for a project in a period: at most one of each."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="budget_alerts")
+    period_start = models.DateTimeField()
+    threshold = models.PositiveSmallIntegerField(help_text="Percent of the budget.")
+    used_gpu_hours = models.DecimalField(max_digits=12, decimal_places=4)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-sent_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "period_start", "threshold"], name="budgetalert_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} reached {self.threshold} % ({self.period_start:%Y-%m-%d})"
+
+
+class NotificationPreference(models.Model):
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    mail_on_job_end = models.BooleanField(
+        default=False, verbose_name="e-mail me when my job ends or fails"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.user}: mail on job end {'on' if self.mail_on_job_end else 'off'}"

@@ -1,9 +1,201 @@
-from django.contrib.auth.models import User
-from django.db.models import QuerySet
+"""Reads on projects: membership lists, budget usage, the usage report."""
 
-from projects.models import Project
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.contrib.auth.models import User
+from django.db.models import Count, DecimalField, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
+
+from projects.models import Project, Quota, Reservation, UsageCharge
+from projects.periods import period_bounds
+
+ZERO = Decimal("0")
+HOURS = Decimal("0.01")
 
 
 def project_list_for_user(*, user: User) -> QuerySet[Project]:
     """Projects the user belongs to, with their quota, in one query."""
     return Project.objects.filter(memberships__user=user).select_related("quota")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A project's budget in one period; a project without a quota has a zero budget."""
+
+    period: str
+    period_start: datetime
+    period_end: datetime
+    budget_gpu_hours: Decimal
+    used_gpu_hours: Decimal
+    reserved_gpu_hours: Decimal
+    left_gpu_hours: Decimal
+    fraction_used: float  # used / budget (reservations not included)
+    has_quota: bool = True
+
+    @property
+    def percent_used(self) -> int:
+        return int(self.fraction_used * 100)
+
+
+def _usage(quota: Quota | None, used: Decimal, reserved: Decimal, at: datetime | None) -> Usage:
+    period = quota.period if quota else Quota.Period.MONTH
+    start, end = period_bounds(period, at)
+    budget = quota.gpu_hours_per_period if quota else ZERO
+    used = used.quantize(HOURS)
+    reserved = reserved.quantize(HOURS)
+    return Usage(
+        period=period,
+        period_start=start,
+        period_end=end,
+        budget_gpu_hours=budget,
+        used_gpu_hours=used,
+        reserved_gpu_hours=reserved,
+        left_gpu_hours=budget - used - reserved,
+        fraction_used=float(used / budget) if budget else (1.0 if used else 0.0),
+        has_quota=quota is not None,
+    )
+
+
+def _quota_or_none(project: Project) -> Quota | None:
+    try:
+        return project.quota
+    except Quota.DoesNotExist:
+        return None
+
+
+_SUM = Coalesce(Sum("gpu_hours"), Value(ZERO), output_field=DecimalField())
+
+
+def used_gpu_hours(*, project_id: int, start: datetime, end: datetime) -> Decimal:
+    total: Decimal = UsageCharge.objects.filter(
+        project_id=project_id, ended_at__gte=start, ended_at__lt=end
+    ).aggregate(total=_SUM)["total"]
+    return total
+
+
+def reserved_gpu_hours(*, project_id: int) -> Decimal:
+    total: Decimal = Reservation.objects.filter(
+        project_id=project_id, released_at__isnull=True
+    ).aggregate(total=_SUM)["total"]
+    return total
+
+
+def project_usage(*, project: Project, at: datetime | None = None) -> Usage:
+    """Budget, used, reserved and left in the period containing `at` (now): three queries."""
+    quota = Quota.objects.filter(project=project).first()
+    start, end = period_bounds(quota.period if quota else Quota.Period.MONTH, at)
+    return _usage(
+        quota,
+        used_gpu_hours(project_id=project.pk, start=start, end=end),
+        reserved_gpu_hours(project_id=project.pk),
+        at,
+    )
+
+
+def projects_usage(*, projects: Iterable[Project], at: datetime | None = None) -> dict[int, Usage]:
+    """Usage of many projects in three queries, whatever their number or periods."""
+    ids = [p.pk for p in projects]
+    if not ids:
+        return {}
+    quotas = {q.project_id: q for q in Quota.objects.filter(project_id__in=ids)}
+    # One conditional sum per period kind: each project counts only its own period.
+    windows = {kind: period_bounds(kind, at) for kind in Quota.Period.values}
+    in_period = Q()
+    for kind, (start, end) in windows.items():
+        month_default = Q(project__quota__isnull=True) if kind == Quota.Period.MONTH else Q()
+        in_period |= (Q(project__quota__period=kind) | month_default) & Q(
+            ended_at__gte=start, ended_at__lt=end
+        )
+    earliest = min(start for start, _ in windows.values())
+    used = dict(
+        UsageCharge.objects.filter(project_id__in=ids, ended_at__gte=earliest)
+        .filter(in_period)
+        .values("project_id")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("project_id", "total")
+    )
+    reserved = dict(
+        Reservation.objects.filter(project_id__in=ids, released_at__isnull=True)
+        .values("project_id")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("project_id", "total")
+    )
+    return {
+        pk: _usage(quotas.get(pk), used.get(pk) or ZERO, reserved.get(pk) or ZERO, at) for pk in ids
+    }
+
+
+def usage_by_day(*, project: Project, since: date) -> list[tuple[date, Decimal]]:
+    """GPU-hours charged per day (by the day the attempt ended), days without use as zero."""
+    rows = dict(
+        UsageCharge.objects.filter(project=project, ended_at__date__gte=since)
+        .annotate(day=TruncDate("ended_at"))
+        .values("day")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("day", "total")
+    )
+    today = timezone.localdate()
+    days = []
+    day = since
+    while day <= max(today, max(rows, default=since)):
+        days.append((day, (rows.get(day) or ZERO).quantize(HOURS)))
+        day = date.fromordinal(day.toordinal() + 1)
+    return days
+
+
+def usage_charges(
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    project_id: int | None = None,
+    user_id: int | None = None,
+    cluster_id: int | None = None,
+) -> QuerySet[UsageCharge]:
+    """Ledger entries for the usage report, filtered, with names joined in one query."""
+    charges = UsageCharge.objects.select_related("project", "user", "cluster", "attempt__job")
+    if start is not None:
+        charges = charges.filter(ended_at__gte=start)
+    if end is not None:
+        charges = charges.filter(ended_at__lt=end)
+    if project_id is not None:
+        charges = charges.filter(project_id=project_id)
+    if user_id is not None:
+        charges = charges.filter(user_id=user_id)
+    if cluster_id is not None:
+        charges = charges.filter(cluster_id=cluster_id)
+    return charges
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    project: str
+    user: str
+    cluster: str
+    attempts: int
+    gpu_hours: Decimal
+    cost: Decimal
+
+
+def usage_summary(charges: QuerySet[UsageCharge]) -> list[UsageRow]:
+    """The filtered ledger summed by project, user and cluster, in one query."""
+
+    rows = (
+        charges.values("project__slug", "user__username", "cluster__name")
+        .annotate(attempts=Count("id"), hours=Sum("gpu_hours"), total_cost=Sum("cost"))
+        .order_by("project__slug", "user__username", "cluster__name")
+    )
+    return [
+        UsageRow(
+            project=row["project__slug"],
+            user=row["user__username"],
+            cluster=row["cluster__name"],
+            attempts=row["attempts"],
+            gpu_hours=row["hours"].quantize(HOURS),
+            cost=row["total_cost"].quantize(HOURS),
+        )
+        for row in rows
+    ]

@@ -1,0 +1,57 @@
+"""Slurm accounting reads (sacct) for charging, and sacctmgr commands for the quota mirror."""
+
+import shlex
+from datetime import datetime
+
+from clusters.slurm.commands import check_result, sacct_argv, sacct_result
+from clusters.slurm.parsers import SacctRow
+from clusters.ssh import Connection
+
+COMMAND_TIMEOUT = 30.0
+
+
+def job_accounting(connection: Connection, *, job_id: str, since: datetime) -> SacctRow | None:
+    """sacct's record of one job's allocation, or None while slurmdbd has not got it yet.
+
+    Raises AccountingDisabled when the cluster keeps no accounting.
+    """
+    argv = sacct_argv(job_ids=[job_id], since=since)
+    command = shlex.join(argv)
+    rows = sacct_result(connection.run(command, timeout=COMMAND_TIMEOUT), command=command)
+    return next((row for row in rows if row.job_id == job_id), None)
+
+
+def gpu_minutes_limit_argv(*, account: str, gpu_minutes: int | None) -> list[str]:
+    """sacctmgr setting the account's GrpTRESMins for GPUs (-1 clears the limit)."""
+    value = -1 if gpu_minutes is None else gpu_minutes
+    return [
+        "sacctmgr",
+        "--immediate",
+        "modify",
+        "account",
+        "where",
+        f"name={account}",
+        "set",
+        f"GrpTRESMins=gres/gpu={value}",
+    ]
+
+
+def account_add_argv(*, account: str, description: str) -> list[str]:
+    """sacctmgr creating the account (fails harmlessly when it already exists)."""
+    return [
+        "sacctmgr",
+        "--immediate",
+        "add",
+        "account",
+        account,
+        f"Description={description or account}",
+    ]
+
+
+def run_sacctmgr(connection: Connection, argv: list[str]) -> str:
+    """Run one sacctmgr command; 'Nothing new added' / 'Nothing modified' are not errors."""
+    command = shlex.join(argv)
+    result = connection.run(command, timeout=COMMAND_TIMEOUT)
+    benign = ("Nothing new added", "already exists", "Nothing modified")
+    check_result(command, result.exit_status, result.error_text, benign=benign)
+    return result.text

@@ -1,0 +1,75 @@
+"""Charging an ended attempt from Slurm's own accounting (sacct)."""
+
+import logging
+from datetime import timedelta
+
+from django.utils import timezone
+
+from clusters.selectors import account_endpoint
+from clusters.slurm import AccountingDisabled, SlurmError
+from clusters.slurm.accounting import job_accounting
+from clusters.ssh import SSHError, pool
+from jobs.models import Attempt
+from projects.models import UsageCharge
+from projects.services import Measured, attempt_charge
+
+logger = logging.getLogger(__name__)
+
+
+class AccountingNotReady(Exception):
+    """sacct cannot answer yet (no record, or the cluster is unreachable): try again later."""
+
+
+def measured_by_sacct(attempt: Attempt) -> Measured | None:
+    """The attempt's GPUs and elapsed time as slurmdbd recorded them; None if never started."""
+    if attempt.account is None or not attempt.slurm_job_id:
+        raise AccountingNotReady("the attempt has no Slurm job or account to ask about")
+    since = (attempt.submitted_at or attempt.created_at) - timedelta(minutes=5)
+    endpoint = account_endpoint(account=attempt.account)
+    try:
+        row = job_accounting(pool.get(endpoint), job_id=attempt.slurm_job_id, since=since)
+    except SSHError as exc:
+        if exc.retryable:
+            pool.discard(endpoint)
+        raise AccountingNotReady(str(exc)) from exc
+    if row is None or row.end_time is None:
+        raise AccountingNotReady(f"sacct has no finished record of job {attempt.slurm_job_id}")
+    if row.start_time is None or row.elapsed is None:
+        return None  # cancelled while pending: it never had an allocation
+    gpus = row.gpus or attempt.job.total_gpus
+    return Measured(
+        gpus=gpus,
+        started_at=row.start_time,
+        ended_at=row.start_time + row.elapsed,
+        source=UsageCharge.Source.SACCT,
+    )
+
+
+def attempt_charge_from_accounting(*, attempt_id: int, last_try: bool = False) -> bool:
+    """Charge from sacct; on the last try fall back to the portal's times. True when done."""
+    attempt = Attempt.objects.select_related("job", "account", "account__cluster").get(
+        pk=attempt_id
+    )
+    if UsageCharge.objects.filter(attempt=attempt).exists():
+        return True
+    try:
+        measured = measured_by_sacct(attempt)
+    except AccountingDisabled:
+        logger.warning(
+            "cluster %s has accounting switched on in the portal but sacct says it is off",
+            attempt.job.cluster_id,
+        )
+        measured = None
+        last_try = True
+    except (AccountingNotReady, SlurmError) as exc:
+        if not last_try:
+            raise AccountingNotReady(str(exc)) from exc
+        logger.warning("charging attempt %s from portal times: %s", attempt.pk, exc)
+        measured = None
+    else:
+        attempt_charge(attempt=attempt, measured=measured)
+        return True
+    # No sacct answer: the portal's own times (None: nothing ran, only the release).
+    attempt_charge(attempt=attempt, measured=None)
+    logger.info("attempt %s charged at %s without sacct", attempt.pk, timezone.now())
+    return True

@@ -4,11 +4,14 @@ Live WebSocket deltas are hints that can be lost; these endpoints are what a
 page uses to fill any gap, so every range they describe can be re-read here.
 """
 
+import csv
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -19,7 +22,7 @@ from rest_framework.views import APIView
 
 from clusters.ssh import SSHError
 from jobs.models import Attempt
-from monitoring.logs import log_read, log_read_any
+from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
 from monitoring.selectors import attempt_for_viewer
 from monitoring.series import series_names, series_read
 
@@ -28,6 +31,8 @@ MAX_LOG_LIMIT = 1024 * 1024
 DOWNLOAD_CHUNK_BYTES = 1024 * 1024
 DEFAULT_MAX_POINTS = 2000
 MAX_POINTS_CAP = 10_000
+MAX_TAIL_LINES = 10_000
+MAX_TAIL_BYTES = 4 * 1024 * 1024
 
 
 def _attempt_or_404(request: Request, job_id: int, number: int) -> Attempt:
@@ -56,6 +61,12 @@ class LogRangeQuerySerializer(serializers.Serializer[Any]):
     )
     limit = serializers.IntegerField(
         min_value=0, max_value=MAX_LOG_LIMIT, default=DEFAULT_LOG_LIMIT, help_text="Bytes at most."
+    )
+    lines = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_TAIL_LINES,
+        required=False,
+        help_text="The last N lines instead of a byte range (offset and limit are ignored).",
     )
 
 
@@ -87,6 +98,9 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
         min_value=2,
         default=DEFAULT_MAX_POINTS,
         help_text=f"Points at most, capped at {MAX_POINTS_CAP}.",
+    )
+    format = serializers.ChoiceField(
+        choices=["json", "csv"], default="json", help_text="csv: one `x,y` row per point."
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +135,17 @@ class LogRangeView(APIView):
         """A byte range of an attempt's log file, decoded as text."""
         attempt = _attempt_or_404(request, job_id, number)
         query = _query(LogRangeQuerySerializer, request)
+        if "lines" in query:
+            piece = log_tail(attempt_id=attempt.pk, file=query["file"], lines=query["lines"])
+            if len(piece.data) > MAX_TAIL_BYTES:
+                # Very long lines: the tail is cut to its last bytes, at a line start if any.
+                data = piece.data[-MAX_TAIL_BYTES:]
+                cut = data.find(b"\n")
+                data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
+                piece = LogSlice(
+                    piece.end - len(data), piece.end, data, piece.size, piece.first_offset
+                )
+            return Response(LogSliceSerializer(piece).data)
         try:
             piece = log_read_any(
                 attempt=attempt, file=query["file"], offset=query["offset"], limit=query["limit"]
@@ -188,9 +213,14 @@ class SeriesView(APIView):
     @extend_schema(
         operation_id="attempt_series_read",
         parameters=[SeriesQuerySerializer],
-        responses=SeriesPointsSerializer,
+        responses={
+            (200, "application/json"): SeriesPointsSerializer,
+            (200, "text/csv"): OpenApiResponse(
+                response=OpenApiTypes.STR, description="With format=csv: a header, then x,y rows."
+            ),
+        },
     )
-    def get(self, request: Request, job_id: int, number: int, name: str) -> Response:
+    def get(self, request: Request, job_id: int, number: int, name: str) -> HttpResponseBase:
         """One series, downsampled to at most `max_points` points."""
         attempt = _attempt_or_404(request, job_id, number)
         query = _query(SeriesQuerySerializer, request)
@@ -201,6 +231,8 @@ class SeriesView(APIView):
             x_to=query["x_to"],
             max_points=min(query["max_points"], MAX_POINTS_CAP),
         )
+        if query["format"] == "csv":
+            return _csv(name, data.xs, data.ys)
         # Built directly: SeriesPointsSerializer documents it, but would convert up to
         # 20,000 floats one field call at a time.
         body = {
@@ -211,3 +243,67 @@ class SeriesView(APIView):
             "downsampled": data.downsampled,
         }
         return Response(body)
+
+
+def _csv(name: str, xs: list[float], ys: list[float]) -> HttpResponse:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["x", name])
+    writer.writerows(zip(xs, ys, strict=True))
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return HttpResponse(
+        out.getvalue(),
+        content_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{safe}.csv"'},
+    )
+
+
+class GpuQuerySerializer(serializers.Serializer[Any]):
+    max_points = serializers.IntegerField(
+        min_value=2,
+        max_value=MAX_POINTS_CAP,
+        default=500,
+        help_text="Points at most per GPU and metric.",
+    )
+
+
+class PointsSerializer(serializers.Serializer[Any]):
+    x = serializers.ListField(child=serializers.FloatField(), help_text="Unix seconds.")
+    y = serializers.ListField(child=serializers.FloatField())
+
+
+class GpuSerializer(serializers.Serializer[Any]):
+    node = serializers.CharField()
+    index = serializers.IntegerField()
+    metrics = serializers.DictField(
+        child=PointsSerializer(), help_text="By metric: utilization, memory_used, ..."
+    )
+
+
+class GpusSerializer(serializers.Serializer[Any]):
+    gpus = GpuSerializer(many=True)
+
+
+class GpuSamplesView(APIView):
+    @extend_schema(
+        operation_id="attempt_gpu_samples",
+        parameters=[GpuQuerySerializer],
+        responses=GpusSerializer,
+    )
+    def get(self, request: Request, job_id: int, number: int) -> Response:
+        """The GPU samples of every node of an attempt, by GPU and metric, downsampled."""
+        attempt = _attempt_or_404(request, job_id, number)
+        max_points = _query(GpuQuerySerializer, request)["max_points"]
+        gpus: dict[tuple[str, int], dict[str, dict[str, list[float]]]] = {}
+        for name in series_names(attempt_id=attempt.pk):
+            parts = name.split("/")
+            # GPU series are named gpu/<node>/<index>/<metric> by the ingest.
+            if len(parts) != 4 or parts[0] != "gpu" or not parts[2].isdigit():
+                continue
+            data = series_read(attempt_id=attempt.pk, name=name, max_points=max_points)
+            gpus.setdefault((parts[1], int(parts[2])), {})[parts[3]] = {"x": data.xs, "y": data.ys}
+        body = [
+            {"node": node, "index": index, "metrics": metrics}
+            for (node, index), metrics in sorted(gpus.items())
+        ]
+        return Response({"gpus": body})

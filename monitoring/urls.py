@@ -1,14 +1,17 @@
-"""REST endpoints the job page reads: log ranges and series, under /api/v1/."""
+"""REST and live-stream endpoints of one attempt's data, under /api/v1/."""
 
 from django.urls import URLPattern, path
 
-from monitoring import api
+from monitoring import api, streams
 
 _ATTEMPT = "jobs/<int:job_id>/attempts/<int:number>"
 
 urlpatterns: list[URLPattern] = [
     path(f"{_ATTEMPT}/log", api.LogRangeView.as_view(), name="attempt-log"),
     path(f"{_ATTEMPT}/log/download", api.LogDownloadView.as_view(), name="attempt-log-download"),
+    path(f"{_ATTEMPT}/log/stream", streams.log_stream, name="attempt-log-stream"),
+    path(f"{_ATTEMPT}/metrics/stream", streams.metric_stream, name="attempt-metrics-stream"),
+    path(f"{_ATTEMPT}/gpus", api.GpuSamplesView.as_view(), name="attempt-gpus"),
     path(f"{_ATTEMPT}/series", api.SeriesNamesView.as_view(), name="attempt-series-names"),
     path(f"{_ATTEMPT}/series/<path:name>", api.SeriesView.as_view(), name="attempt-series"),
 ]

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "clusters",
     "jobs",
     "monitoring",
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -172,18 +173,38 @@ SANDBOX_STATE_DIR = Path(env("SANDBOX_STATE_DIR", default=str(BASE_DIR / ".sandb
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # A personal token first: it answers 401 with a Bearer challenge when missing.
+        "accounts.authentication.PersonalTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "accounts.authentication.TokenScopePermission",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["accounts.authentication.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": env("API_RATE_PER_TOKEN", default="1200/min")},
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "PAGE_SIZE": 50,
+    # `format` is a parameter of our own endpoints, not DRF's renderer switch.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU training-job portal API",
+    "DESCRIPTION": (
+        "Everything the browser does, for notebooks and scripts. Authenticate with "
+        "`Authorization: Bearer <token>` (a personal token from /account/tokens/); "
+        "list endpoints only ever show the caller's projects."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SERVE_AUTHENTICATION": [
+        "accounts.authentication.PersonalTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
 }
 
 SESSION_COOKIE_HTTPONLY = True

@@ -103,10 +103,12 @@ def test_member_of_another_project_gets_404(
     assert client.get(_series_url(job)).status_code == 404
 
 
-def test_anonymous_gets_403(job_attempt, client: Client) -> None:
+def test_anonymous_gets_401_with_a_bearer_challenge(job_attempt, client: Client) -> None:
     job, _ = job_attempt
-    assert client.get(_log_url(job)).status_code == 403
-    assert client.get(_log_url(job, suffix="/download")).status_code == 403
+    for url in (_log_url(job), _log_url(job, suffix="/download")):
+        response = client.get(url)
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Bearer")
 
 
 def test_missing_attempt_is_404(job_attempt, as_user, member) -> None:
@@ -301,8 +303,8 @@ def test_bad_series_parameters_are_400_naming_them(
 
 
 def test_series_refuse_outsiders_and_anonymous(charted: Job, client: Client, outsider) -> None:
-    assert client.get(_series_url(charted)).status_code == 403
-    assert client.get(_series_url(charted, "loss")).status_code == 403
+    assert client.get(_series_url(charted)).status_code == 401
+    assert client.get(_series_url(charted, "loss")).status_code == 401
     client.force_login(outsider)
     assert client.get(_series_url(charted)).status_code == 404
     assert client.get(_series_url(charted, "loss")).status_code == 404

@@ -1,0 +1,326 @@
+"""Jobs over REST: list, submit, detail, cancel, clone, attempts and events.
+
+No business logic here: submissions and cancels go through jobs.services with
+the same validation and quota checks as the form; reads go through selectors
+that only ever return the caller's projects.
+"""
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db.models import OuterRef, QuerySet, Subquery
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from clusters.models import Cluster
+from jobs.errors import JobError
+from jobs.models import Attempt, Job, JobEvent, State, Template
+from jobs.services import job_cancel, job_submit
+from jobs.specs import JobSpec, spec_from_job
+from monitoring.selectors import job_for_viewer
+from projects.models import Membership, Project
+
+# Fields another issue may add to Attempt (failure diagnosis) and Job (restart
+# policy); shown when the model has them.
+_ATTEMPT_EXTRA = ("failure_class", "diagnosis", "diagnosis_hint", "excluded_nodes")
+_JOB_EXTRA = ("max_restarts", "restart_on", "exclude_failed_nodes")
+
+
+def _present(model: type[Any], names: tuple[str, ...]) -> list[str]:
+    have = {field.name for field in model._meta.get_fields()}
+    return [name for name in names if name in have]
+
+
+# --- output -------------------------------------------------------------------------
+
+
+class JobSerializer(serializers.ModelSerializer[Job]):
+    project = serializers.SlugRelatedField[Project](slug_field="slug", read_only=True)
+    cluster = serializers.SlugRelatedField[Cluster](slug_field="name", read_only=True)
+    user = serializers.SlugRelatedField[User](slug_field="username", read_only=True)
+    latest_attempt = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Number of the job's latest attempt."
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "project",
+            "cluster",
+            "user",
+            "state",
+            "template",
+            "command",
+            "nodes",
+            "gpus_per_node",
+            "cpus_per_task",
+            "memory_mb",
+            "time_limit",
+            "partition",
+            "setup",
+            "model_params",
+            "total_steps",
+            "metric_patterns",
+            *_present(Job, _JOB_EXTRA),
+            "latest_attempt",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class AttemptSerializer(serializers.ModelSerializer[Attempt]):
+    class Meta:
+        model = Attempt
+        fields = [
+            "number",
+            "state",
+            "reason",
+            "exit_code",
+            "slurm_job_id",
+            "node_list",
+            "run_dir",
+            "resume_from",
+            "submitted_at",
+            "started_at",
+            "ended_at",
+            "cancel_requested_at",
+            *_present(Attempt, _ATTEMPT_EXTRA),
+        ]
+        read_only_fields = fields
+
+
+class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
+    attempt = serializers.SerializerMethodField()
+
+    class Meta:
+        model = JobEvent
+        fields = ["time", "attempt", "from_state", "to_state", "reason"]
+        read_only_fields = fields
+
+    def get_attempt(self, event: JobEvent) -> int | None:
+        return event.attempt.number if event.attempt else None
+
+
+# --- input ----------------------------------------------------------------------------
+
+
+class SpecSerializer(serializers.Serializer[Any]):
+    """What a job asks for; the checks against the cluster and quota are job_submit's."""
+
+    name = serializers.CharField(max_length=128)
+    template = serializers.ChoiceField(choices=Template.choices, default=Template.COMMAND)
+    command = serializers.CharField(trim_whitespace=False)
+    nodes = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    gpus_per_node = serializers.IntegerField(min_value=0, max_value=64, default=1)
+    cpus_per_task = serializers.IntegerField(min_value=1, max_value=1024, default=4)
+    memory_mb = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+    )
+    time_limit = serializers.DurationField(
+        default=timedelta(hours=1), help_text="[DD ]HH:MM:SS, or seconds; e.g. 02:00:00."
+    )
+    partition = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    setup = serializers.CharField(
+        required=False, allow_blank=True, default="", trim_whitespace=False
+    )
+    model_params = serializers.IntegerField(
+        min_value=1, max_value=2**63 - 1, required=False, allow_null=True, default=None
+    )
+    total_steps = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+    )
+    metric_patterns = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class JobCreateSerializer(SpecSerializer):
+    project = serializers.SlugField(help_text="The project's slug (one of yours).")
+    cluster = serializers.SlugField(help_text="The cluster's name.")
+
+
+class JobCloneSerializer(serializers.Serializer[Any]):
+    """Any spec field to change in the copy; the rest is the original's."""
+
+    name = serializers.CharField(max_length=128, required=False)
+    command = serializers.CharField(required=False, trim_whitespace=False)
+    nodes = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    gpus_per_node = serializers.IntegerField(min_value=0, max_value=64, required=False)
+    time_limit = serializers.DurationField(required=False)
+    partition = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    total_steps = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True
+    )
+
+
+class JobFilterSerializer(serializers.Serializer[Any]):
+    project = serializers.SlugField(required=False, help_text="Only this project's jobs.")
+    cluster = serializers.SlugField(required=False, help_text="Only jobs on this cluster.")
+    state = serializers.ChoiceField(choices=State.choices, required=False)
+    mine = serializers.BooleanField(required=False, default=False, help_text="Only my jobs.")
+
+
+# --- reads ------------------------------------------------------------------------------
+
+
+def _latest_attempt() -> Subquery:
+    return Subquery(
+        Attempt.objects.filter(job=OuterRef("pk")).order_by("-number").values("number")[:1]
+    )
+
+
+def jobs_of_member(*, user: User) -> QuerySet[Job]:
+    """Jobs of the projects the user is a member of (any role); staff too see only theirs."""
+    return (
+        Job.objects.filter(project__memberships__user=user)
+        .select_related("project", "cluster", "user")
+        .annotate(latest_attempt=_latest_attempt())
+    )
+
+
+def _job_or_404(request: Request, job_id: int) -> Job:
+    # Missing and not-yours answer alike, so job ids leak nothing.
+    job = job_for_viewer(user=request.user, job_id=job_id)
+    if job is None:
+        raise NotFound()
+    job.latest_attempt = (  # type: ignore[attr-defined]
+        Attempt.objects.filter(job=job).order_by("-number").values_list("number", flat=True).first()
+    )
+    return job
+
+
+def _submit(*, user: User, project: Project, cluster: Cluster, spec: JobSpec) -> Job:
+    try:
+        job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
+    except JobError as exc:
+        # Field errors as DRF gives them; a refusal without a field under non_field_errors.
+        raise ValidationError(exc.errors or {"non_field_errors": [exc.message]}) from None
+    job.latest_attempt = 1  # type: ignore[attr-defined]
+    return job
+
+
+def _require_submitter(user: User, project: Project) -> None:
+    membership = Membership.objects.filter(user=user, project=project).first()
+    if membership is None or not membership.can_submit:
+        raise PermissionDenied(
+            f"You cannot submit jobs in project {project.slug}: ask one of its owners to make "
+            "you a member."
+        )
+
+
+class JobCursorPagination(CursorPagination):
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+# --- views ------------------------------------------------------------------------------
+
+
+class JobListCreateView(generics.GenericAPIView[Job]):
+    serializer_class = JobSerializer
+    pagination_class = JobCursorPagination
+
+    @extend_schema(operation_id="jobs_list", parameters=[JobFilterSerializer])
+    def get(self, request: Request) -> Response:
+        """Jobs of your projects, newest first, a cursor page at a time."""
+        query = JobFilterSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = query.validated_data
+        jobs = jobs_of_member(user=request.user)  # type: ignore[arg-type]
+        if "project" in filters:
+            jobs = jobs.filter(project__slug=filters["project"])
+        if "cluster" in filters:
+            jobs = jobs.filter(cluster__name=filters["cluster"])
+        if "state" in filters:
+            jobs = jobs.filter(state=filters["state"])
+        if filters["mine"]:
+            jobs = jobs.filter(user_id=request.user.pk or 0)
+        page = self.paginate_queryset(jobs)
+        return self.get_paginated_response(JobSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="jobs_create",
+        request=JobCreateSerializer,
+        responses={201: JobSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        """Submit a job: the same checks, quota and queueing as the submit form."""
+        data = JobCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        user: User = request.user  # type: ignore[assignment]
+        project = Project.objects.filter(slug=values.pop("project"), memberships__user=user).first()
+        if project is None:
+            raise ValidationError({"project": ["No such project among yours; give its slug."]})
+        _require_submitter(user, project)
+        cluster = Cluster.objects.filter(name=values.pop("cluster")).first()
+        if cluster is None:
+            raise ValidationError(
+                {"cluster": ["No such cluster; GET /api/v1/clusters/ lists them."]}
+            )
+        job = _submit(user=user, project=project, cluster=cluster, spec=JobSpec(**values))
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class JobDetailView(APIView):
+    @extend_schema(operation_id="jobs_retrieve", responses=JobSerializer)
+    def get(self, request: Request, job_id: int) -> Response:
+        """One job of your projects."""
+        return Response(JobSerializer(_job_or_404(request, job_id)).data)
+
+
+class JobCancelView(APIView):
+    @extend_schema(operation_id="jobs_cancel", request=None, responses={202: JobSerializer})
+    def post(self, request: Request, job_id: int) -> Response:
+        """Cancel the job's live attempt (its submitter or a project owner)."""
+        job = _job_or_404(request, job_id)
+        try:
+            job_cancel(job=job, user=request.user)  # type: ignore[arg-type]
+        except JobError as exc:
+            raise PermissionDenied(exc.message) from None
+        job.refresh_from_db(fields=["state", "updated_at"])
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobCloneView(APIView):
+    @extend_schema(
+        operation_id="jobs_clone", request=JobCloneSerializer, responses={201: JobSerializer}
+    )
+    def post(self, request: Request, job_id: int) -> Response:
+        """Submit a copy of the job, with any of its spec fields changed."""
+        job = _job_or_404(request, job_id)
+        user: User = request.user  # type: ignore[assignment]
+        _require_submitter(user, job.project)
+        changes = JobCloneSerializer(data=request.data)
+        changes.is_valid(raise_exception=True)
+        spec = dataclasses.replace(spec_from_job(job), **changes.validated_data)
+        clone = _submit(user=user, project=job.project, cluster=job.cluster, spec=spec)
+        return Response(JobSerializer(clone).data, status=status.HTTP_201_CREATED)
+
+
+class AttemptListView(APIView):
+    @extend_schema(operation_id="jobs_attempts", responses=AttemptSerializer(many=True))
+    def get(self, request: Request, job_id: int) -> Response:
+        """The job's attempts (one per submission to Slurm), first to last."""
+        job = _job_or_404(request, job_id)
+        attempts = Attempt.objects.filter(job=job).order_by("number")
+        return Response(AttemptSerializer(attempts, many=True).data)
+
+
+class JobEventListView(APIView):
+    @extend_schema(operation_id="jobs_events", responses=JobEventSerializer(many=True))
+    def get(self, request: Request, job_id: int) -> Response:
+        """The job's state changes with their reasons, oldest first."""
+        job = _job_or_404(request, job_id)
+        events = JobEvent.objects.filter(job=job).select_related("attempt").order_by("time", "id")
+        return Response(JobEventSerializer(events, many=True).data)

@@ -1,0 +1,286 @@
+"""Live streams for notebooks: a job's log and metrics as server-sent events.
+
+A notebook cannot share the browser's session, so these take the personal
+token in the `Authorization: Bearer` header (the session works too). Every
+event carries an id that says where the stream stands (the log's byte offset,
+or each series' last x); a client that lost its connection sends it back as
+`Last-Event-ID` (or `offset` / `after`) and the stream goes on from there, so
+nothing is lost or repeated. The database is read every POLL_SECONDS: it is
+the truth the poller writes to, whichever web process serves the stream.
+"""
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from rest_framework import serializers
+from rest_framework.exceptions import AuthenticationFailed
+
+from accounts.authentication import bearer_token, token_authenticate
+from jobs.models import FINAL_STATES, Attempt
+from monitoring.api import MAX_POINTS_CAP, _log_file_field
+from monitoring.logs import LogSlice, log_read
+from monitoring.models import Series
+from monitoring.selectors import Viewer, attempt_for_viewer
+from monitoring.series import series_read
+
+POLL_SECONDS = 0.5
+HEARTBEAT_SECONDS = 15.0
+# A stream ends after this long; the client reconnects with its last event id.
+MAX_STREAM_SECONDS = 3600.0
+LOG_EVENT_BYTES = 256 * 1024
+
+
+def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
+    """One server-sent event; data is JSON, so it is always a single line."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def utf8_complete(data: bytes) -> int:
+    """The length of `data` without a UTF-8 character cut off at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)  # ASCII: nothing cut
+        if byte >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)  # only continuation bytes: not UTF-8 anyway
+
+
+def _error(status: int, detail: Any, **headers: str) -> JsonResponse:
+    body = detail if isinstance(detail, dict) else {"detail": detail}
+    return JsonResponse(body, status=status, headers=headers)
+
+
+async def _viewer(request: HttpRequest) -> AbstractBaseUser | JsonResponse:
+    challenge = {"WWW-Authenticate": 'Bearer realm="api"'}
+    try:
+        text = bearer_token(request.headers.get("Authorization", "").encode("latin-1"))
+        if text is not None:
+            user, _ = await database_sync_to_async(token_authenticate)(text)
+            return user
+    except AuthenticationFailed as exc:
+        return _error(401, str(exc.detail), **challenge)
+    user = await request.auser()
+    if isinstance(user, AbstractBaseUser) and user.is_authenticated:
+        return user
+    return _error(401, "Authentication credentials were not provided.", **challenge)
+
+
+def _attempt_progress(attempt_id: int) -> tuple[str, bool]:
+    """The attempt's state, and whether all its files have been read (nothing more comes)."""
+    state, files_complete = Attempt.objects.values_list("state", "files_complete").get(
+        pk=attempt_id
+    )
+    return state, bool(files_complete and state in FINAL_STATES)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.started = self.beat = time.monotonic()
+
+    def heartbeat_due(self) -> bool:
+        now = time.monotonic()
+        if now - self.beat >= HEARTBEAT_SECONDS:
+            self.beat = now
+            return True
+        return False
+
+    def expired(self) -> bool:
+        return time.monotonic() - self.started >= MAX_STREAM_SECONDS
+
+
+# --- the log --------------------------------------------------------------------------
+
+
+class LogStreamQuery(serializers.Serializer[Any]):
+    file = _log_file_field()
+    offset = serializers.IntegerField(min_value=0, default=0, help_text="First byte to send.")
+
+
+async def log_events(attempt_id: int, file: str, offset: int) -> AsyncIterator[bytes]:
+    """`log` events from `offset` on, `state` on each change, `end` when nothing more comes."""
+    read = database_sync_to_async(log_read)
+    progress = database_sync_to_async(_attempt_progress)
+    clock, sent_state = _Clock(), None
+    while True:
+        # The state first: once it says done, everything is stored before the read.
+        state, done = await progress(attempt_id)
+        piece: LogSlice = await read(
+            attempt_id=attempt_id, file=file, offset=offset, limit=LOG_EVENT_BYTES
+        )
+        if piece.offset > offset:
+            # Dropped from the database (LOG_KEEP_BYTES): the REST log range reads them
+            # from the cluster's copy.
+            yield sse("gap", {"offset": offset, "end": piece.offset}, str(piece.offset))
+            offset = piece.offset
+        keep = len(piece.data) if done else utf8_complete(piece.data)
+        if keep:
+            data = piece.data[:keep]
+            offset = piece.offset + keep
+            text = data.decode("utf-8", errors="replace")
+            yield sse("log", {"offset": piece.offset, "end": offset, "text": text}, str(offset))
+            continue
+        if state != sent_state:
+            sent_state = state
+            yield sse("state", {"state": state}, str(offset))
+        if done and offset >= piece.size:
+            yield sse("end", {"state": state, "offset": offset}, str(offset))
+            return
+        if clock.expired():
+            return
+        if clock.heartbeat_due():
+            yield b": keep-alive\n\n"
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def log_stream(request: HttpRequest, job_id: int, number: int) -> HttpResponseBase:
+    """GET: follow an attempt's log file as server-sent events (resume with Last-Event-ID)."""
+    user = await _viewer(request)
+    if isinstance(user, JsonResponse):
+        return user
+    attempt = await _attempt(user, job_id, number)
+    if attempt is None:
+        return _error(404, "Not found.")
+    params = request.GET.dict()
+    if last := request.headers.get("Last-Event-ID"):
+        params["offset"] = last
+    query = LogStreamQuery(data=params)
+    if not query.is_valid():
+        return _error(400, query.errors)
+    events = log_events(attempt.pk, query.validated_data["file"], query.validated_data["offset"])
+    return _event_stream(events)
+
+
+# --- metrics ----------------------------------------------------------------------------
+
+
+class MetricStreamQuery(serializers.Serializer[Any]):
+    name = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
+        help_text="Series to follow (repeatable); none: all but the GPU samples.",
+    )
+    after = serializers.FloatField(
+        required=False, default=None, allow_null=True, help_text="Send only points past this x."
+    )
+
+
+def _series_last_x(attempt_id: int, names: list[str]) -> dict[str, float]:
+    rows = Series.objects.filter(attempt_id=attempt_id)
+    rows = rows.filter(name__in=names) if names else rows.exclude(name__startswith="gpu/")
+    return dict(rows.values_list("name", "last_x"))
+
+
+def _new_points(attempt_id: int, name: str, after: float | None) -> tuple[list[float], list[float]]:
+    data = series_read(attempt_id=attempt_id, name=name, x_from=after, max_points=MAX_POINTS_CAP)
+    if after is None:
+        return data.xs, data.ys
+    pairs = [(x, y) for x, y in zip(data.xs, data.ys, strict=True) if x > after]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+async def metric_events(
+    attempt_id: int, names: list[str], after: dict[str, float]
+) -> AsyncIterator[bytes]:
+    """`points` events per series past `after`, `state` on each change, then `end`."""
+    last_xs = database_sync_to_async(_series_last_x)
+    read = database_sync_to_async(_new_points)
+    progress = database_sync_to_async(_attempt_progress)
+    clock, sent_state = _Clock(), None
+    while True:
+        # Read the state first: what is stored by the time it says done is then all there is.
+        state, done = await progress(attempt_id)
+        sent = False
+        for name, last_x in sorted((await last_xs(attempt_id, names)).items()):
+            if last_x <= after.get(name, -math.inf):
+                continue
+            xs, ys = await read(attempt_id, name, after.get(name))
+            if xs:
+                after[name] = xs[-1]
+                sent = True
+                yield sse("points", {"name": name, "x": xs, "y": ys}, json.dumps(after))
+        if state != sent_state:
+            sent_state = state
+            yield sse("state", {"state": state}, json.dumps(after))
+        if done and not sent:
+            yield sse("end", {"state": state}, json.dumps(after))
+            return
+        if clock.expired():
+            return
+        if clock.heartbeat_due():
+            yield b": keep-alive\n\n"
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def _resume_point(last_event_id: str) -> dict[str, float] | None:
+    try:
+        value = json.loads(last_event_id)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    try:
+        return {str(name): float(x) for name, x in value.items()}
+    except (TypeError, ValueError):
+        return None
+
+
+async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpResponseBase:
+    """GET: follow an attempt's metric series as server-sent events (resume with Last-Event-ID)."""
+    user = await _viewer(request)
+    if isinstance(user, JsonResponse):
+        return user
+    attempt = await _attempt(user, job_id, number)
+    if attempt is None:
+        return _error(404, "Not found.")
+    query = MetricStreamQuery(data=request.GET)
+    if not query.is_valid():
+        return _error(400, query.errors)
+    names: list[str] = query.validated_data["name"]
+    start = query.validated_data["after"]
+    after: dict[str, float] = {name: start for name in names} if start is not None else {}
+    if last := request.headers.get("Last-Event-ID"):
+        resumed = _resume_point(last)
+        if resumed is None:
+            return _error(400, {"Last-Event-ID": ["Send back the id of the last event received."]})
+        after = resumed
+    if start is not None and not names:
+        after = _AfterAll(start, after)
+    return _event_stream(metric_events(attempt.pk, names, after))
+
+
+class _AfterAll(dict[str, float]):
+    """`after` for every series, when the names are not known up front."""
+
+    def __init__(self, default: float, known: dict[str, float]) -> None:
+        super().__init__(known)
+        self.default = default
+
+    def get(self, name: str, fallback: Any = None) -> Any:
+        return super().get(name, self.default)
+
+
+# --- shared -------------------------------------------------------------------------------
+
+
+async def _attempt(user: Viewer, job_id: int, number: int) -> Attempt | None:
+    return await database_sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
+
+
+def _event_stream(events: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    return StreamingHttpResponse(
+        events,
+        content_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )

@@ -49,6 +49,46 @@ class Template(models.TextChoices):
     DEEPSPEED = "deepspeed", "DeepSpeed (torchrun launcher)"
 
 
+class FailureClass(models.TextChoices):
+    """Why an attempt ended, as the diagnosis (monitoring.diagnosis) reads it."""
+
+    NCCL_TIMEOUT = "nccl_timeout", "NCCL timeout"
+    CUDA_OOM = "cuda_oom", "CUDA out of memory"
+    HOST_OOM = "host_oom", "Host out of memory"
+    NODE_FAILURE = "node_failure", "Node failure"
+    TIME_LIMIT = "time_limit", "Time limit"
+    PREEMPTION = "preemption", "Preemption"
+    ADDRESS_IN_USE = "address_in_use", "Rendezvous port in use"
+    MISSING_MODULE = "missing_module", "Missing Python module"
+    MISSING_FILE = "missing_file", "Missing file"
+    RANK_CRASH = "rank_crash", "A rank crashed"
+    CANCELLED = "cancelled", "Cancelled"
+    UNKNOWN = "unknown", "Unknown failure"
+
+
+# What a restart can fix, unless the job says otherwise.
+DEFAULT_RESTART_ON = (
+    FailureClass.NODE_FAILURE,
+    FailureClass.PREEMPTION,
+    FailureClass.NCCL_TIMEOUT,
+    FailureClass.RANK_CRASH,
+)
+# Failures that would only happen again: never restarted, whatever the policy says.
+NEVER_RESTART = frozenset(
+    {
+        FailureClass.CUDA_OOM,
+        FailureClass.MISSING_MODULE,
+        FailureClass.MISSING_FILE,
+        FailureClass.CANCELLED,
+    }
+)
+MAX_RESTARTS_LIMIT = 20
+
+
+def default_restart_on() -> list[str]:
+    return [str(c) for c in DEFAULT_RESTART_ON]
+
+
 class Job(models.Model):
     """What the researcher asked for; each submission to Slurm is an Attempt."""
 
@@ -97,6 +137,21 @@ class Job(models.Model):
         blank=True,
         help_text="Extra regular expressions (one per line) with named groups for metrics "
         "printed to stdout, e.g. `acc=(?P<acc>[0-9.]+)`.",
+    )
+    # Restart policy: a failure of a class in `restart_on` starts a new attempt from
+    # the latest complete checkpoint, at most `max_restarts` times.
+    max_restarts = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(MAX_RESTARTS_LIMIT)],
+        help_text="Restarts after a failure a retry can fix; 0: never restart.",
+    )
+    restart_on = models.JSONField(
+        default=default_restart_on,
+        blank=True,
+        help_text="Failure classes that restart the job (CUDA OOM and missing modules never do).",
+    )
+    exclude_failed_nodes = models.BooleanField(
+        default=False, help_text="Restart without the node that failed (sbatch --exclude)."
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -151,6 +206,12 @@ class Attempt(models.Model):
     # Set once the files of a finished attempt have been read to their end;
     # until then polls keep reading them (never its state).
     files_complete = models.BooleanField(default=False)
+    # The diagnosis of an ended attempt (monitoring.diagnosis), made once its log is read.
+    failure_class = models.CharField(max_length=32, choices=FailureClass.choices, blank=True)
+    diagnosis = models.JSONField(null=True, blank=True)
+    diagnosed_at = models.DateTimeField(null=True, blank=True)
+    # Nodes this attempt was submitted without (sbatch --exclude), comma-separated.
+    excluded_nodes = models.CharField(max_length=1024, blank=True)
     state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -5,6 +5,7 @@ to run (the command and set-up lines, written verbatim into the script file,
 never into a command line), or as data, always through `shlex.quote`.
 """
 
+import re
 import shlex
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,6 +19,10 @@ CHECKPOINT_DIR = "checkpoints"
 SCRIPT_FILE = "job.sbatch"
 GPU_FILE_PREFIX = "gpu-"  # gpu-<node>.csv, one per node
 GPU_SAMPLE_SECONDS = 1
+# Slurm's warning before the time limit goes to the batch shell, which passes it on
+# to the job's steps: the trainer checkpoints and exits before it is killed.
+WARNING_SIGNAL = "USR1"
+_NODE_LIST = re.compile(r"^[A-Za-z0-9_.\[\],-]+$")
 # What the per-node sampler asks nvidia-smi for, in this order.
 GPU_QUERY_FIELDS = (
     "timestamp",
@@ -48,6 +53,11 @@ def slurm_time(limit: timedelta) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
+def warning_seconds(limit: timedelta) -> int:
+    """How long before the time limit Slurm warns: a tenth of it, 10 s to 5 min."""
+    return max(10, min(300, int(limit.total_seconds() // 10)))
+
+
 def _sbatch_options(job: Job, attempt: Attempt, run_dir: RunDir) -> list[str]:
     options = [
         f"--job-name={attempt.slurm_job_name}",
@@ -58,7 +68,15 @@ def _sbatch_options(job: Job, attempt: Attempt, run_dir: RunDir) -> list[str]:
         f"--time={slurm_time(job.time_limit)}",
         f"--output={run_dir.file(STDOUT_FILE)}",
         "--open-mode=append",
+        # The portal restarts failed jobs itself, as a new attempt resuming from a
+        # checkpoint; a Slurm requeue would rerun the script from the start.
+        "--no-requeue",
+        f"--signal=B:{WARNING_SIGNAL}@{warning_seconds(job.time_limit)}",
     ]
+    if attempt.excluded_nodes:
+        if not _NODE_LIST.match(attempt.excluded_nodes):
+            raise ValueError(f"not a node list: {attempt.excluded_nodes!r}")
+        options.append(f"--exclude={attempt.excluded_nodes}")
     if job.gpus_per_node:
         options.append(f"--gres=gpu:{job.gpus_per_node}")
     if job.memory_mb:
@@ -80,7 +98,9 @@ TORCHRUN_TEMPLATES = frozenset({Template.TORCHRUN, Template.FSDP, Template.DEEPS
 def _command_lines(job: Job) -> list[str]:
     if job.template in TORCHRUN_TEMPLATES:
         torchrun = (
-            "srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchrun"
+            # torchrun dies of SIGUSR1; its workers handle it: torchrun ignores it.
+            "srun --ntasks-per-node=1 --kill-on-bad-exit=1"
+            ' bash -c \'trap "" USR1; exec "$@"\' portal-launch torchrun'
             ' --nnodes="$SLURM_NNODES"'
             f" --nproc_per_node={max(job.gpus_per_node, 1)}"
             " --rdzv_backend=c10d"
@@ -97,6 +117,8 @@ def _gpu_sampler(job: Job) -> list[str]:
         return []
     query = ",".join(GPU_QUERY_FIELDS)
     sampler = (
+        # The warning signal reaches every step: the sampler must outlive it.
+        'trap "" USR1; '
         'ids="${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}"; '
         f"exec env TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
         f' -l {GPU_SAMPLE_SECONDS} ${{ids:+-i "$ids"}}'
@@ -110,6 +132,19 @@ def _gpu_sampler(job: Job) -> list[str]:
         '    2>> "$PORTAL_RUN_DIR/gpu-sampler.log" &',
         "  PORTAL_SAMPLER_PID=$!",
         "fi",
+        "",
+    ]
+
+
+def _warning_trap() -> list[str]:
+    return [
+        f"# Slurm's warning (--signal=B:{WARNING_SIGNAL}) reaches this shell only: pass it to",
+        "# every step of the job (srun'd trainers); scancel signals steps, not this shell.",
+        "portal_warn() {",
+        f'  echo "portal: SIG{WARNING_SIGNAL} before the time limit, passed to the steps" >&2',
+        f'  scancel --signal={WARNING_SIGNAL} "$SLURM_JOB_ID" || true',
+        "}",
+        f"trap portal_warn {WARNING_SIGNAL}",
         "",
     ]
 
@@ -140,17 +175,24 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         'mkdir -p -- "$PORTAL_CHECKPOINT_DIR"',
         "",
         *_gpu_sampler(job),
+        *_warning_trap(),
         "# The user's set-up and command run in a subshell: whatever they do (exit",
         "# included), the status is recorded in the run directory, so the outcome is",
         "# known even on a cluster without accounting, after the job left squeue.",
+        "# In the background, so the batch shell can pass signals on while it waits.",
         "(",
         "# --- environment set-up (from the job spec) ---",
         *job.setup.strip().splitlines(),
         "",
         "# --- the command (from the job spec) ---",
         *_command_lines(job),
-        ")",
-        "portal_code=$?",
+        ") &",
+        "portal_child=$!",
+        "portal_code=0",
+        "# wait returns early (status > 128) when a trapped signal arrives: wait again.",
+        'while kill -0 "$portal_child" 2>/dev/null; do wait "$portal_child"; portal_code=$?; done',
+        'wait "$portal_child" 2>/dev/null; portal_last=$?',
+        '[ "$portal_last" -ne 127 ] && portal_code=$portal_last',
         f'printf "%s\\n" "$portal_code" > "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp"',
         f'mv -f -- "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp" "$PORTAL_RUN_DIR/{EXIT_CODE_FILE}"',
         'if [ -n "${PORTAL_SAMPLER_PID:-}" ]; then kill "$PORTAL_SAMPLER_PID" 2>/dev/null; fi',

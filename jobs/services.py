@@ -69,6 +69,9 @@ def job_submit(
             model_params=spec.model_params,
             total_steps=spec.total_steps,
             metric_patterns=spec.metric_patterns,
+            max_restarts=spec.max_restarts,
+            restart_on=list(spec.restart_on),
+            exclude_failed_nodes=spec.exclude_failed_nodes,
             state=State.QUEUED,
         )
         attempt = Attempt.objects.create(job=job, number=1, account=account)

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from clusters.inventory import PartitionLimits
-from jobs.models import Job, Template
+from jobs.models import (
+    DEFAULT_RESTART_ON,
+    MAX_RESTARTS_LIMIT,
+    NEVER_RESTART,
+    FailureClass,
+    Job,
+    Template,
+)
 from monitoring.parsers import validate_pattern
 from projects.models import Quota
 
@@ -33,6 +40,10 @@ class JobSpec:
     model_params: int | None = None
     total_steps: int | None = None
     metric_patterns: str = ""
+    # The restart policy (jobs.restart): none by default.
+    max_restarts: int = 0
+    restart_on: tuple[str, ...] = DEFAULT_RESTART_ON
+    exclude_failed_nodes: bool = False
 
 
 def spec_from_job(job: Job) -> JobSpec:
@@ -51,6 +62,9 @@ def spec_from_job(job: Job) -> JobSpec:
         model_params=job.model_params,
         total_steps=job.total_steps,
         metric_patterns=job.metric_patterns,
+        max_restarts=job.max_restarts,
+        restart_on=tuple(job.restart_on or ()),
+        exclude_failed_nodes=job.exclude_failed_nodes,
     )
 
 
@@ -87,8 +101,27 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
     for line in spec.metric_patterns.splitlines():
         if line.strip() and (problem := validate_pattern(line.strip())):
             errors.setdefault("metric_patterns", []).append(f"{line.strip()!r}: {problem}")
+    errors.update(_restart_errors(spec))
     if spec.template not in Template.values:
         errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")
+    return errors
+
+
+def _restart_errors(spec: JobSpec) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if not 0 <= spec.max_restarts <= MAX_RESTARTS_LIMIT:
+        errors["max_restarts"] = [f"Allow between 0 and {MAX_RESTARTS_LIMIT} restarts."]
+    unknown = [c for c in spec.restart_on if c not in FailureClass.values]
+    if unknown:
+        choices = ", ".join(c for c in FailureClass.values if c not in NEVER_RESTART)
+        errors.setdefault("restart_on", []).append(
+            f"Unknown failure class {', '.join(map(repr, unknown))}; choose from {choices}."
+        )
+    never = [FailureClass(c).label for c in spec.restart_on if c in NEVER_RESTART]
+    if never:
+        errors.setdefault("restart_on", []).append(
+            f"{', '.join(never)} would fail again the same way and never restarts; remove it."
+        )
     return errors
 
 

@@ -8,7 +8,11 @@ class MonitoringConfig(AppConfig):
         # The poller (jobs) reads run-directory files for us in its one agent call;
         # registering here keeps jobs free of any import of monitoring.
         from jobs.polling import FILE_WATCHERS
+        from monitoring.failures import FailureWatcher
         from monitoring.ingest import MonitoringWatcher
 
         if not any(isinstance(w, MonitoringWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(MonitoringWatcher())
+        # After the log watcher: the diagnosis reads the log bytes this poll stored.
+        if not any(isinstance(w, FailureWatcher) for w in FILE_WATCHERS):
+            FILE_WATCHERS.append(FailureWatcher())

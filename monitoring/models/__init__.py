@@ -1,4 +1,5 @@
 """Monitoring data: one module per concept, re-exported here for Django."""
 
+from monitoring.models.checkpoints import Checkpoint  # noqa: F401
 from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
 from monitoring.models.series import Series, SeriesChunk  # noqa: F401

@@ -59,7 +59,11 @@ def test_torchrun_template_runs_one_launcher_per_node(member, project) -> None:
         command="examples/ddp_train.py --steps 20",
     )
     launch = next(line for line in script.splitlines() if "torchrun" in line)
-    assert launch.startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchrun")
+    # torchrun itself ignores the warning signal (it would die of it); its workers get it.
+    assert launch.startswith(
+        "srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
+        'bash -c \'trap "" USR1; exec "$@"\' portal-launch torchrun '
+    )
     assert '--nnodes="$SLURM_NNODES"' in launch
     assert "--nproc_per_node=4" in launch
     assert "--rdzv_backend=c10d" in launch

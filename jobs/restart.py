@@ -1,0 +1,144 @@
+"""The restart policy: whether a failed attempt is retried, and the new attempt that does it.
+
+A restart is a new Attempt of the same job, submitted like the first, with
+`PORTAL_RESUME_FROM` naming the latest complete checkpoint and, when the job
+asks for it, the failed node excluded. Each decision, taken or not, is an
+event on the job's timeline.
+"""
+
+import logging
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.errors import JobError
+from jobs.models import NEVER_RESTART, Attempt, FailureClass, Job, JobEvent, State
+
+logger = logging.getLogger(__name__)
+
+_NODE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class RestartDecision:
+    restart: bool
+    why: str
+
+
+def _label(failure_class: str) -> str:
+    try:
+        return str(FailureClass(failure_class).label)
+    except ValueError:
+        return failure_class
+
+
+def restart_decision(*, job: Job, attempt: Attempt, failure_class: str) -> RestartDecision:
+    """Whether the job's policy restarts after this failure, and why (for the timeline)."""
+    label = _label(failure_class)
+    used = attempt.number - 1
+    if failure_class in NEVER_RESTART:
+        return RestartDecision(False, f"Not restarted: {label} would fail again the same way.")
+    if job.max_restarts == 0:
+        return RestartDecision(False, f"Not restarted after {label}: the job allows no restarts.")
+    if failure_class not in (job.restart_on or []):
+        return RestartDecision(
+            False, f"Not restarted: the job's policy does not restart after {label}."
+        )
+    if used >= job.max_restarts:
+        return RestartDecision(
+            False, f"Not restarted after {label}: all {job.max_restarts} restarts are used."
+        )
+    return RestartDecision(True, "")
+
+
+def _excluded(previous: Attempt, failed_node: str, exclude: bool) -> str:
+    nodes = [n for n in previous.excluded_nodes.split(",") if n]
+    if exclude and failed_node and _NODE.match(failed_node) and failed_node not in nodes:
+        nodes.append(failed_node)
+    return ",".join(nodes)
+
+
+def _attempt_reserve(attempt: Attempt) -> None:
+    """The quota's reservation for the new attempt, where the projects app offers one."""
+    from projects import services
+
+    reserve = getattr(services, "attempt_reserve", None)
+    if reserve is not None:
+        reserve(attempt=attempt)
+
+
+def _note(attempt: Attempt, reason: str) -> None:
+    # An event without a change of state: the timeline says what was decided and why.
+    JobEvent.objects.create(
+        job_id=attempt.job_id,
+        attempt=attempt,
+        time=timezone.now(),
+        from_state=attempt.state,
+        to_state=attempt.state,
+        reason=reason,
+    )
+
+
+def attempt_restart(
+    *,
+    attempt: Attempt,
+    failure_class: str,
+    resume_from: str,
+    resume_step: int | None = None,
+    failed_node: str = "",
+) -> Attempt | None:
+    """Start the next attempt if the policy allows it; the timeline records the decision.
+
+    Idempotent: an attempt that is no longer the job's latest was restarted
+    already, and is left alone.
+    """
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=attempt.job_id)
+        latest = Attempt.objects.filter(job=job).order_by("-number").first()
+        if latest is None or latest.pk != attempt.pk or not attempt.is_finished:
+            return None
+        decision = restart_decision(job=job, attempt=attempt, failure_class=failure_class)
+        if not decision.restart:
+            _note(attempt, decision.why)
+            return None
+        new = Attempt(
+            job=job,
+            number=attempt.number + 1,
+            account=attempt.account,
+            resume_from=resume_from,
+            excluded_nodes=_excluded(attempt, failed_node, job.exclude_failed_nodes),
+        )
+        try:
+            with transaction.atomic():
+                new.save()
+                _attempt_reserve(new)
+        except JobError as exc:
+            _note(attempt, f"Not restarted: {exc.message}")
+            return None
+        where = f"from {resume_from}" if resume_from else "from the start (no checkpoint yet)"
+        if resume_step is not None and resume_from:
+            where = f"from step {resume_step} ({resume_from})"
+        without = (
+            f", without node {failed_node}" if failed_node in new.excluded_nodes.split(",") else ""
+        )
+        reason = (
+            f"Restart {attempt.number}/{job.max_restarts} after {_label(failure_class)} "
+            f"on attempt {attempt.number}: resuming {where}{without}."
+        )
+        now = timezone.now()
+        JobEvent.objects.create(
+            job=job, attempt=new, time=now, to_state=State.QUEUED, reason=reason
+        )
+        Job.objects.filter(pk=job.pk).update(state=State.QUEUED, updated_at=now)
+        attempt_id = new.pk
+        transaction.on_commit(lambda: _submit(attempt_id))
+    logger.info("job %s: attempt %s restarts attempt %s", job.pk, new.number, attempt.number)
+    return new
+
+
+def _submit(attempt_id: int) -> None:
+    from jobs.tasks import submit_attempt
+
+    submit_attempt.delay(attempt_id)

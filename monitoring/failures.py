@@ -1,0 +1,114 @@
+"""After an attempt ends: list its checkpoints, diagnose it once its log is read, restart it.
+
+Registered with the poller as a file watcher, after the log watcher: in the
+same transaction as the poll that read the attempt's last bytes, the log tail
+is complete, so the diagnosis sees what the job printed last.
+"""
+
+import logging
+
+from django.utils import timezone
+
+from clusters.agent import AgentReply, FileRead, ListingRead
+from jobs.models import Attempt
+from jobs.restart import attempt_restart
+from jobs.scripts import STDOUT_FILE
+from monitoring.checkpoints import (
+    checkpoint_path,
+    checkpoints_ingest,
+    latest_complete,
+    listing_requests,
+)
+from monitoring.diagnosis import TAIL_BYTES, Diagnosis, diagnose
+from monitoring.logs import log_read
+
+logger = logging.getLogger(__name__)
+
+
+def expand_nodes(node_list: str) -> list[str]:
+    """Slurm's compact host list (`n[1-3,7],gpu05`) as names."""
+    names: list[str] = []
+    depth, start = 0, 0
+    parts: list[str] = []
+    for index, char in enumerate(node_list):
+        depth += char == "["
+        depth -= char == "]"
+        if char == "," and depth == 0:
+            parts.append(node_list[start:index])
+            start = index + 1
+    parts.append(node_list[start:])
+    for part in filter(None, (p.strip() for p in parts)):
+        if "[" not in part:
+            names.append(part)
+            continue
+        prefix, _, rest = part.partition("[")
+        ranges, _, suffix = rest.partition("]")
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            if not high:
+                names.append(f"{prefix}{low}{suffix}")
+                continue
+            for number in range(int(low), int(high) + 1):
+                names.append(f"{prefix}{str(number).zfill(len(low))}{suffix}")
+    return names
+
+
+def _log_tail(attempt: Attempt) -> str:
+    bounds = log_read(attempt_id=attempt.pk, file=STDOUT_FILE, offset=0, limit=0)
+    start = max(bounds.first_offset, bounds.size - TAIL_BYTES)
+    return log_read(attempt_id=attempt.pk, file=STDOUT_FILE, offset=start, limit=TAIL_BYTES).text
+
+
+def attempt_diagnose(*, attempt: Attempt) -> Diagnosis | None:
+    """Diagnose an ended attempt once (claimed atomically) and store the result."""
+    now = timezone.now()
+    claimed = Attempt.objects.filter(pk=attempt.pk, diagnosed_at__isnull=True).update(
+        diagnosed_at=now
+    )
+    if not claimed:
+        return None
+    found = diagnose(
+        state=attempt.state,
+        exit_code=attempt.exit_code,
+        log_tail=_log_tail(attempt),
+        node_list=expand_nodes(attempt.node_list),
+    )
+    attempt.diagnosed_at = now
+    if found is not None:
+        attempt.failure_class = found.failure_class
+        attempt.diagnosis = found.as_json()
+        Attempt.objects.filter(pk=attempt.pk).update(
+            failure_class=found.failure_class, diagnosis=attempt.diagnosis
+        )
+    return found
+
+
+def attempt_after_failure(*, attempt: Attempt) -> None:
+    """Diagnose, then restart from the latest complete checkpoint if the policy says so."""
+    found = attempt_diagnose(attempt=attempt)
+    if found is None:
+        return
+    checkpoint = latest_complete(job_id=attempt.job_id)
+    attempt_restart(
+        attempt=attempt,
+        failure_class=found.failure_class,
+        resume_from=checkpoint_path(checkpoint) if checkpoint else "",
+        resume_step=checkpoint.step if checkpoint else None,
+        failed_node=found.node,
+    )
+
+
+class FailureWatcher:
+    def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]:
+        return [], listing_requests(attempts)
+
+    def ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
+        checkpoints_ingest(attempts, reply)
+        for attempt in attempts:
+            if not attempt.is_finished or attempt.diagnosed_at is not None:
+                continue
+            chunk = reply.files.get(f"{attempt.uuid}/{STDOUT_FILE}")
+            if chunk is not None and chunk.more:
+                continue  # the log is not read to its end yet: diagnose on a later poll
+            attempt_after_failure(attempt=attempt)
+        return set()

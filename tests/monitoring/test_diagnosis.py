@@ -1,0 +1,140 @@
+"""Each diagnosis rule on a log shaped as torch, NCCL, srun and slurmstepd print it."""
+
+from pathlib import Path
+
+import pytest
+
+from jobs.models import FailureClass, State
+from monitoring.diagnosis import RULES, Diagnosis, diagnose
+
+LOGS = Path(__file__).parent / "fixtures" / "failures"
+
+
+def _diagnose(name: str, state: str = State.FAILED, exit_code: int | None = 1, **kw: object):
+    return diagnose(state=state, exit_code=exit_code, log_tail=(LOGS / name).read_text(), **kw)
+
+
+def test_nccl_watchdog_timeout_gives_the_network_advice() -> None:
+    found = _diagnose("nccl_timeout.log")
+    assert found is not None
+    assert found.failure_class == FailureClass.NCCL_TIMEOUT
+    advice = " ".join(found.fixes)
+    for needle in ("MASTER_ADDR", "MASTER_PORT", "firewall", "/etc/hosts", "NCCL_DEBUG=INFO"):
+        assert needle in advice
+    assert "NCCL_SOCKET_IFNAME" in advice
+    assert "Watchdog caught collective operation timeout" in found.evidence
+    assert found.rank == 1
+    assert found.node == "gpu07"  # srun's node name, not torchrun's host name
+
+
+def test_cuda_oom_wins_over_the_rank_crash_it_causes() -> None:
+    found = _diagnose("cuda_oom.log")
+    assert found is not None
+    assert found.failure_class == FailureClass.CUDA_OOM
+    assert "CUDA out of memory. Tried to allocate 2.00 GiB" in found.evidence
+    advice = " ".join(found.fixes).lower()
+    assert "micro-batch" in advice
+    assert "activation checkpointing" in advice
+    assert "fsdp" in advice and "zero" in advice
+    assert found.rank == 3 and found.node == "gpu03"
+
+
+def test_host_oom_from_slurm_state_and_from_the_log() -> None:
+    by_state = diagnose(state=State.OUT_OF_MEMORY, exit_code=0, log_tail="step 3\n")
+    by_log = _diagnose("host_oom.log")
+    assert by_state is not None and by_state.failure_class == FailureClass.HOST_OOM
+    assert by_log is not None and by_log.failure_class == FailureClass.HOST_OOM
+    assert "oom_kill event" in by_log.evidence
+    assert "--mem" in " ".join(by_log.fixes)
+
+
+def test_node_failure_names_the_node() -> None:
+    found = _diagnose("node_failure.log", state=State.NODE_FAIL, exit_code=None)
+    assert found is not None
+    assert found.failure_class == FailureClass.NODE_FAILURE
+    assert found.node == "n1"
+    # A single-node job whose log says nothing still blames its node.
+    quiet = diagnose(state=State.NODE_FAIL, exit_code=None, log_tail="", node_list=["n2"])
+    assert quiet is not None and quiet.node == "n2"
+
+
+def test_time_limit_and_preemption_from_state_not_the_log() -> None:
+    limit = _diagnose("time_limit.log", state=State.TIMEOUT, exit_code=0)
+    assert limit is not None and limit.failure_class == FailureClass.TIME_LIMIT
+    assert "DUE TO TIME LIMIT" in limit.evidence
+    assert any("checkpoint more often" in f.lower() for f in limit.fixes)
+    preempted = _diagnose("preemption.log", state=State.PREEMPTED, exit_code=0)
+    assert preempted is not None and preempted.failure_class == FailureClass.PREEMPTION
+    # The state decides even when the log holds another failure's words.
+    oom_then_timeout = diagnose(
+        state=State.TIMEOUT, exit_code=None, log_tail=(LOGS / "cuda_oom.log").read_text()
+    )
+    assert oom_then_timeout is not None
+    assert oom_then_timeout.failure_class == FailureClass.TIME_LIMIT
+
+
+def test_address_in_use_on_the_rendezvous_port() -> None:
+    found = _diagnose("address_in_use.log")
+    assert found is not None
+    assert found.failure_class == FailureClass.ADDRESS_IN_USE
+    assert "29500" in found.evidence
+    assert "MASTER_PORT" in " ".join(found.fixes)
+
+
+def test_missing_module_and_missing_file() -> None:
+    module = _diagnose("missing_module.log")
+    assert module is not None and module.failure_class == FailureClass.MISSING_MODULE
+    assert "No module named 'transformers'" in module.evidence
+    missing = _diagnose("missing_file.log", exit_code=2)
+    assert missing is not None and missing.failure_class == FailureClass.MISSING_FILE
+    assert "trian.py" in missing.evidence
+
+
+def test_a_killed_rank_names_the_rank_and_the_node() -> None:
+    found = _diagnose("rank_crash.log")
+    assert found is not None
+    assert found.failure_class == FailureClass.RANK_CRASH
+    assert found.rank == 2  # the root cause, not rank 3 that torchrun stopped afterwards
+    assert found.node == "n2"  # the first task srun reports, not the one it then killed
+    assert "rank 2 on node n2" in found.explanation
+
+
+def test_unrecognised_failure_points_at_the_last_error_and_the_signal() -> None:
+    found = _diagnose("segfault.log", exit_code=139)
+    assert found is not None
+    assert found.failure_class == FailureClass.UNKNOWN
+    assert "Segmentation fault" in found.evidence
+    assert "SIGSEGV" in found.explanation
+
+
+def test_cancelled_and_completed() -> None:
+    cancelled = diagnose(state=State.CANCELLED, exit_code=None, log_tail="step 4\n")
+    assert cancelled is not None and cancelled.failure_class == FailureClass.CANCELLED
+    assert diagnose(state=State.COMPLETED, exit_code=0, log_tail="done\n") is None
+
+
+def test_a_finished_log_mentioning_an_error_only_counts_when_the_job_failed() -> None:
+    # A job that printed "No such file or directory" but exited 0 failed of nothing.
+    assert (
+        diagnose(state=State.COMPLETED, exit_code=0, log_tail="x: No such file or directory\n")
+        is None
+    )
+    warned = diagnose(
+        state=State.CANCELLED,
+        exit_code=None,
+        log_tail="ls: cannot access 'x': No such file or directory\n",
+    )
+    assert warned is not None and warned.failure_class == FailureClass.CANCELLED
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.failure_class)
+def test_every_rule_explains_itself_and_says_what_to_do(rule) -> None:
+    assert rule.title and rule.explanation.endswith(".")
+    assert rule.fixes and all(fix.endswith(".") for fix in rule.fixes)
+    assert rule.states or rule.patterns
+
+
+def test_a_diagnosis_survives_json() -> None:
+    found = _diagnose("rank_crash.log")
+    assert found is not None
+    assert Diagnosis.from_json(found.as_json()) == found

@@ -5,8 +5,13 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from jobs.models import Job
-from projects.selectors import project_list_for_user
+from clusters.status import cached_cluster_status
+from clusters.views import clusters_for_user
+from jobs.models import FINAL_STATES, Job, State
+from projects.selectors import project_list_for_user, projects_usage
+
+RECENT_JOBS = 10
+_RUNNING = frozenset({State.RUNNING, State.COMPLETING})
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -19,9 +24,32 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def _dashboard(request: HttpRequest) -> HttpResponse:
     assert isinstance(request.user, User)  # noqa: S101 - login_required
-    projects = project_list_for_user(user=request.user)
-    jobs = Job.objects.filter(user=request.user).select_related("project", "cluster")[:20]
-    return render(request, "dashboard.html", {"projects": projects, "jobs": jobs})
+    user = request.user
+    projects = list(project_list_for_user(user=user))
+    usage = projects_usage(projects=projects)
+    mine = (
+        Job.objects.filter(user=user)
+        .select_related("project", "cluster")
+        .defer("command", "setup", "metric_patterns")
+    )
+    active = list(mine.exclude(state__in=FINAL_STATES).order_by("-id")[:50])
+    recent = list(mine.filter(state__in=FINAL_STATES).order_by("-id")[:RECENT_JOBS])
+    clusters = [
+        (cluster, cached_cluster_status(cluster))
+        for cluster in clusters_for_user(user=user).filter(is_active=True)
+    ]
+    return render(
+        request,
+        "dashboard.html",
+        {
+            "project_rows": [(project, usage.get(project.pk)) for project in projects],
+            "projects": projects,
+            "running": [job for job in active if job.state in _RUNNING],
+            "pending": [job for job in active if job.state not in _RUNNING],
+            "recent": recent,
+            "clusters": clusters,
+        },
+    )
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

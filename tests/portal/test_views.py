@@ -33,8 +33,9 @@ def test_outsider_sees_no_one_elses_project(client: Client, outsider, project) -
 
 def test_dashboard_query_count_is_fixed(client: Client, member, django_assert_num_queries) -> None:
     client.force_login(member)
-    # session, user, projects with their quota (one join), jobs with project and cluster
-    with django_assert_num_queries(4):
+    # session, user, projects with their quota (one join), usage (quotas, charges,
+    # reservations), live jobs, finished jobs (with project and cluster), clusters
+    with django_assert_num_queries(9):
         client.get("/")
 
 

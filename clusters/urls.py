@@ -1,0 +1,8 @@
+from django.urls import path
+
+from clusters import views
+
+urlpatterns = [
+    path("<slug:name>/", views.cluster_page, name="cluster-page"),
+    path("<slug:name>/status.json", views.cluster_status_json, name="cluster-status"),
+]

@@ -1,0 +1,199 @@
+"""The submit form: turns what the researcher typed into a JobSpec, or says what to change."""
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import User
+from django.db.models import Q, QuerySet
+
+from clusters.models import Cluster
+from clusters.slurm import parse_time_limit
+from jobs.models import Template
+from jobs.specs import JobSpec
+from projects.models import Membership, Project
+
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMbBtT]?)\s*$")
+_SIZE_FACTORS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+TIME_FORMATS = (
+    "minutes (90), hours:minutes:seconds (1:30:00) or days-hours:minutes:seconds (2-00:00:00)"
+)
+TIME_LIMIT_HELP = f"As Slurm writes it: {TIME_FORMATS}."
+
+
+def submittable_projects(*, user: User) -> QuerySet[Project]:
+    """Projects where the user may submit (owner or member)."""
+    return Project.objects.filter(
+        memberships__user=user,
+        memberships__role__in=(Membership.Role.OWNER, Membership.Role.MEMBER),
+    ).order_by("slug")
+
+
+def usable_clusters(*, user: User) -> QuerySet[Cluster]:
+    """Active clusters with an account the user's jobs can run under."""
+    return (
+        Cluster.objects.filter(is_active=True)
+        .filter(Q(accounts__user=user) | Q(accounts__user__isnull=True))
+        .distinct()
+        .order_by("name")
+    )
+
+
+class TimeLimitField(forms.CharField):
+    def to_python(self, value: Any) -> timedelta | None:  # type: ignore[override]
+        text = super().to_python(value)
+        if not text:
+            return None
+        try:
+            limit = parse_time_limit(text)
+        except ValueError:
+            limit = None
+        if limit is None:
+            raise forms.ValidationError(
+                f"{text!r} is not a time limit; write it as {TIME_FORMATS}."
+            )
+        return limit
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, timedelta):
+            return format_time_limit(value)
+        return value
+
+
+class ModelSizeField(forms.CharField):
+    """A parameter count: 125000000, 125M, 7B or 1.5T."""
+
+    def to_python(self, value: Any) -> int | None:  # type: ignore[override]
+        text = super().to_python(value)
+        if not text:
+            return None
+        match = _SIZE.match(text.replace(",", "").replace("_", ""))
+        if match is None:
+            raise forms.ValidationError(
+                f"{text!r} is not a parameter count; write e.g. 7B, 125M or 350000000."
+            )
+        number, unit = match.groups()
+        return int(float(number) * _SIZE_FACTORS[unit.lower()])
+
+
+def format_time_limit(limit: timedelta) -> str:
+    seconds = int(limit.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else text
+
+
+def _number(label: str, minimum: int, maximum: int, initial: int | None, **extra: Any) -> Any:
+    return forms.IntegerField(
+        label=label,
+        min_value=minimum,
+        max_value=maximum,
+        initial=initial,
+        error_messages={
+            "min_value": f"Ask for at least {minimum}.",
+            "max_value": f"Ask for at most {maximum}.",
+            "invalid": "Enter a whole number.",
+        },
+        **extra,
+    )
+
+
+class JobForm(forms.Form):
+    name = forms.CharField(max_length=128, initial="train")
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), empty_label=None)
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.none(), empty_label=None, to_field_name="name"
+    )
+    partition = forms.CharField(required=False, max_length=64, help_text="Blank: the default.")
+    template = forms.ChoiceField(choices=Template.choices, initial=Template.COMMAND)
+    nodes = _number("Nodes", 1, 1024, 1)
+    gpus_per_node = _number("GPUs per node", 0, 64, 1)
+    cpus_per_task = _number("CPUs per node", 1, 1024, 4)
+    memory_mb = _number(
+        "Memory per node (MB)", 1, 100_000_000, None, required=False, help_text="Blank: default."
+    )
+    time_limit = TimeLimitField(initial="1:00:00", help_text=TIME_LIMIT_HELP)
+    setup = forms.CharField(
+        label="Environment set-up",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="Shell lines run first: module load, conda activate, ...",
+    )
+    command = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="Command: shell lines. Torchrun templates: the script and its arguments.",
+        error_messages={"required": "Enter the command to run."},
+    )
+    model_params = ModelSizeField(
+        label="Model size (parameters)",
+        required=False,
+        help_text="For MFU: e.g. 7B or 125M.",
+    )
+    total_steps = _number("Last step", 1, 2**31 - 1, None, required=False, help_text="For the ETA.")
+    metric_patterns = forms.CharField(
+        label="Extra metric patterns",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text="One regular expression a line, named groups: acc=(?P<acc>[0-9.]+)",
+    )
+
+    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        project_field = self.fields["project"]
+        cluster_field = self.fields["cluster"]
+        assert isinstance(project_field, forms.ModelChoiceField)  # noqa: S101 - declared above
+        assert isinstance(cluster_field, forms.ModelChoiceField)  # noqa: S101 - declared above
+        project_field.queryset = submittable_projects(user=user)
+        cluster_field.queryset = usable_clusters(user=user)
+        project_field.error_messages["invalid_choice"] = (
+            "Choose one of your projects where you may submit."
+        )
+        cluster_field.error_messages["invalid_choice"] = "Choose a cluster you have an account on."
+
+    def spec(self) -> JobSpec:
+        """The spec from cleaned data (call after is_valid())."""
+        data = self.cleaned_data
+        return JobSpec(
+            name=data["name"].strip(),
+            template=data["template"],
+            command=data["command"],
+            nodes=data["nodes"],
+            gpus_per_node=data["gpus_per_node"],
+            cpus_per_task=data["cpus_per_task"],
+            memory_mb=data.get("memory_mb"),
+            time_limit=data["time_limit"],
+            partition=data.get("partition", "").strip(),
+            setup=data.get("setup", ""),
+            model_params=data.get("model_params"),
+            total_steps=data.get("total_steps"),
+            metric_patterns=data.get("metric_patterns", ""),
+        )
+
+    def add_spec_errors(self, errors: dict[str, list[str]]) -> None:
+        for name, messages in errors.items():
+            target = name if name in self.fields else None
+            for message in messages:
+                self.add_error(target, message)
+
+
+def initial_from_spec(spec: JobSpec) -> dict[str, Any]:
+    """Form initial values from a spec: what "clone" fills in."""
+    return {
+        "name": spec.name,
+        "template": spec.template,
+        "command": spec.command,
+        "nodes": spec.nodes,
+        "gpus_per_node": spec.gpus_per_node,
+        "cpus_per_task": spec.cpus_per_task,
+        "memory_mb": spec.memory_mb,
+        "time_limit": format_time_limit(spec.time_limit),
+        "partition": spec.partition,
+        "setup": spec.setup,
+        "model_params": spec.model_params,
+        "total_steps": spec.total_steps,
+        "metric_patterns": spec.metric_patterns,
+    }

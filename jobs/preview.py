@@ -1,0 +1,66 @@
+"""What the submit form shows beside the fields: the batch script and the cost, unsaved."""
+
+from decimal import Decimal
+from typing import Any
+
+from clusters.models import Cluster
+from jobs.models import Attempt, Job
+from jobs.scripts import RunDir, render_batch_script
+from jobs.specs import JobSpec
+from projects.models import Project
+
+PENDING_ID = "(set at submission)"
+
+
+def unsaved_job(*, project: Project, cluster: Cluster, spec: JobSpec) -> Job:
+    """A Job built from the spec, never saved: what the script and the estimate read."""
+    return Job(
+        project=project,
+        cluster=cluster,
+        name=spec.name,
+        template=spec.template,
+        command=spec.command,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        cpus_per_task=spec.cpus_per_task,
+        memory_mb=spec.memory_mb,
+        time_limit=spec.time_limit,
+        partition=spec.partition,
+        setup=spec.setup,
+        model_params=spec.model_params,
+        total_steps=spec.total_steps,
+        metric_patterns=spec.metric_patterns,
+    )
+
+
+def script_preview(*, project: Project, cluster: Cluster, spec: JobSpec) -> str:
+    """The batch script the job's first attempt will get (ids and paths come at submission)."""
+    job = unsaved_job(project=project, cluster=cluster, spec=spec)
+    attempt = Attempt(job=job, number=1)
+    run_dir = RunDir(f"{cluster.base_run_dir.rstrip('/')}/{attempt.uuid}")
+    script = render_batch_script(job=job, attempt=attempt, run_dir=run_dir)
+    return script.replace("for job None,", "for a new job,").replace(
+        "PORTAL_JOB_ID=None", f"PORTAL_JOB_ID='{PENDING_ID}'"
+    )
+
+
+def estimate_for(*, project: Project, cluster: Cluster, spec: JobSpec) -> dict[str, Any]:
+    """The quota estimate as JSON: GPU-hours reserved, cost, budget left before and after."""
+    from projects.estimate import job_estimate
+
+    estimate = job_estimate(project=project, cluster=cluster, spec=spec)
+    return {
+        "gpu_hours": _number(estimate.gpu_hours),
+        "cost": _number(estimate.cost),
+        "price_per_gpu_hour": _number(cluster.price_per_gpu_hour),
+        "left_before": _number(estimate.left_before),
+        "left_after": _number(estimate.left_after),
+        "fits": bool(estimate.fits),
+        "message": estimate.message,
+    }
+
+
+def _number(value: Decimal | float | int | None) -> str | None:
+    if value is None:
+        return None
+    return f"{Decimal(value).quantize(Decimal('0.01')):,}"

@@ -1,0 +1,87 @@
+// The submit form's live side: as fields change (debounced), ask the preview
+// endpoint for the errors, the batch script and the estimate. Writes nothing.
+(function () {
+  "use strict";
+  const form = document.getElementById("job-form");
+  if (!form) return;
+  const url = form.dataset.previewUrl;
+  const partition = document.getElementById("id_partition");
+  const status = document.getElementById("preview-status");
+  let partitionsOf = form.querySelector("#id_cluster") ? form.querySelector("#id_cluster").value : "";
+  let timer = null;
+  let sequence = 0;
+
+  function showErrors(errors) {
+    for (const list of form.querySelectorAll("ul.errors")) {
+      const name = list.id.replace(/^err-/, "");
+      if (name === "__all__" && !(name in errors)) continue; // the submission's own message stays
+      const messages = errors[name] || [];
+      list.replaceChildren(...messages.map((m) => { const li = document.createElement("li"); li.textContent = m; return li; }));
+      const field = form.querySelector('[data-field="' + name + '"]');
+      if (field) field.classList.toggle("has-error", messages.length > 0);
+      const input = form.elements[name];
+      if (input && input.setAttribute) input.setAttribute("aria-invalid", messages.length ? "true" : "false");
+    }
+    // Errors on fields the form does not show (none expected) go to the top.
+    const top = document.getElementById("err-__all__");
+    for (const [name, messages] of Object.entries(errors)) {
+      if (!document.getElementById("err-" + name)) {
+        for (const m of messages) { const li = document.createElement("li"); li.textContent = m; top.appendChild(li); }
+      }
+    }
+  }
+
+  function showPartitions(cluster, partitions) {
+    if (cluster === partitionsOf) return;
+    partitionsOf = cluster;
+    const keep = partition.value;
+    const options = [new Option("Cluster default", "")];
+    for (const p of partitions) {
+      const label = p.name + (p.default ? " (default)" : "") + " · " + p.gpus_per_node + " GPUs/node · max " + p.max_time;
+      options.push(new Option(label, p.name, false, p.name === keep));
+    }
+    partition.replaceChildren(...options);
+  }
+
+  function text(id, value) { document.getElementById(id).textContent = value === null || value === undefined ? "–" : value; }
+
+  function showEstimate(e) {
+    if (!e) { ["est-gpu-hours", "est-cost", "est-left-before", "est-left-after"].forEach((id) => text(id, null)); text("est-message", ""); return; }
+    text("est-gpu-hours", e.gpu_hours);
+    text("est-cost", e.cost === null ? "–" : e.cost + " (" + e.price_per_gpu_hour + " per GPU-h)");
+    text("est-left-before", e.left_before === null ? "unlimited" : e.left_before + " GPU-h");
+    text("est-left-after", e.left_after === null ? "unlimited" : e.left_after + " GPU-h");
+    const message = document.getElementById("est-message");
+    message.textContent = e.message || "";
+    message.className = e.fits ? "muted" : "error";
+  }
+
+  async function preview() {
+    const mine = ++sequence;
+    status.textContent = "updating…";
+    try {
+      const body = new FormData(form);
+      const response = await fetch(url, {
+        method: "POST",
+        body,
+        headers: { "X-CSRFToken": body.get("csrfmiddlewaretoken"), Accept: "application/json" },
+      });
+      if (mine !== sequence) return; // a newer request is on its way
+      if (!response.ok) { status.textContent = "preview unavailable (" + response.status + ")"; return; }
+      const data = await response.json();
+      showPartitions(data.cluster, data.partitions);
+      showErrors(data.errors);
+      document.getElementById("script").textContent = data.script || "Fix the fields marked in red to see the script.";
+      showEstimate(data.estimate);
+      status.textContent = Object.keys(data.errors).length ? "needs changes" : "ready";
+      form.dataset.previewed = String(mine);
+    } catch (err) {
+      if (mine === sequence) status.textContent = "preview unavailable";
+    }
+  }
+
+  function schedule() { clearTimeout(timer); timer = setTimeout(preview, 300); }
+  form.addEventListener("input", schedule);
+  form.addEventListener("change", schedule);
+  preview();
+})();

@@ -1,0 +1,406 @@
+"""Job pages: list (filters, keyset pages, pinned queries, bulk cancel), submit form, preview."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.test import Client
+from django.urls import reverse
+
+from clusters.models import Cluster
+from jobs.listing import Filters, access_for, job_page
+from jobs.models import Attempt, Job, State
+from projects.models import Membership, Project
+from tests.jobs import factories
+from tests.jobs.factories import GPU_PARTITION
+
+
+@pytest.fixture
+def cluster(db: None) -> Iterator[Cluster]:
+    cluster = factories.cluster()
+    # The partitions a look-up over SSH would give, so no test here needs a cluster.
+    cache.set(f"clusters:partitions:{cluster.pk}", {"gpu": GPU_PARTITION}, 600)
+    yield cluster
+    cache.clear()
+
+
+@pytest.fixture
+def accounts(cluster: Cluster) -> None:
+    factories.account(cluster, None)
+
+
+def _form(cluster: Cluster, project: Project, **overrides: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "name": "resnet",
+        "project": project.pk,
+        "cluster": cluster.name,
+        "partition": "gpu",
+        "template": "command",
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "cpus_per_task": 2,
+        "memory_mb": "",
+        "time_limit": "0:30:00",
+        "setup": "module load cuda",
+        "command": "python train.py",
+        "model_params": "125M",
+        "total_steps": "",
+        "metric_patterns": "",
+    }
+    data.update(overrides)
+    return data
+
+
+# --- who may see what -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "args"),
+    [
+        ("get", "job-list", []),
+        ("get", "job-new", []),
+        ("post", "job-preview", []),
+        ("post", "jobs-cancel", []),
+        ("get", "job-states", []),
+        ("post", "job-cancel", [1]),
+        ("get", "home", []),
+    ],
+)
+def test_logged_out_visitor_is_sent_to_login(
+    client: Client, db: None, method: str, name: str, args: list[int]
+) -> None:
+    response = getattr(client, method)(reverse(name, args=args))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_outsider_sees_no_jobs_and_cannot_touch_them(
+    client: Client, outsider: User, member: User, project: Project, cluster: Cluster
+) -> None:
+    job, _ = factories.job(project, member, cluster, name="secret-run", state=State.RUNNING)
+    client.force_login(outsider)
+    listing = client.get(reverse("job-list"))
+    assert listing.status_code == 200
+    assert b"secret-run" not in listing.content
+    assert client.get(reverse("job-list"), {"project": "vision"}).context["rows"] == []
+    assert client.get(reverse("job-new"), {"clone": job.pk}).status_code == 404
+    assert client.post(reverse("job-cancel", args=[job.pk])).status_code == 404
+    assert client.get(reverse("job-states"), {"ids": str(job.pk)}).json()["jobs"] == {}
+    client.post(reverse("jobs-cancel"), {"job": [job.pk]})
+    assert Attempt.objects.get(job=job).cancel_requested_at is None
+
+
+def test_outsider_cannot_submit_into_the_project(
+    client: Client, outsider: User, project: Project, cluster: Cluster, accounts: None
+) -> None:
+    client.force_login(outsider)
+    response = client.post(reverse("job-new"), _form(cluster, project))
+    assert response.status_code == 200
+    assert "Choose one of your projects" in str(response.context["form"].errors["project"])
+    assert not Job.objects.exists()
+    preview = client.post(reverse("job-preview"), _form(cluster, project)).json()
+    assert preview["script"] == ""
+    assert "project" in preview["errors"]
+
+
+def test_viewer_role_cannot_submit(
+    client: Client,
+    django_user_model: type[User],
+    project: Project,
+    cluster: Cluster,
+    accounts: None,
+) -> None:
+    viewer = django_user_model.objects.create_user("vera")
+    Membership.objects.create(user=viewer, project=project, role=Membership.Role.VIEWER)
+    client.force_login(viewer)
+    client.post(reverse("job-new"), _form(cluster, project))
+    assert not Job.objects.exists()
+
+
+# --- the list ----------------------------------------------------------------------------
+
+
+def _many(project: Project, user: User, cluster: Cluster, count: int) -> list[Job]:
+    jobs = [
+        Job(
+            project=project,
+            user=user,
+            cluster=cluster,
+            name=f"run-{i:03d}",
+            command="true",
+            gpus_per_node=i % 3,
+            state=State.COMPLETED if i % 2 else State.RUNNING,
+        )
+        for i in range(count)
+    ]
+    return Job.objects.bulk_create(jobs)
+
+
+def test_list_query_count_is_fixed_on_any_page(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster,
+    django_assert_num_queries,
+) -> None:  # fmt: skip
+    _many(project, member, cluster, 120)
+    client.force_login(member)
+    # session, user, memberships with projects, clusters, capped count, one page of rows
+    with django_assert_num_queries(6):
+        first = client.get(reverse("job-list"))
+    nxt = first.context["page"].next_cursor
+    with django_assert_num_queries(6):
+        second = client.get(reverse("job-list"), {"after": nxt, "sort": "newest"})
+    assert len(second.context["rows"]) == 50
+    with django_assert_num_queries(6):
+        client.get(reverse("job-list"), {"sort": "-name", "state": "active", "q": "run"})
+
+
+@pytest.mark.parametrize("sort", ["newest", "oldest", "name", "-name", "state", "-gpus"])
+def test_keyset_pages_walk_every_job_once_both_ways(
+    member: User, project: Project, cluster: Cluster, sort: str
+) -> None:
+    made = _many(project, member, cluster, 23)
+    access = access_for(user=member)
+    filters = Filters(sort=sort)
+    seen: list[int] = []
+    pages = []
+    after = ""
+    while True:
+        page = job_page(access=access, filters=filters, after=after, size=5)
+        pages.append(page)
+        seen += [job.pk for job in page.jobs]
+        if not page.next_cursor:
+            break
+        after = page.next_cursor
+    assert sorted(seen) == sorted(job.pk for job in made)
+    assert len(pages) == 5
+    # Back from the last page to the first gives the same pages.
+    back = job_page(access=access, filters=filters, before=pages[-1].prev_cursor, size=5)
+    assert [j.pk for j in back.jobs] == [j.pk for j in pages[-2].jobs]
+    assert pages[0].prev_cursor == ""
+
+
+def test_filters_by_state_user_text_project_and_cluster(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster
+) -> None:
+    other = Project.objects.create(slug="nlp", name="NLP")
+    Membership.objects.create(user=member, project=other)
+    factories.job(project, member, cluster, name="alpha", state=State.RUNNING)
+    factories.job(project, owner, cluster, name="beta", state=State.FAILED)
+    nlp, _ = factories.job(other, member, factories.cluster("bern"), name="gamma")
+    client.force_login(member)
+
+    def names(**query: str) -> list[str]:
+        return [job.name for job, _ in client.get(reverse("job-list"), query).context["rows"]]
+
+    assert names() == ["gamma", "beta", "alpha"]
+    assert names(state="finished") == ["beta"]
+    assert names(state="RUNNING") == ["alpha"]
+    assert names(user="olivia") == ["beta"]
+    assert names(q="alp") == ["alpha"]
+    assert names(q=f"#{nlp.pk}") == ["gamma"]
+    assert names(project="nlp") == ["gamma"]
+    assert names(cluster="bern") == ["gamma"]
+    assert names(sort="name") == ["alpha", "beta", "gamma"]
+    assert names(project="not-mine") == []
+
+
+def test_count_is_capped(member: User, project: Project, cluster: Cluster) -> None:
+    from jobs import listing
+
+    _many(project, member, cluster, 12)
+    cap = listing.COUNT_CAP
+    listing.COUNT_CAP = 10
+    try:
+        page = job_page(access=access_for(user=member), filters=Filters())
+    finally:
+        listing.COUNT_CAP = cap
+    assert page.count == 11
+    assert page.count_capped
+
+
+def test_bulk_cancel_only_what_the_user_may_cancel(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster
+) -> None:
+    mine, _ = factories.job(project, member, cluster, name="mine")
+    owners, _ = factories.job(project, owner, cluster, name="owners")
+    done, _ = factories.job(project, member, cluster, name="done", state=State.COMPLETED)
+    client.force_login(member)
+    listing = client.get(reverse("job-list"))
+    cancellable = {job.name for job, may in listing.context["rows"] if may}
+    assert cancellable == {"mine"}
+    response = client.post(
+        reverse("jobs-cancel"), {"job": [mine.pk, owners.pk, done.pk]}, follow=True
+    )
+    text = response.content.decode()
+    assert "Cancelling 1 job." in text
+    assert f"#{owners.pk}" in text
+    assert Attempt.objects.get(job=mine).state == State.CANCELLED
+    assert Attempt.objects.get(job=owners).state == State.QUEUED
+
+    # An owner may cancel any job of the project.
+    client.force_login(owner)
+    client.post(reverse("jobs-cancel"), {"job": [owners.pk]})
+    assert Attempt.objects.get(job=owners).state == State.CANCELLED
+
+
+def test_bulk_cancel_needs_the_csrf_token(member: User, project: Project, cluster: Cluster) -> None:
+    job, _ = factories.job(project, member, cluster)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member)
+    assert client.post(reverse("jobs-cancel"), {"job": [job.pk]}).status_code == 403
+    assert Attempt.objects.get(job=job).state == State.QUEUED
+
+
+def test_states_endpoint_gives_the_live_states(
+    client: Client, member: User, project: Project, cluster: Cluster
+) -> None:
+    job, _ = factories.job(project, member, cluster, state=State.RUNNING)
+    client.force_login(member)
+    data = client.get(reverse("job-states"), {"ids": f"{job.pk},abc,999999"}).json()
+    assert data["jobs"] == {str(job.pk): {"state": "RUNNING", "label": "Running"}}
+    assert "COMPLETED" in data["final"]
+
+
+# --- the form ------------------------------------------------------------------------------
+
+
+def test_submit_creates_the_job_and_opens_its_page(
+    client: Client, member: User, project: Project, cluster: Cluster, accounts: None,
+    django_capture_on_commit_callbacks,
+) -> None:  # fmt: skip
+    client.force_login(member)
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("job-new"), _form(cluster, project))
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("job-page", args=[job.pk])
+    assert (job.name, job.partition, job.time_limit) == ("resnet", "gpu", timedelta(minutes=30))
+    assert job.model_params == 125_000_000
+    assert job.setup == "module load cuda"
+
+
+def test_form_shows_inline_errors_naming_what_to_change(
+    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+) -> None:
+    client.force_login(member)
+    response = client.post(
+        reverse("job-new"), _form(cluster, project, time_limit="half an hour", model_params="big")
+    )
+    errors = response.context["form"].errors
+    assert "write it as minutes (90), hours:minutes:seconds" in errors["time_limit"][0]
+    assert "7B" in errors["model_params"][0]
+    assert 'id="err-time_limit"' in response.content.decode()
+
+    response = client.post(reverse("job-new"), _form(cluster, project, gpus_per_node=3))
+    assert response.context["form"].errors["gpus_per_node"] == [
+        "Nodes in partition gpu have 2 GPUs; ask for at most 2 per node."
+    ]
+    response = client.post(reverse("job-new"), _form(cluster, project, time_limit="3-00:00:00"))
+    assert "shorten the time limit" in response.context["form"].errors["time_limit"][0]
+    assert not Job.objects.exists()
+
+
+def test_preview_gives_script_estimate_and_errors_and_writes_nothing(
+    client: Client, member: User, project: Project, cluster: Cluster, accounts: None,
+    django_assert_max_num_queries,
+) -> None:  # fmt: skip
+    cluster.price_per_gpu_hour = 2
+    cluster.save()
+    client.force_login(member)
+    data = client.post(
+        reverse("job-preview"), _form(cluster, project, nodes=2, time_limit="2:00:00")
+    ).json()
+    assert data["errors"] == {}
+    assert "#SBATCH --nodes=2" in data["script"]
+    assert "#SBATCH --gres=gpu:1" in data["script"]
+    assert "module load cuda" in data["script"]
+    assert data["estimate"]["gpu_hours"] == "4.00"
+    assert data["estimate"]["cost"] == "8.00"
+    assert data["estimate"]["left_before"] == "100.00"
+    assert data["estimate"]["left_after"] == "96.00"
+    assert [p["name"] for p in data["partitions"]] == ["gpu"]
+
+    bad = client.post(reverse("job-preview"), _form(cluster, project, gpus_per_node=4)).json()
+    assert bad["errors"]["gpus_per_node"] == [
+        "Nodes in partition gpu have 2 GPUs; ask for at most 2 per node."
+    ]
+    assert not Job.objects.exists()
+    assert not Attempt.objects.exists()
+
+
+def test_preview_of_torchrun_template_shows_the_launcher(
+    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+) -> None:
+    client.force_login(member)
+    data = client.post(
+        reverse("job-preview"),
+        _form(cluster, project, template="torchrun", nodes=2, command="train.py --epochs 1"),
+    ).json()
+    assert "torchrun" in data["script"]
+    assert "train.py --epochs 1" in data["script"]
+
+
+def test_clone_prefills_the_form(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster, accounts: None
+) -> None:
+    job, _ = factories.job(
+        project, owner, cluster, name="base", command="python x.py", nodes=2, partition="gpu",
+        time_limit=timedelta(hours=2), metric_patterns="acc=(?P<acc>[0-9.]+)",
+    )  # fmt: skip
+    client.force_login(member)
+    form = client.get(reverse("job-new"), {"clone": job.pk}).context["form"]
+    assert form["name"].value() == "base copy"
+    assert form["command"].value() == "python x.py"
+    assert form["nodes"].value() == 2
+    assert form["time_limit"].value() == "2:00:00"
+    assert form["cluster"].value() == cluster.name
+    assert form["metric_patterns"].value() == "acc=(?P<acc>[0-9.]+)"
+    assert client.get(reverse("job-new"), {"clone": "nope"}).status_code == 404
+
+
+def test_cancel_from_the_job_page(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster
+) -> None:
+    theirs, _ = factories.job(project, owner, cluster)
+    client.force_login(member)
+    response = client.post(reverse("job-cancel", args=[theirs.pk]), follow=True)
+    assert "Only the job&#x27;s submitter or a project owner" in response.content.decode()
+    assert Attempt.objects.get(job=theirs).state == State.QUEUED
+    assert client.get(reverse("job-cancel", args=[theirs.pk])).status_code == 405
+
+    client.force_login(owner)
+    page = client.get(reverse("job-page", args=[theirs.pk])).content.decode()
+    assert 'id="job-cancel"' in page
+    assert f"?clone={theirs.pk}" in page
+    client.post(reverse("job-cancel", args=[theirs.pk]))
+    assert Attempt.objects.get(job=theirs).state == State.CANCELLED
+
+
+# --- the dashboard ----------------------------------------------------------------------
+
+
+def test_dashboard_lists_running_waiting_and_finished_jobs(
+    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+) -> None:
+    factories.job(project, member, cluster, name="runs", state=State.RUNNING)
+    factories.job(project, member, cluster, name="waits", state=State.PENDING)
+    factories.job(project, member, cluster, name="done", state=State.COMPLETED)
+    client.force_login(member)
+    context = client.get(reverse("home")).context
+    assert [j.name for j in context["running"]] == ["runs"]
+    assert [j.name for j in context["pending"]] == ["waits"]
+    assert [j.name for j in context["recent"]] == ["done"]
+    ((row_project, usage),) = context["project_rows"]
+    assert row_project == project and usage.left_gpu_hours == 100
+    assert [c.name for c, _ in context["clusters"]] == [cluster.name]
+
+
+def test_dashboard_shows_the_outsider_nothing(
+    client: Client, outsider: User, member: User, project: Project, cluster: Cluster
+) -> None:
+    factories.job(project, member, cluster, name="secret-run", state=State.RUNNING)
+    client.force_login(outsider)
+    response = client.get(reverse("home"))
+    assert b"secret-run" not in response.content
+    assert response.context["clusters"] == []

@@ -195,7 +195,7 @@ class UsageCharge(models.Model):
     def save(self, *args: object, **kwargs: object) -> None:
         if self.pk is not None:
             raise ImmutableError("A usage charge is never changed; write a new one.")
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise ImmutableError("A usage charge is never deleted.")

@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.db.models import OuterRef, QuerySet, Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.fields import empty
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -147,18 +148,15 @@ class JobCreateSerializer(SpecSerializer):
     cluster = serializers.SlugField(help_text="The cluster's name.")
 
 
-class JobCloneSerializer(serializers.Serializer[Any]):
+class JobCloneSerializer(SpecSerializer):
     """Any spec field to change in the copy; the rest is the original's."""
 
-    name = serializers.CharField(max_length=128, required=False)
-    command = serializers.CharField(required=False, trim_whitespace=False)
-    nodes = serializers.IntegerField(min_value=1, max_value=1024, required=False)
-    gpus_per_node = serializers.IntegerField(min_value=0, max_value=64, required=False)
-    time_limit = serializers.DurationField(required=False)
-    partition = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    total_steps = serializers.IntegerField(
-        min_value=1, max_value=2**31 - 1, required=False, allow_null=True
-    )
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        for field in fields.values():
+            field.required = False
+            field.default = empty
+        return fields
 
 
 class JobFilterSerializer(serializers.Serializer[Any]):

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -66,7 +66,7 @@ async def _viewer(request: HttpRequest) -> AbstractBaseUser | JsonResponse:
     try:
         text = bearer_token(request.headers.get("Authorization", "").encode("latin-1"))
         if text is not None:
-            user, _ = await database_sync_to_async(token_authenticate)(text)
+            user, _ = await sync_to_async(token_authenticate)(text)
             return user
     except AuthenticationFailed as exc:
         return _error(401, str(exc.detail), **challenge)
@@ -109,8 +109,8 @@ class LogStreamQuery(serializers.Serializer[Any]):
 
 async def log_events(attempt_id: int, file: str, offset: int) -> AsyncIterator[bytes]:
     """`log` events from `offset` on, `state` on each change, `end` when nothing more comes."""
-    read = database_sync_to_async(log_read)
-    progress = database_sync_to_async(_attempt_progress)
+    read = sync_to_async(log_read)
+    progress = sync_to_async(_attempt_progress)
     clock, sent_state = _Clock(), None
     while True:
         # The state first: once it says done, everything is stored before the read.
@@ -194,9 +194,9 @@ async def metric_events(
     attempt_id: int, names: list[str], after: dict[str, float]
 ) -> AsyncIterator[bytes]:
     """`points` events per series past `after`, `state` on each change, then `end`."""
-    last_xs = database_sync_to_async(_series_last_x)
-    read = database_sync_to_async(_new_points)
-    progress = database_sync_to_async(_attempt_progress)
+    last_xs = sync_to_async(_series_last_x)
+    read = sync_to_async(_new_points)
+    progress = sync_to_async(_attempt_progress)
     clock, sent_state = _Clock(), None
     while True:
         # Read the state first: what is stored by the time it says done is then all there is.
@@ -275,7 +275,7 @@ class _AfterAll(dict[str, float]):
 
 
 async def _attempt(user: Viewer, job_id: int, number: int) -> Attempt | None:
-    return await database_sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
+    return await sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
 
 
 def _event_stream(events: AsyncIterator[bytes]) -> StreamingHttpResponse:

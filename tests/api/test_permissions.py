@@ -1,0 +1,151 @@
+"""Every endpoint x every persona: only the allowed combinations succeed, nothing leaks.
+
+Personas hold a bearer token each (the API's way in); `expired`, `revoked` and
+`read` are the owner's tokens in those states. A job of another project
+exists throughout; no response may mention it, its project or how many there are.
+"""
+
+import json
+from collections.abc import Callable
+
+import pytest
+from django.test import Client
+
+from jobs.models import Job
+from tests.api.conftest import Tokens, bearer
+
+PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
+
+OK, CREATED, ACCEPTED = 200, 201, 202
+BAD, UNAUTH, FORBID, MISSING = 400, 401, 403, 404
+# Refusals shared by every endpoint: no valid credentials.
+NO_AUTH = {"anonymous": UNAUTH, "expired": UNAUTH, "revoked": UNAUTH}
+# A read that members of any role may do; the outsider gets the answer a missing object gets.
+READ = {"owner": OK, "member": OK, "viewer": OK, "outsider": MISSING, "read": OK, **NO_AUTH}
+# A list: the outsider sees an empty one.
+LIST = {**READ, "outsider": OK}
+
+Request = Callable[[Client, Job], object]
+
+
+def get(path: str, **params: object) -> Request:
+    return lambda client, job: client.get(path.format(job=job.pk), params)
+
+
+def post(path: str, body: dict[str, object] | None = None) -> Request:
+    return lambda client, job: client.post(
+        path.format(job=job.pk), json.dumps(body or {}), content_type="application/json"
+    )
+
+
+ATTEMPT = "/api/v1/jobs/{job}/attempts/1"
+SUBMIT = {
+    "project": "vision",
+    "cluster": "alps",
+    "name": "matrix",
+    "command": "python train.py",
+    "partition": "gpu",
+    "cpus_per_task": 1,
+    "time_limit": "00:10:00",
+}
+# (name, request, expected status per persona); writes last, cancel at the very end.
+MATRIX: list[tuple[str, Request, dict[str, int]]] = [
+    ("projects", get("/api/v1/projects/"), LIST),
+    ("project", get("/api/v1/projects/vision/"), READ),
+    ("clusters", get("/api/v1/clusters/"), {**LIST, "outsider": FORBID}),
+    ("jobs", get("/api/v1/jobs/"), LIST),
+    ("jobs filtered", get("/api/v1/jobs/", project="vision", state="QUEUED"), LIST),
+    ("job", get("/api/v1/jobs/{job}/"), READ),
+    ("attempts", get("/api/v1/jobs/{job}/attempts/"), READ),
+    ("events", get("/api/v1/jobs/{job}/events/"), READ),
+    ("log range", get(f"{ATTEMPT}/log", offset=0, limit=10), READ),
+    ("log tail", get(f"{ATTEMPT}/log", lines=2), READ),
+    ("log download", get(f"{ATTEMPT}/log/download"), READ),
+    ("series names", get(f"{ATTEMPT}/series"), READ),
+    ("series", get(f"{ATTEMPT}/series/loss", max_points=3), READ),
+    ("series csv", get(f"{ATTEMPT}/series/loss", format="csv"), READ),
+    ("gpus", get(f"{ATTEMPT}/gpus"), READ),
+    ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
+    ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
+    (
+        "submit",
+        post("/api/v1/jobs/", SUBMIT),
+        {
+            "owner": CREATED,
+            "member": CREATED,
+            "viewer": FORBID,
+            # Not one of theirs: the same answer as a project that does not exist.
+            "outsider": BAD,
+            "read": FORBID,
+            **NO_AUTH,
+        },
+    ),
+    (
+        "clone",
+        post("/api/v1/jobs/{job}/clone/", {"name": "copy"}),
+        {**READ, "owner": CREATED, "member": CREATED, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        # The job is the owner's: a member who did not submit it may not cancel it.
+        "cancel",
+        post("/api/v1/jobs/{job}/cancel/"),
+        {**READ, "owner": ACCEPTED, "member": FORBID, "viewer": FORBID, "read": FORBID},
+    ),
+]
+
+SECRETS = ("speech", "whisper-secret", "secret log", "samuel-stranger")
+
+
+def _token(tokens: Tokens, persona: str) -> str | None:
+    by_persona = {
+        "owner": tokens.owner,
+        "member": tokens.member,
+        "viewer": tokens.viewer,
+        "outsider": tokens.outsider,
+        "anonymous": None,
+        "expired": tokens.expired,
+        "revoked": tokens.revoked,
+        "read": tokens.owner_read,
+    }
+    return by_persona[persona]
+
+
+def _body(response) -> str:
+    if getattr(response, "streaming", False):
+        # Streams of a live attempt never end: the first event tells enough.
+        return ""
+    return response.content.decode(errors="replace")
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_permission_matrix(persona: str, job: Job, other_job: Job, tokens: Tokens) -> None:
+    client = bearer(_token(tokens, persona))
+    wrong = []
+    for name, request, expected in MATRIX:
+        response = request(client, job)
+        status = response.status_code  # type: ignore[attr-defined]
+        body = _body(response)
+        if status != expected[persona]:
+            wrong.append(f"{name}: {status} (expected {expected[persona]}) {body[:200]}")
+        leaked = [secret for secret in SECRETS if secret in body]
+        if leaked:
+            wrong.append(f"{name}: leaks {leaked}")
+        if persona == "outsider" and "vision" in body:
+            wrong.append(f"{name}: shows the outsider the project {body[:200]}")
+    assert not wrong, f"{persona}:\n" + "\n".join(wrong)
+
+
+def test_outsider_lists_are_empty_not_counted(job: Job, other_job: Job, tokens: Tokens) -> None:
+    client = bearer(tokens.outsider)
+    assert client.get("/api/v1/projects/").json() == []
+    # A cursor page has no count, so not even the number of jobs shows.
+    assert client.get("/api/v1/jobs/").json() == {"next": None, "previous": None, "results": []}
+
+
+def test_the_browser_session_reads_and_must_send_the_csrf_token(job: Job, owner) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    assert client.get("/api/v1/jobs/").status_code == OK
+    refused = client.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert refused.status_code == FORBID
+    assert "CSRF" in refused.json()["detail"]

@@ -1,0 +1,66 @@
+"""The project page: members, quota and usage over time, latest jobs; members and staff only."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import State
+from projects.models import Project, UsageCharge
+from tests.jobs import factories
+
+
+def test_logged_out_visitor_is_sent_to_login(client: Client, project: Project) -> None:
+    response = client.get(reverse("project-page", args=["vision"]))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_outsider_is_refused(client: Client, outsider: User, project: Project) -> None:
+    client.force_login(outsider)
+    assert client.get(reverse("project-page", args=["vision"])).status_code == 404
+    assert client.get(reverse("project-page", args=["nope"])).status_code == 404
+
+
+def test_member_sees_members_usage_and_jobs(
+    client: Client, member: User, owner: User, project: Project, django_assert_num_queries
+) -> None:
+    cluster = factories.cluster()
+    _, attempt = factories.job(project, owner, cluster, name="big-run", state=State.COMPLETED)
+    now = timezone.now()
+    UsageCharge.objects.create(
+        attempt=attempt,
+        project=project,
+        user=owner,
+        cluster=cluster,
+        gpus=5,
+        started_at=now - timedelta(hours=2, minutes=30),
+        ended_at=now,
+        elapsed_seconds=9000,
+        gpu_hours=Decimal("12.5"),
+        cost=Decimal("0"),
+        source=UsageCharge.Source.PORTAL,
+    )
+    client.force_login(member)
+    # session, user, project (with quota), members, jobs, quota, used, reserved, charges by day
+    with django_assert_num_queries(9):
+        response = client.get(reverse("project-page", args=["vision"]))
+    text = response.content.decode()
+    assert "olivia" in text and "Owner" in text
+    assert "mia" in text and "Member" in text
+    assert "big-run" in text
+    usage = response.context["usage"]
+    assert usage.used_gpu_hours == Decimal("12.50")
+    assert usage.left_gpu_hours == Decimal("87.50")
+    chart = response.context["chart"]
+    assert chart["gpu_hours"][-1] == 12.5
+    assert chart["budget"] == 100.0
+    assert 'id="usage-data"' in text
+
+
+def test_staff_sees_any_project(client: Client, staff: User, project: Project) -> None:
+    client.force_login(staff)
+    assert client.get(reverse("project-page", args=["vision"])).status_code == 200

@@ -118,5 +118,6 @@ def test_viewers_share_one_slurm_read_per_interval(
     monkeypatch.setattr(cluster_status_module, "STATUS_INTERVAL", 0)
     again = cluster_status(cluster=sandbox_cluster)
     assert stats.commands == 6
-    assert again.read_at is not None and again.read_at > status.read_at
+    assert again.read_at is not None and status.read_at is not None
+    assert again.read_at > status.read_at
     cache.clear()

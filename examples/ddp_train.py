@@ -17,7 +17,11 @@ Environment (set per attempt by the portal's batch script; flags override):
   PORTAL_RESUME_FROM     checkpoint file to resume from; empty: start fresh
   PORTAL_METRICS_FILE    JSON lines {"step", "loss", "samples", "time"} (rank 0)
 
-Output (rank 0, flushed): `step N, loss=X.XXXX, samples_per_sec=Y`.
+Output (rank 0, flushed): `step N, loss=X.XXXX, samples_per_sec=Y`. With a
+metrics file, each record also carries `steps_per_sec/<node>`: the pace each
+node's slowest rank could keep alone (its compute time per step, waits for the
+other ranks excluded), which is how the portal spots a straggling node.
+`--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose.
 SIGUSR1 or SIGTERM (Slurm's --signal warning, or the time limit): checkpoint
 after the current step and exit 0.
 """
@@ -70,6 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (to watch a job)")
     p.add_argument("--log-every", type=int, default=1, help="print every N steps")
+    p.add_argument("--throttle-node", default="", help="slow this node's ranks (a test knob)")
+    p.add_argument("--throttle-seconds", type=float, default=0.0, help="extra seconds per step")
     p.add_argument("--timeout", type=float, default=300, help="collective timeout, seconds")
     p.add_argument(
         "--checkpoint-dir", default=env("PORTAL_CHECKPOINT_DIR") or "checkpoints", type=Path
@@ -174,6 +180,18 @@ def checkpoints(directory: Path) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
+def node_name() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def node_rates(nodes: list[str], busy: list[float]) -> dict[str, float]:
+    """Steps per second each node could keep: its slowest rank's compute time per step."""
+    slowest: dict[str, float] = {}
+    for node, seconds in zip(nodes, busy, strict=True):
+        slowest[node] = max(slowest.get(node, 0.0), seconds)
+    return {node: 1.0 / max(seconds, 1e-6) for node, seconds in slowest.items()}
+
+
 def log(message: str) -> None:
     print(message, flush=True)
 
@@ -185,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     backend, device = init_distributed(args.timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     lead = rank == 0
+    nodes: list[Any] = [None] * world
+    dist.all_gather_object(nodes, node_name())
+    throttle = args.throttle_seconds if args.throttle_node == node_name() else 0.0
 
     model = make_model(args.seed).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
@@ -248,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     step = start - 1
     window_start, window_samples = time.monotonic(), 0
     for step in range(start, args.steps + 1):
+        step_start = time.monotonic()
         x, y = teacher.batch(args.seed, rank, step, args.batch_size)
         x, y = x.to(device), y.to(device)
         optimizer.zero_grad(set_to_none=True)
@@ -255,18 +277,22 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         optimizer.step()
         scheduler.step()
-        deadline = time.monotonic() + args.sleep
+        deadline = time.monotonic() + args.sleep + throttle
         while _stop_signal is None and time.monotonic() < deadline:
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+        busy = [0.0] * world
+        busy[rank] = time.monotonic() - step_start  # before waiting for the others
 
-        # One collective per step: the mean loss, and whether any rank was signalled.
+        # One collective per step: the mean loss, whether any rank was signalled, and
+        # each rank's compute time (its own slot; the sum fills in everyone's).
         stats = torch.tensor(
-            [loss.item(), 1.0 if _stop_signal is not None else 0.0],
+            [loss.item(), 1.0 if _stop_signal is not None else 0.0, *busy],
             dtype=torch.float64,
             device=device,
         )
         dist.all_reduce(stats)
         mean_loss, stop = stats[0].item() / world, stats[1].item() > 0
+        rates = node_rates(nodes, stats[2:].tolist())
         window_samples += args.batch_size * world
         if lead and (step % args.log_every == 0 or step == args.steps or stop):
             elapsed = max(time.monotonic() - window_start, 1e-9)
@@ -280,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 "loss": mean_loss,
                 "samples": step * args.batch_size * world,
                 "time": time.time(),
+                **{f"steps_per_sec/{node}": rate for node, rate in rates.items()},
             }
             metrics.write(json.dumps(record) + "\n")
             metrics.flush()

@@ -96,7 +96,9 @@ def test_trains_two_ranks_and_loss_decreases(full_run: tuple[Path, str]) -> None
     # The metrics file: one JSON line per step, the same losses at full precision.
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, 21))
-    assert set(records[0]) == {"step", "loss", "samples", "time"}
+    node = next(k for k in records[0] if k.startswith("steps_per_sec/"))
+    assert set(records[0]) == {"step", "loss", "samples", "time", node}
+    assert records[0][node] > 0
     assert records[-1]["samples"] == 20 * 32 * 2
     assert all(f"{r['loss']:.4f}" == losses[r["step"]] for r in records)
 
@@ -242,3 +244,22 @@ def test_sigusr1_checkpoints_and_exits_cleanly(job_bin: Path, tmp_path: Path) ->
     assert files(tmp_path / "checkpoints") == [f"step-{last}.pt"]
     assert last < 100
     assert elapsed < 10, out
+
+
+def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: Path) -> None:
+    """The straggler signal: a node's pace is its own compute time, not the shared step time."""
+    args = ("--steps", "6", "--checkpoint-every", "0", "--sleep", "0.05")
+    train(job_bin, tmp_path / "even", *args, SLURMD_NODENAME="nx")
+    slow = (*args, "--throttle-node", "nx", "--throttle-seconds", "0.3")
+    train(job_bin, tmp_path / "slow", *slow, SLURMD_NODENAME="nx")
+    other = (*args, "--throttle-node", "elsewhere", "--throttle-seconds", "0.3")
+    train(job_bin, tmp_path / "other", *other, SLURMD_NODENAME="nx")
+
+    def pace(name: str) -> float:
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        rates = [json.loads(line)["steps_per_sec/nx"] for line in lines]
+        return sorted(rates)[len(rates) // 2]
+
+    assert pace("slow") < 1 / 0.3  # at least 0.35 s of work per step
+    assert pace("even") > 2 * pace("slow")
+    assert pace("other") > 2 * pace("slow")  # another node's throttle leaves this one alone

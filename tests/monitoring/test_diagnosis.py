@@ -10,8 +10,15 @@ from monitoring.diagnosis import RULES, Diagnosis, diagnose
 LOGS = Path(__file__).parent / "fixtures" / "failures"
 
 
-def _diagnose(name: str, state: str = State.FAILED, exit_code: int | None = 1, **kw: object):
-    return diagnose(state=state, exit_code=exit_code, log_tail=(LOGS / name).read_text(), **kw)
+def _diagnose(
+    name: str,
+    state: str = State.FAILED,
+    exit_code: int | None = 1,
+    node_list: list[str] | None = None,
+):
+    return diagnose(
+        state=state, exit_code=exit_code, log_tail=(LOGS / name).read_text(), node_list=node_list
+    )
 
 
 def test_nccl_watchdog_timeout_gives_the_network_advice() -> None:

@@ -1,0 +1,183 @@
+"""Stragglers and sick nodes of a running job, from the series the poll already stores.
+
+Compared across the job, over a recent window, so one slow sample is noise and
+a sustained gap is a finding:
+
+- a GPU whose utilisation stays far below the job's median GPU (`gpu/<node>/<i>/utilization`);
+- a node whose own pace stays far below the job's median node (`steps_per_sec/<node>`,
+  which the example trainer writes: each node's compute time per step, before it
+  waits for the others, so a slow node shows even though DDP steps in lockstep);
+- a GPU whose temperature stays at or above the hot threshold.
+"""
+
+import re
+import statistics
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from jobs.models import Attempt, State
+from monitoring.models import Series
+from monitoring.series import series_read
+
+_GPU = re.compile(r"^gpu/(?P<node>[^/]+)/(?P<index>\d+)/(?P<metric>utilization|temperature)$")
+_PACE = re.compile(r"^steps_per_sec/(?P<node>[^/]+)$")
+
+UTILIZATION, STEP_RATE, HOT = "gpu_utilization", "step_rate", "gpu_hot"
+
+
+@dataclass(frozen=True)
+class StragglerPolicy:
+    window_seconds: float = 60.0  # of GPU samples
+    window_steps: int = 20  # of node pace points
+    fraction: float = 0.5  # "far below": under this share of the job's median
+    sustained: float = 0.8  # share of the window's points that must be below (or hot)
+    hot_celsius: float = 85.0
+    min_points: int = 5
+
+    @classmethod
+    def from_settings(cls) -> "StragglerPolicy":
+        # Read at call time, so tests and deployments can tune it.
+        return cls(**getattr(settings, "STRAGGLER_POLICY", {}))
+
+
+@dataclass(frozen=True)
+class Straggler:
+    kind: str
+    node: str
+    gpu: int | None
+    value: float  # the flagged thing's median over the window
+    reference: float  # the job's median, or the hot threshold
+    message: str
+
+
+@dataclass
+class _Window:
+    node: str
+    gpu: int | None
+    values: list[float] = field(default_factory=list)
+    span: float = 0.0
+
+
+def _below_median(
+    windows: list[_Window], policy: StragglerPolicy, *, min_span: float
+) -> list[tuple[_Window, float, float]]:
+    """Windows whose values stay under `fraction` of the job's median, with (own, job) medians."""
+    usable = [w for w in windows if len(w.values) >= policy.min_points and w.span >= min_span]
+    if len(usable) < 2:
+        return []
+    medians = {id(w): statistics.median(w.values) for w in usable}
+    job_median = statistics.median(medians.values())
+    if job_median <= 0:
+        return []
+    limit = policy.fraction * job_median
+    found = []
+    for window in usable:
+        below = sum(v < limit for v in window.values) / len(window.values)
+        if medians[id(window)] < limit and below >= policy.sustained:
+            found.append((window, medians[id(window)], job_median))
+    return found
+
+
+def find_stragglers(
+    *,
+    utilization: list[_Window],
+    pace: list[_Window],
+    temperature: list[_Window],
+    policy: StragglerPolicy,
+) -> list[Straggler]:
+    """The findings for windows already read (pure: no database)."""
+    found: list[Straggler] = []
+    for window, own, job in _below_median(
+        pace, policy, min_span=policy.sustained * (policy.window_steps - 1)
+    ):
+        found.append(
+            Straggler(
+                STEP_RATE,
+                window.node,
+                None,
+                own,
+                job,
+                f"Node {window.node} keeps {own:.2f} steps/s on its own, against the job's "
+                f"median of {job:.2f}: it holds every other node back.",
+            )
+        )
+    for window, own, job in _below_median(
+        utilization, policy, min_span=policy.sustained * policy.window_seconds
+    ):
+        found.append(
+            Straggler(
+                UTILIZATION,
+                window.node,
+                window.gpu,
+                own,
+                job,
+                f"GPU {window.gpu} on node {window.node} runs at {own:.0f}% utilisation, against "
+                f"the job's median of {job:.0f}%.",
+            )
+        )
+    for window in temperature:
+        if len(window.values) < policy.min_points:
+            continue
+        hot = sum(v >= policy.hot_celsius for v in window.values) / len(window.values)
+        own = statistics.median(window.values)
+        if hot >= policy.sustained:
+            found.append(
+                Straggler(
+                    HOT,
+                    window.node,
+                    window.gpu,
+                    own,
+                    policy.hot_celsius,
+                    f"GPU {window.gpu} on node {window.node} runs hot: {own:.0f} °C "
+                    f"(threshold {policy.hot_celsius:.0f} °C); it may throttle its clocks.",
+                )
+            )
+    return found
+
+
+def _window(attempt_id: int, name: str, x_from: float, node: str, gpu: int | None) -> _Window:
+    data = series_read(attempt_id=attempt_id, name=name, x_from=x_from, max_points=10_000)
+    span = (data.xs[-1] - data.xs[0]) if data.xs else 0.0
+    return _Window(node=node, gpu=gpu, values=list(data.ys), span=span)
+
+
+def attempt_stragglers(
+    *, attempt: Attempt, policy: StragglerPolicy | None = None
+) -> list[Straggler]:
+    """Findings for a running attempt; none for one that is not running."""
+    if attempt.state != State.RUNNING:
+        return []
+    policy = policy or StragglerPolicy.from_settings()
+    rows = list(
+        Series.objects.filter(attempt_id=attempt.pk)
+        .filter(name__regex=r"^(gpu/|steps_per_sec/)")
+        .values_list("name", "last_x")
+    )
+    gpu_now = max((x for n, x in rows if n.startswith("gpu/")), default=0.0)
+    pace_now = max((x for n, x in rows if n.startswith("steps_per_sec/")), default=0.0)
+    utilization, temperature, pace = [], [], []
+    multi_node = attempt.job.nodes > 1
+    for name, _last_x in rows:
+        gpu = _GPU.match(name)
+        if gpu:
+            window = _window(
+                attempt.pk,
+                name,
+                gpu_now - policy.window_seconds,
+                gpu["node"],
+                int(gpu["index"]),
+            )
+            if gpu["metric"] == "temperature":
+                temperature.append(window)
+            elif multi_node:
+                utilization.append(window)
+            continue
+        node = _PACE.match(name)
+        if node and multi_node:
+            pace.append(
+                _window(attempt.pk, name, pace_now - policy.window_steps + 1, node["node"], None)
+            )
+    return find_stragglers(
+        utilization=utilization, pace=pace, temperature=temperature, policy=policy
+    )

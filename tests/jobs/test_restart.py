@@ -1,0 +1,219 @@
+"""The restart policy: which failures restart, from which checkpoint, and what the timeline says."""
+
+import pytest
+
+from clusters.agent import AgentReply, Listing, ListingEntry
+from jobs.errors import JobError
+from jobs.models import Attempt, FailureClass, JobEvent, State
+from jobs.restart import attempt_restart, restart_decision
+from jobs.scripts import RunDir, render_batch_script
+from jobs.specs import validate_spec
+from monitoring.failures import FailureWatcher, expand_nodes
+from monitoring.logs import Delivery, log_files, log_store
+from monitoring.models import Checkpoint
+from tests.jobs import factories
+
+RANK_CRASH_LOG = b"""step 20, loss=0.0712
+checkpoint step-20.pt saved (31277 bytes)
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_04:20:10
+  host      : sandbox
+  rank      : 1 (local_rank: 0)
+  exitcode  : -9 (pid: 18835)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 18835
+srun: error: n2: task 1: Exited with exit code 1
+srun: error: n1: task 0: Terminated
+"""
+CUDA_OOM_LOG = b"[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+
+
+@pytest.fixture
+def failed(project, member):
+    """A 2-node job with 2 restarts whose first attempt just failed."""
+    cluster = factories.cluster()
+    account = factories.account(cluster, member)
+    job, attempt = factories.job(project, member, cluster, nodes=2, gpus_per_node=1, max_restarts=2)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        account=account,
+        state=State.FAILED,
+        exit_code=1,
+        slurm_job_id="77",
+        node_list="n[1-2]",
+        run_dir="/home/mia/portal-runs/a1",
+    )
+    attempt.refresh_from_db()
+    job.state = State.FAILED
+    job.save()
+    return job, attempt
+
+
+def _last_note(attempt: Attempt) -> str:
+    event = JobEvent.objects.filter(attempt=attempt).last()
+    assert event is not None
+    return event.reason
+
+
+def _finish_poll(attempt: Attempt, log: bytes, names: list[tuple[str, int]]) -> None:
+    """What the poll that read the attempt's last bytes hands the failure watcher."""
+    files = log_files(attempt_ids=[attempt.pk], names=["stdout.log"])
+    log_store(files=files, deliveries=[Delivery(attempt.pk, "stdout.log", 0, log)])
+    listing = Listing(
+        entries=tuple(
+            ListingEntry(n, size, 1796000000.0 + i, False) for i, (n, size) in enumerate(names)
+        ),
+        error=None,
+        truncated=False,
+    )
+    reply = AgentReply(time=0.0, listings={f"{attempt.uuid}/checkpoints": listing})
+    FailureWatcher().ingest([attempt], reply)
+
+
+def test_a_crashed_rank_restarts_from_the_latest_complete_checkpoint(
+    failed, django_capture_on_commit_callbacks
+) -> None:
+    job, attempt = failed
+    with django_capture_on_commit_callbacks() as queued:
+        _finish_poll(
+            attempt,
+            RANK_CRASH_LOG,
+            [("step-10.pt", 31277), ("step-20.pt", 31277), (".step-25.pt.4242.tmp", 9000)],
+        )
+    attempt.refresh_from_db()
+    assert attempt.failure_class == FailureClass.RANK_CRASH
+    assert attempt.diagnosis["rank"] == 1 and attempt.diagnosis["node"] == "n2"
+    assert Checkpoint.objects.filter(attempt=attempt, complete=False).count() == 1
+
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.resume_from == "/home/mia/portal-runs/a1/checkpoints/step-20.pt"
+    assert second.state == State.QUEUED and second.account_id == attempt.account_id
+    assert second.excluded_nodes == ""  # the job keeps all nodes unless it asks
+    job.refresh_from_db()
+    assert job.state == State.QUEUED
+    event = JobEvent.objects.get(attempt=second)
+    assert "Restart 1/2 after A rank crashed on attempt 1" in event.reason
+    assert "from step 20" in event.reason
+    assert len(queued) == 1  # the submission, after the commit
+
+    # The script of attempt 2 hands the checkpoint to the trainer.
+    script = render_batch_script(job=job, attempt=second, run_dir=RunDir("/r/2"))
+    assert "export PORTAL_RESUME_FROM=/home/mia/portal-runs/a1/checkpoints/step-20.pt" in script
+
+
+def test_a_diagnosis_and_a_restart_happen_once(failed) -> None:
+    job, attempt = failed
+    _finish_poll(attempt, RANK_CRASH_LOG, [("step-20.pt", 10)])
+    # A redelivered poll, or a second worker: nothing more.
+    attempt.refresh_from_db()
+    FailureWatcher().ingest([attempt], AgentReply(time=0.0))
+    stale = Attempt.objects.get(pk=attempt.pk)
+    stale.diagnosed_at = None
+    attempt_restart(attempt=stale, failure_class=FailureClass.RANK_CRASH, resume_from="")
+    assert Attempt.objects.filter(job=job).count() == 2
+
+
+def test_cuda_oom_never_restarts_and_says_why(failed) -> None:
+    job, attempt = failed
+    job.restart_on = [c.value for c in FailureClass]  # even a policy that asks for everything
+    job.save()
+    _finish_poll(attempt, CUDA_OOM_LOG, [("step-20.pt", 10)])
+    attempt.refresh_from_db()
+    assert attempt.failure_class == FailureClass.CUDA_OOM
+    assert Attempt.objects.filter(job=job).count() == 1
+    note = JobEvent.objects.filter(attempt=attempt).last()
+    assert note is not None and "would fail again" in note.reason
+
+
+def test_a_log_not_yet_read_to_its_end_waits(failed) -> None:
+    from clusters.agent import FileChunk
+
+    job, attempt = failed
+    more = FileChunk(offset=0, data=b"", size=10**6, more=True, error=None, inode=1)
+    FailureWatcher().ingest(
+        [attempt], AgentReply(time=0.0, files={f"{attempt.uuid}/stdout.log": more})
+    )
+    attempt.refresh_from_db()
+    assert attempt.diagnosed_at is None
+    assert Attempt.objects.filter(job=job).count() == 1
+
+
+def test_restarts_run_out(failed) -> None:
+    job, attempt = failed
+    job.max_restarts = 1
+    job.save()
+    Attempt.objects.filter(pk=attempt.pk).update(number=2)
+    attempt.refresh_from_db()
+    assert (
+        attempt_restart(attempt=attempt, failure_class=FailureClass.RANK_CRASH, resume_from="")
+        is None
+    )
+    assert "all 1 restarts are used" in _last_note(attempt)
+
+
+def test_no_restart_policy_no_restart(failed) -> None:
+    job, attempt = failed
+    job.max_restarts = 0
+    job.save()
+    assert (
+        attempt_restart(attempt=attempt, failure_class=FailureClass.NODE_FAILURE, resume_from="")
+        is None
+    )
+    assert Attempt.objects.filter(job=job).count() == 1
+
+
+def test_a_class_outside_the_policy_does_not_restart(failed) -> None:
+    job, attempt = failed
+    decision = restart_decision(job=job, attempt=attempt, failure_class=FailureClass.TIME_LIMIT)
+    assert not decision.restart and "does not restart after Time limit" in decision.why
+
+
+def test_the_failed_node_is_excluded_when_the_job_asks(failed) -> None:
+    job, attempt = failed
+    job.exclude_failed_nodes = True
+    job.save()
+    Attempt.objects.filter(pk=attempt.pk).update(excluded_nodes="n7")
+    attempt.refresh_from_db()
+    new = attempt_restart(
+        attempt=attempt, failure_class=FailureClass.NODE_FAILURE, resume_from="", failed_node="n1"
+    )
+    assert new is not None and new.excluded_nodes == "n7,n1"
+    assert "without node n1" in JobEvent.objects.get(attempt=new).reason
+    script = render_batch_script(job=job, attempt=new, run_dir=RunDir("/r/2"))
+    assert "#SBATCH --exclude=n7,n1" in script
+
+
+def test_a_quota_refusal_ends_the_job_instead(failed, monkeypatch) -> None:
+    from projects import services
+
+    def refuse(*, attempt: Attempt) -> None:
+        raise JobError("The project's GPU-hour budget is spent; ask an owner to raise it.")
+
+    monkeypatch.setattr(services, "attempt_reserve", refuse, raising=False)
+    job, attempt = failed
+    assert (
+        attempt_restart(attempt=attempt, failure_class=FailureClass.RANK_CRASH, resume_from="")
+        is None
+    )
+    assert Attempt.objects.filter(job=job).count() == 1  # nothing half-created
+    job.refresh_from_db()
+    assert job.state == State.FAILED
+    assert "budget is spent" in _last_note(attempt)
+
+
+def test_the_spec_refuses_a_policy_that_cannot_work() -> None:
+    errors = validate_spec(
+        spec=factories.spec(max_restarts=99, restart_on=("cuda_oom", "gremlins")),
+        partitions={"gpu": factories.GPU_PARTITION},
+        quota=None,
+    )
+    assert errors["max_restarts"] == ["Allow between 0 and 20 restarts."]
+    assert any("'gremlins'" in e for e in errors["restart_on"])
+    assert any("CUDA out of memory" in e and "remove it" in e for e in errors["restart_on"])
+
+
+def test_node_lists_expand() -> None:
+    assert expand_nodes("n[1-2]") == ["n1", "n2"]
+    assert expand_nodes("gpu[08-10,12],login1") == ["gpu08", "gpu09", "gpu10", "gpu12", "login1"]
+    assert expand_nodes("") == []

@@ -18,6 +18,7 @@ bench: install  ## benchmarks, ours beside the naive way (needs root for the san
 	.venv/bin/python bench/agent_poll.py
 	.venv/bin/python bench/series.py
 	.venv/bin/python bench/latency.py
+	.venv/bin/python bench/joblist.py
 
 lint: install
 	.venv/bin/ruff check .

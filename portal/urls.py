@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from clusters.drain import node_drain_view
 from monitoring.views import job_page
 from portal import views
 
@@ -12,6 +13,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("jobs/", include("jobs.urls")),
+    path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
     path("clusters/", include("clusters.urls")),
     path("projects/", include("projects.urls")),
     path("healthz", views.healthz, name="healthz"),

@@ -12,6 +12,7 @@ from django.utils import timezone
 from clusters.slurm.commands import (
     check_result,
     check_scancel,
+    drain_argv,
     nodes_argv,
     parse_sbatch,
     partitions_argv,
@@ -82,6 +83,11 @@ class Slurm:
         command, result = self._run(partitions_argv())
         check_result(command, result.exit_status, result.error_text)
         return parse_partitions(result.text)
+
+    def drain(self, node: str, reason: str) -> None:
+        """Drain a node (needs a Slurm operator or admin account)."""
+        command, result = self._run(drain_argv(node, reason))
+        check_result(command, result.exit_status, result.error_text)
 
     def nodes(self) -> list[Node]:
         command, result = self._run(nodes_argv())

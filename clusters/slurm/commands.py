@@ -122,6 +122,20 @@ def scancel_argv(job_id: str) -> list[str]:
     return ["scancel", "--", _job_ids([job_id])]
 
 
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_DRAIN_REASON = 200
+
+
+def drain_argv(node: str, reason: str) -> list[str]:
+    """scontrol that drains one node: running jobs finish, no new ones start there."""
+    if not _NODE_NAME.fullmatch(node):
+        raise ValueError(f"not a node name: {node!r}")
+    reason = " ".join(reason.split())[:MAX_DRAIN_REASON]  # one line: scontrol's reason field
+    if not reason:
+        raise ValueError("a drain needs a reason")
+    return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+
+
 def nodes_argv() -> list[str]:
     return ["scontrol", "--oneliner", "--details", "show", "node"]
 

@@ -1,0 +1,90 @@
+"""Draining a sick node from the portal: staff only, as a Slurm operator account.
+
+`scontrol update nodename=<node> state=drain reason=<why>` lets the node's
+running jobs finish and starts no new ones there; an admin resumes it after a
+look (`scontrol update nodename=<node> state=resume`).
+"""
+
+import logging
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import account_endpoint
+from clusters.slurm import Slurm, SlurmError
+from clusters.ssh import SSHError, pool
+
+logger = logging.getLogger(__name__)
+
+
+class DrainError(Exception):
+    """The node could not be drained; the message says why and what to do."""
+
+
+def drain_account(*, cluster: Cluster, user: AbstractBaseUser) -> ClusterAccount | None:
+    """The staff member's own account on the cluster, else the cluster's service account."""
+    accounts = ClusterAccount.objects.select_related("cluster").filter(
+        Q(user_id=user.pk) | Q(user__isnull=True), cluster=cluster
+    )
+    by_kind = {account.user_id is None: account for account in accounts}
+    return by_kind.get(False) or by_kind.get(True)
+
+
+def node_drain(
+    *, cluster: Cluster, node: str, reason: str, user: AbstractBaseUser | AnonymousUser
+) -> None:
+    """Drain `node` of `cluster` on behalf of a staff user; DrainError says what went wrong."""
+    if not (isinstance(user, AbstractBaseUser) and user.is_authenticated):
+        raise PermissionDenied("Only staff can drain nodes.")
+    if not getattr(user, "is_staff", False):
+        raise PermissionDenied("Only staff can drain nodes.")
+    account = drain_account(cluster=cluster, user=user)
+    if account is None:
+        raise DrainError(
+            f"Cluster {cluster.name} has no account to run scontrol as: register your own "
+            "cluster account or a service account that is a Slurm operator."
+        )
+    why = f"{reason.strip() or 'drained from the portal'} (by {user.get_username()} via portal)"
+    try:
+        Slurm(pool.get(account_endpoint(account=account))).drain(node, why)
+    except ValueError as exc:
+        raise DrainError(f"Cannot drain {node!r}: {exc}.") from exc
+    except SlurmError as exc:
+        raise DrainError(
+            f"Slurm refused to drain {node} as {account.username}: {exc.slurm_message}. "
+            "The account must be a Slurm operator or admin (sacctmgr modify user "
+            f"{account.username} set adminlevel=operator), or drain it on the cluster."
+        ) from exc
+    except SSHError as exc:
+        raise DrainError(f"Cannot reach cluster {cluster.name}: {exc}") from exc
+    logger.warning("node %s of %s drained by %s: %s", node, cluster.name, user, why)
+
+
+@login_required
+@require_POST
+def node_drain_view(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
+    if not request.user.is_staff:
+        raise PermissionDenied("Only staff can drain nodes.")
+    target = get_object_or_404(Cluster, name=cluster)
+    try:
+        node_drain(
+            cluster=target, node=node, reason=request.POST.get("reason", ""), user=request.user
+        )
+    except DrainError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Node {node} of {target.name} is draining.")
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(back)
+    return redirect("home")

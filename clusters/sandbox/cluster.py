@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import accounting as acct
 from . import daemons as d
 from . import pyenv
 from .config import (
@@ -54,6 +55,7 @@ class SandboxInfo:
     gpu_model: str
     nodes: list[str]
     gpus_per_node: int
+    accounting: bool = False  # slurmdbd runs: sacct and sacctmgr answer
 
 
 def _node_resources() -> tuple[int, int]:
@@ -84,16 +86,38 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
         logger.warning("could not make %s resolve: %s", ", ".join(NODES), exc)
 
     cpus, memory = _node_resources()
+    accounting = acct.accounting_wanted()
+    if accounting:
+        # MariaDB and slurmdbd before slurmctld (re)starts, while the old one still runs.
+        try:
+            acct.accounting_up(paths)
+        except SandboxError as exc:
+            logger.warning("the sandbox runs without accounting: %s", exc)
+            accounting = False
+    old_conf = acct.read_text(paths.slurm_conf)
     changed = {
         path
-        for path, text in render_all(paths, socket.gethostname(), cpus, memory).items()
+        for path, text in render_all(paths, socket.gethostname(), cpus, memory, accounting).items()
         if write_if_changed(path, text, 0o755 if path == paths.task_prolog else 0o644)
     }
-    all_daemons = d.daemons(paths)
+    all_daemons = [x for x in d.daemons(paths) if x.name not in d.ACCOUNTING_DAEMONS]
     slurm = [x for x in all_daemons if x.binary in ("slurmctld", "slurmd")]
+    ctld = next(x for x in slurm if x.binary == "slurmctld")
     sshd = next(x for x in all_daemons if x.binary == "sshd")
+    # Switching accounting on or off: only slurmctld restarts (a second or two; jobs
+    # keep running), and the slurmds re-read the file.
+    reconfigure = (
+        paths.slurm_conf in changed
+        and paths.gres_conf not in changed
+        and bool(old_conf)
+        and acct.is_only_accounting_change(old_conf, acct.read_text(paths.slurm_conf))
+    )
+    if accounting:
+        acct.ensure_cluster_registered(paths)  # sacctmgr reads the new slurm.conf
+    if reconfigure:
+        d.stop(ctld)
     # Nodes left INVAL by an old config only recover when both daemons restart.
-    if changed & {paths.slurm_conf, paths.gres_conf}:
+    elif changed & {paths.slurm_conf, paths.gres_conf}:
         for daemon in reversed(slurm):
             d.stop(daemon)
     if paths.sshd_config in changed:
@@ -106,6 +130,8 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     for daemon in all_daemons:
         if d.running_pid(daemon) is None:
             d.start(daemon, paths)
+    if reconfigure:
+        d.reconfigure(paths)
     # While the nodes come up: the jobs' torch (a no-op once made; never fails `up`).
     pyenv.ensure_pyenv(paths)
     d.wait_idle(paths, timeout)
@@ -121,6 +147,7 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
         gpu_model=GPU_MODEL,
         nodes=list(NODES),
         gpus_per_node=GPUS_PER_NODE,
+        accounting=accounting,
     )
 
 

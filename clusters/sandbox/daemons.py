@@ -9,7 +9,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import NODES, SLURMCTLD_PORT, SLURMD_PORTS, SSH_PORT, Paths
+from .config import (
+    MARIADB_PORT,
+    NODES,
+    SLURMCTLD_PORT,
+    SLURMD_PORTS,
+    SLURMDBD_PORT,
+    SSH_PORT,
+    Paths,
+)
 from .system import SandboxError, check_port
 
 
@@ -22,10 +30,27 @@ class Daemon:
     port: int | None
 
 
+ACCOUNTING_DAEMONS = ("mariadb", "slurmdbd")
+
+
+def accounting_daemons(paths: Paths) -> list[Daemon]:
+    return [
+        Daemon("mariadb", "mariadbd", paths.mariadb_pid, paths.log / "mariadb.log", MARIADB_PORT),
+        Daemon(
+            "slurmdbd", "slurmdbd", paths.slurmdbd_pid, paths.log / "slurmdbd.log", SLURMDBD_PORT
+        ),
+    ]
+
+
 def daemons(paths: Paths) -> list[Daemon]:
-    """In start order: munge first (everyone authenticates through it), sshd last."""
+    """In start order: munge first (everyone authenticates through it), sshd last.
+
+    mariadb and slurmdbd are listed where the sandbox keeps accounting (slurmdbd.conf).
+    """
+    accounting = accounting_daemons(paths) if paths.slurmdbd_conf.exists() else []
     return [
         Daemon("munged", "munged", paths.munge_pid, paths.munge / "munged.log", None),
+        *accounting,
         Daemon(
             "slurmctld",
             "slurmctld",
@@ -77,6 +102,16 @@ def _command(daemon: Daemon, paths: Paths) -> tuple[list[str], dict[str, str] | 
             f"--log-file={daemon.log_file}",
             f"--seed-file={paths.munge / 'munged.seed'}",
         ], None  # fmt: skip
+    if daemon.name == "mariadb":
+        return [
+            "mariadbd", "--no-defaults", f"--datadir={paths.mariadb}",
+            f"--socket={paths.mariadb_socket}", f"--pid-file={paths.mariadb_pid}",
+            f"--port={MARIADB_PORT}", "--bind-address=127.0.0.1", "--skip-name-resolve",
+            "--user=root", f"--log-error={daemon.log_file}",
+            "--innodb-buffer-pool-size=64M", "--innodb-lock-wait-timeout=900",
+        ], None  # fmt: skip
+    if daemon.name == "slurmdbd":
+        return ["slurmdbd"], slurm_env(paths)  # reads slurmdbd.conf beside $SLURM_CONF
     if daemon.name == "slurmctld":
         # -i: a state file from an older config must not stop the start.
         return ["slurmctld", "-i", "-f", str(paths.slurm_conf)], slurm_env(paths)
@@ -102,7 +137,15 @@ def start(daemon: Daemon, paths: Paths, timeout: float = 15) -> int:
         check_port(daemon.port, daemon.name)
     daemon.pid_file.unlink(missing_ok=True)
     cmd, env = _command(daemon, paths)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if daemon.name == "mariadb":
+        # mariadbd does not fork: run it in its own session, detached from ours.
+        with daemon.log_file.open("ab") as log:
+            subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        proc = subprocess.CompletedProcess(cmd, 0, "", "")
+    else:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SandboxError(
             f"{daemon.name} failed to start (`{' '.join(cmd)}` exited {proc.returncode}): "
@@ -139,6 +182,23 @@ def stop(daemon: Daemon, timeout: float = 10) -> bool:
     # mislead the next `up` once the pid is reused.
     daemon.pid_file.unlink(missing_ok=True)
     return True
+
+
+def reconfigure(paths: Paths, timeout: float = 20) -> None:
+    """Make the running slurmds re-read slurm.conf (waits for slurmctld to answer)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = subprocess.run(
+            ["scontrol", "reconfigure"],
+            env=slurm_env(paths),
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            return
+        time.sleep(0.3)
 
 
 def node_states(paths: Paths) -> dict[str, str]:

@@ -118,7 +118,10 @@ def test_hostile_names_run_nothing(alice: Connection) -> None:
     assert not canary.exists()
 
 
-def test_find_by_name_without_accounting_falls_back_to_nothing(alice: Connection) -> None:
+def test_find_by_name_without_accounting_falls_back_to_nothing(
+    alice: Connection, sandbox_info
+) -> None:
     slurm = Slurm(alice)
     assert slurm.find_by_name(f"never-submitted-{uuid.uuid4().hex}") == []
-    assert slurm._accounting is False  # sacct said storage is disabled; not asked again
+    # Without slurmdbd, sacct said storage is disabled and is not asked again.
+    assert slurm._accounting is sandbox_info.accounting

@@ -101,6 +101,20 @@ def _number(label: str, minimum: int, maximum: int, initial: int | None, **extra
     )
 
 
+# What partial_spec puts in a field that did not parse; that field shows its own error.
+_NEUTRAL: dict[str, Any] = {
+    "name": "job",
+    "template": Template.COMMAND,
+    "command": "true",
+    "nodes": 1,
+    "gpus_per_node": 0,
+    "cpus_per_task": 1,
+    "memory_mb": None,
+    "time_limit": timedelta(minutes=1),
+    "partition": "",
+}
+
+
 class JobForm(forms.Form):
     name = forms.CharField(max_length=128, initial="train")
     project = forms.ModelChoiceField(queryset=Project.objects.none(), empty_label=None)
@@ -171,6 +185,25 @@ class JobForm(forms.Form):
             model_params=data.get("model_params"),
             total_steps=data.get("total_steps"),
             metric_patterns=data.get("metric_patterns", ""),
+        )
+
+    def partial_spec(self) -> JobSpec:
+        """A spec from the fields that parsed, neutral values elsewhere (call after is_valid()).
+
+        The preview checks it against the cluster, so that a partition or quota problem
+        shows while another field is still empty.
+        """
+        data = {**_NEUTRAL, **self.cleaned_data}
+        return JobSpec(
+            name=data["name"],
+            template=data["template"],
+            command=data["command"],
+            nodes=data["nodes"],
+            gpus_per_node=data["gpus_per_node"],
+            cpus_per_task=data["cpus_per_task"],
+            memory_mb=data["memory_mb"],
+            time_limit=data["time_limit"],
+            partition=(data["partition"] or "").strip(),
         )
 
     def add_spec_errors(self, errors: dict[str, list[str]]) -> None:

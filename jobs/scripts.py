@@ -95,6 +95,23 @@ def _sbatch_options(job: Job, attempt: Attempt, run_dir: RunDir) -> list[str]:
 TORCHRUN_TEMPLATES = frozenset({Template.TORCHRUN, Template.FSDP, Template.DEEPSPEED})
 
 
+# Set before the launcher for these templates; `:=` keeps a value the set-up chose.
+_TEMPLATE_ENV: dict[str, list[str]] = {
+    Template.FSDP: [
+        "# FSDP: free all-gather buffers without record_stream; less allocator fragmentation.",
+        ': "${TORCH_NCCL_AVOID_RECORD_STREAMS:=1}"',
+        ': "${PYTORCH_CUDA_ALLOC_CONF:=expandable_segments:True}"',
+        "export TORCH_NCCL_AVOID_RECORD_STREAMS PYTORCH_CUDA_ALLOC_CONF",
+    ],
+    Template.DEEPSPEED: [
+        "# DeepSpeed reads RANK/LOCAL_RANK/WORLD_SIZE from torchrun (no hostfile, no pdsh);",
+        "# its JIT-built ops go to a node-local cache, not a home directory all nodes race on.",
+        ': "${TORCH_EXTENSIONS_DIR:=/tmp/torch-extensions-$SLURM_JOB_ID}"',
+        "export TORCH_EXTENSIONS_DIR",
+    ],
+}
+
+
 def _command_lines(job: Job) -> list[str]:
     if job.template in TORCHRUN_TEMPLATES:
         torchrun = (
@@ -107,7 +124,7 @@ def _command_lines(job: Job) -> list[str]:
             ' --rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"'
             ' --rdzv_id="$SLURM_JOB_ID"'
         )
-        return [f"{torchrun} {job.command.strip()}"]
+        return [*_TEMPLATE_ENV.get(job.template, []), f"{torchrun} {job.command.strip()}"]
     return job.command.strip().splitlines()
 
 

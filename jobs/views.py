@@ -268,12 +268,13 @@ def job_preview(request: HttpRequest) -> JsonResponse:
         "script": "",
         "estimate": None,
     }
-    if valid and cluster is not None:
-        project: Project = form.cleaned_data["project"]
-        spec = form.spec()
-        quota = Quota.objects.filter(project=project).first()
-        for name, messages_ in validate_spec(spec=spec, partitions=partitions, quota=quota).items():
+    project: Project | None = form.cleaned_data.get("project")
+    quota = Quota.objects.filter(project=project).first() if project else None
+    spec = form.spec() if valid else form.partial_spec()
+    for name, messages_ in validate_spec(spec=spec, partitions=partitions, quota=quota).items():
+        if name not in form.errors:
             errors.setdefault(name, []).extend(messages_)
+    if valid and project is not None and cluster is not None:
         payload["script"] = script_preview(project=project, cluster=cluster, spec=spec)
         payload["estimate"] = estimate_for(project=project, cluster=cluster, spec=spec)
     payload["errors"] = errors

@@ -329,6 +329,20 @@ def test_preview_gives_script_estimate_and_errors_and_writes_nothing(
     assert not Attempt.objects.exists()
 
 
+def test_preview_checks_the_cluster_while_other_fields_are_still_wrong(
+    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+) -> None:
+    client.force_login(member)
+    data = client.post(
+        reverse("job-preview"), _form(cluster, project, command="", gpus_per_node=3)
+    ).json()
+    assert data["errors"] == {
+        "command": ["Enter the command to run."],
+        "gpus_per_node": ["Nodes in partition gpu have 2 GPUs; ask for at most 2 per node."],
+    }
+    assert data["script"] == ""
+
+
 def test_preview_of_torchrun_template_shows_the_launcher(
     client: Client, member: User, project: Project, cluster: Cluster, accounts: None
 ) -> None:
@@ -404,3 +418,30 @@ def test_dashboard_shows_the_outsider_nothing(
     response = client.get(reverse("home"))
     assert b"secret-run" not in response.content
     assert response.context["clusters"] == []
+
+
+@pytest.mark.parametrize(
+    ("template", "line"),
+    [
+        ("fsdp", ': "${TORCH_NCCL_AVOID_RECORD_STREAMS:=1}"'),
+        ("deepspeed", ': "${TORCH_EXTENSIONS_DIR:=/tmp/torch-extensions-$SLURM_JOB_ID}"'),
+    ],
+)
+def test_fsdp_and_deepspeed_scripts_set_their_environment_before_torchrun(
+    client: Client,
+    member: User,
+    project: Project,
+    cluster: Cluster,
+    accounts: None,
+    template: str,
+    line: str,
+) -> None:
+    client.force_login(member)
+    data = client.post(
+        reverse("job-preview"),
+        _form(cluster, project, template=template, setup="", command="train.py --zero 3"),
+    ).json()
+    lines = data["script"].splitlines()
+    launch = next(i for i, text in enumerate(lines) if "torchrun" in text and "train.py" in text)
+    assert line in lines[:launch]
+    assert lines[launch].endswith("train.py --zero 3")

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from clusters.ssh import SSHError
 from jobs.models import Attempt
 from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
-from monitoring.selectors import attempt_for_viewer
+from monitoring.selectors import attempt_for_viewer, job_failures, job_for_viewer
 from monitoring.series import series_names, series_read
 
 DEFAULT_LOG_LIMIT = 64 * 1024
@@ -307,3 +307,63 @@ class GpuSamplesView(APIView):
             for (node, index), metrics in sorted(gpus.items())
         ]
         return Response({"gpus": body})
+
+
+class DiagnosisSerializer(serializers.Serializer[Any]):
+    failure_class = serializers.CharField()
+    title = serializers.CharField()
+    explanation = serializers.CharField()
+    fixes = serializers.ListField(child=serializers.CharField(), help_text="What to try.")
+    evidence = serializers.CharField(help_text="The log line that gave it away.")
+    rank = serializers.IntegerField(allow_null=True)
+    node = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+
+
+class AttemptDiagnosisSerializer(serializers.Serializer[Any]):
+    attempt = serializers.IntegerField()
+    state = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    node_list = serializers.CharField()
+    resume_from = serializers.CharField()
+    excluded_nodes = serializers.ListField(child=serializers.CharField())
+    failure_class = serializers.CharField()
+    diagnosis = DiagnosisSerializer()
+
+
+class CheckpointSerializer(serializers.Serializer[Any]):
+    attempt = serializers.IntegerField()
+    name = serializers.CharField()
+    step = serializers.IntegerField(allow_null=True)
+    size = serializers.IntegerField()
+    modified_at = serializers.DateTimeField()
+    complete = serializers.BooleanField()
+    path = serializers.CharField()
+    resume = serializers.BooleanField(help_text="The one a restart would resume from.")
+
+
+class StragglerSerializer(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=["step_rate", "gpu_utilization", "gpu_hot"])
+    node = serializers.CharField()
+    gpu = serializers.IntegerField(allow_null=True)
+    value = serializers.FloatField()
+    reference = serializers.FloatField()
+    message = serializers.CharField()
+
+
+class JobFailuresSerializer(serializers.Serializer[Any]):
+    diagnoses = AttemptDiagnosisSerializer(many=True)
+    checkpoints = CheckpointSerializer(many=True)
+    resume_from = serializers.CharField(help_text="Where a restart would resume; empty: none.")
+    stragglers = StragglerSerializer(many=True)
+    attempt = serializers.IntegerField(allow_null=True, help_text="The latest attempt.")
+
+
+class JobFailuresView(APIView):
+    @extend_schema(operation_id="job_failures", responses=JobFailuresSerializer)
+    def get(self, request: Request, job_id: int) -> Response:
+        """Why each ended attempt failed (with fixes), the checkpoints, and live stragglers."""
+        job = job_for_viewer(user=request.user, job_id=job_id)
+        if job is None:
+            raise NotFound()
+        return Response(JobFailuresSerializer(job_failures(job=job)).data)

@@ -7,7 +7,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef
 
 from jobs.models import Attempt, Job
+from monitoring.checkpoints import job_checkpoints
 from monitoring.models import LogFile, Series
+from monitoring.stragglers import StragglerPolicy, attempt_stragglers
 from projects.models import Membership
 
 # What request.user and the WebSocket scope's user can be.
@@ -90,4 +92,36 @@ def job_live_state(*, job_id: int) -> dict[str, Any]:
             }
             for row in attempts
         ],
+    }
+
+
+def job_failures(*, job: Job, policy: StragglerPolicy | None = None) -> dict[str, Any]:
+    """What the job page and the API show of failures: each ended attempt's diagnosis, the
+    checkpoints with the one a resume would use, and the live attempt's stragglers."""
+    attempts = list(Attempt.objects.filter(job_id=job.pk).order_by("number"))
+    for attempt in attempts:
+        attempt.job = job  # the stragglers check reads job.nodes: no query per attempt
+    latest = attempts[-1] if attempts else None
+    diagnosed = [
+        {
+            "attempt": a.number,
+            "state": a.state,
+            "exit_code": a.exit_code,
+            "node_list": a.node_list,
+            "resume_from": a.resume_from,
+            "excluded_nodes": [n for n in a.excluded_nodes.split(",") if n],
+            "failure_class": a.failure_class,
+            "diagnosis": a.diagnosis,
+        }
+        for a in attempts
+        if a.diagnosis
+    ]
+    checkpoints = job_checkpoints(job_id=job.pk)
+    resume = next((c for c in checkpoints if c.resume), None)
+    return {
+        "diagnoses": diagnosed,
+        "checkpoints": checkpoints,
+        "resume_from": resume.path if resume else "",
+        "stragglers": attempt_stragglers(attempt=latest, policy=policy) if latest else [],
+        "attempt": latest.number if latest else None,
     }

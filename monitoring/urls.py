@@ -14,4 +14,5 @@ urlpatterns: list[URLPattern] = [
     path(f"{_ATTEMPT}/gpus", api.GpuSamplesView.as_view(), name="attempt-gpus"),
     path(f"{_ATTEMPT}/series", api.SeriesNamesView.as_view(), name="attempt-series-names"),
     path(f"{_ATTEMPT}/series/<path:name>", api.SeriesView.as_view(), name="attempt-series"),
+    path("jobs/<int:job_id>/failures", api.JobFailuresView.as_view(), name="job-failures"),
 ]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.models import FailureClass, State
+from jobs.models import Attempt, FailureClass, State
 from monitoring.diagnosis import RULES, Diagnosis, diagnose
 
 LOGS = Path(__file__).parent / "fixtures" / "failures"
@@ -145,3 +145,73 @@ def test_a_diagnosis_survives_json() -> None:
     found = _diagnose("rank_crash.log")
     assert found is not None
     assert Diagnosis.from_json(found.as_json()) == found
+
+
+# --- on the job page and in the API ---------------------------------------------------
+
+
+@pytest.fixture
+def oom_job(project, owner, member):
+    """A job whose attempt died of CUDA OOM, diagnosed, with two checkpoints."""
+    from datetime import UTC, datetime
+
+    from monitoring.models import Checkpoint
+    from tests.jobs import factories
+
+    job, attempt = factories.job(project, owner, factories.cluster(), max_restarts=2)
+    found = _diagnose("cuda_oom.log")
+    assert found is not None
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.FAILED,
+        exit_code=1,
+        run_dir="/home/olivia/runs/a1",
+        failure_class=found.failure_class,
+        diagnosis=found.as_json(),
+    )
+    at = datetime(2026, 12, 1, 4, 0, tzinfo=UTC)
+    Checkpoint.objects.create(
+        attempt=attempt, name="step-10.pt", step=10, size=31277, modified_at=at
+    )
+    Checkpoint.objects.create(
+        attempt=attempt, name="step-20.pt", step=20, size=31277, modified_at=at
+    )
+    Checkpoint.objects.create(
+        attempt=attempt, name=".step-30.pt.7.tmp", step=30, size=100, modified_at=at, complete=False
+    )
+    return job
+
+
+def test_the_job_page_shows_the_diagnosis_its_fixes_and_the_checkpoints(
+    oom_job, member, client
+) -> None:
+    client.force_login(member)
+    page = client.get(f"/jobs/{oom_job.pk}/").content.decode()
+    assert "CUDA out of memory" in page
+    assert "smaller micro-batch" in page.lower() or "micro-batch" in page
+    assert "activation checkpointing" in page
+    assert "Rank 3" in page and "gpu03" in page
+    # The resume candidate: the highest complete step, not the temp file of a save.
+    assert "A restart resumes from <code>/home/olivia/runs/a1/checkpoints/step-20.pt</code>" in page
+    assert "incomplete" in page
+    assert "Drain" not in page  # no stragglers, and no staff
+
+
+def test_the_failures_api_serves_diagnosis_checkpoints_and_resume(oom_job, member, client) -> None:
+    client.force_login(member)
+    body = client.get(f"/api/v1/jobs/{oom_job.pk}/failures").json()
+    (diagnosed,) = body["diagnoses"]
+    assert diagnosed["failure_class"] == "cuda_oom"
+    assert any("FSDP" in fix for fix in diagnosed["diagnosis"]["fixes"])
+    assert body["resume_from"] == "/home/olivia/runs/a1/checkpoints/step-20.pt"
+    assert [c["step"] for c in body["checkpoints"]] == [30, 20, 10]
+    assert [c["resume"] for c in body["checkpoints"]] == [False, True, False]
+    assert body["stragglers"] == []
+
+
+def test_outsiders_and_anonymous_see_no_diagnosis(oom_job, outsider, client) -> None:
+    assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 401
+    page = client.get(f"/jobs/{oom_job.pk}/")
+    assert page.status_code == 302 and "/login/" in page["Location"]
+    client.force_login(outsider)
+    assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 404
+    assert client.get(f"/jobs/{oom_job.pk}/").status_code == 404

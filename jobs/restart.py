@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from jobs.errors import JobError
 from jobs.models import NEVER_RESTART, Attempt, FailureClass, Job, JobEvent, State
+from projects.services import attempt_reserve
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +59,6 @@ def _excluded(previous: Attempt, failed_node: str, exclude: bool) -> str:
     if exclude and failed_node and _NODE.match(failed_node) and failed_node not in nodes:
         nodes.append(failed_node)
     return ",".join(nodes)
-
-
-def _attempt_reserve(attempt: Attempt) -> None:
-    """The quota's reservation for the new attempt, where the projects app offers one."""
-    from projects import services
-
-    reserve = getattr(services, "attempt_reserve", None)
-    if reserve is not None:
-        reserve(attempt=attempt)
 
 
 def _note(attempt: Attempt, reason: str) -> None:
@@ -113,7 +105,8 @@ def attempt_restart(
         try:
             with transaction.atomic():
                 new.save()
-                _attempt_reserve(new)
+                # Charged once per attempt: the restart holds its own reservation.
+                attempt_reserve(attempt=new)
         except JobError as exc:
             _note(attempt, f"Not restarted: {exc.message}")
             return None

@@ -184,22 +184,23 @@ def test_the_failed_node_is_excluded_when_the_job_asks(failed) -> None:
     assert "#SBATCH --exclude=n7,n1" in script
 
 
-def test_a_quota_refusal_ends_the_job_instead(failed, monkeypatch) -> None:
-    from projects import services
+def test_a_quota_refusal_ends_the_job_instead(failed) -> None:
+    from datetime import timedelta
 
-    def refuse(*, attempt: Attempt) -> None:
-        raise JobError("The project's GPU-hour budget is spent; ask an owner to raise it.")
+    from projects.models import Quota
 
-    monkeypatch.setattr(services, "attempt_reserve", refuse, raising=False)
     job, attempt = failed
-    assert (
-        attempt_restart(attempt=attempt, failure_class=FailureClass.RANK_CRASH, resume_from="")
-        is None
+    # The project lowered its wall-time limit since the job was submitted.
+    Quota.objects.filter(project=job.project).update(max_wall_time=timedelta(minutes=5))
+    restarted = attempt_restart(
+        attempt=attempt, failure_class=FailureClass.RANK_CRASH, resume_from=""
     )
+    assert restarted is None
     assert Attempt.objects.filter(job=job).count() == 1  # nothing half-created
     job.refresh_from_db()
     assert job.state == State.FAILED
-    assert "budget is spent" in _last_note(attempt)
+    note = _last_note(attempt)
+    assert note.startswith("Not restarted: ") and "shorten the time limit" in note
 
 
 def test_the_spec_refuses_a_policy_that_cannot_work() -> None:

@@ -3,7 +3,6 @@
 import pytest
 
 from clusters.agent import AgentReply, Listing, ListingEntry
-from jobs.errors import JobError
 from jobs.models import Attempt, FailureClass, JobEvent, State
 from jobs.restart import attempt_restart, restart_decision
 from jobs.scripts import RunDir, render_batch_script

@@ -16,3 +16,45 @@ class PersonalTokenScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "ptk_<prefix>_<secret>",
             "description": "A personal access token from /account/tokens/.",
         }
+
+
+_DETAIL: dict[str, Any] = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+}
+# A 400 names each bad field (or non_field_errors) with its messages; a body that
+# cannot be parsed at all gets a `detail`.
+_FIELD_ERRORS: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "object"},
+            {"type": "string"},
+        ]
+    },
+}
+_ERRORS: dict[str, tuple[str, dict[str, Any]]] = {
+    "400": ("A parameter or field to change, with what to change.", _FIELD_ERRORS),
+    "401": ("No valid credentials: a missing, unknown, expired or revoked token.", _DETAIL),
+    "403": ("Not allowed: the role, or a read-only token on a write.", _DETAIL),
+    "404": ("Missing, or not in one of your projects (the same answer).", _DETAIL),
+    "429": ("Too many requests with this token; see Retry-After.", _DETAIL),
+}
+
+
+def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Document the refusals every endpoint can give (drf-spectacular postprocessing hook)."""
+    for path in result.get("paths", {}).values():
+        for operation in path.values():
+            responses = operation.setdefault("responses", {})
+            for code, (description, schema) in _ERRORS.items():
+                responses.setdefault(
+                    code,
+                    {
+                        "description": description,
+                        "content": {"application/json": {"schema": schema}},
+                    },
+                )
+    return result

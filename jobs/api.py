@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.db.models import OuterRef, QuerySet, Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.fields import empty
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.fields import empty
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,7 +30,7 @@ from projects.models import Membership, Project
 
 # Fields another issue may add to Attempt (failure diagnosis) and Job (restart
 # policy); shown when the model has them.
-_ATTEMPT_EXTRA = ("failure_class", "diagnosis", "diagnosis_hint", "excluded_nodes")
+_ATTEMPT_EXTRA = ("failure_class", "diagnosis", "diagnosed_at", "excluded_nodes")
 _JOB_EXTRA = ("max_restarts", "restart_on", "exclude_failed_nodes")
 
 
@@ -80,6 +80,12 @@ class JobSerializer(serializers.ModelSerializer[Job]):
 
 
 class AttemptSerializer(serializers.ModelSerializer[Attempt]):
+    if "failure_class" in _present(Attempt, _ATTEMPT_EXTRA):
+        # Plain text: empty until an ended attempt is diagnosed.
+        failure_class = serializers.CharField(
+            read_only=True, help_text="Why the attempt failed, once diagnosed; empty before."
+        )
+
     class Meta:
         model = Attempt
         fields = [
@@ -228,7 +234,11 @@ class JobListCreateView(generics.GenericAPIView[Job]):
     serializer_class = JobSerializer
     pagination_class = JobCursorPagination
 
-    @extend_schema(operation_id="jobs_list", parameters=[JobFilterSerializer])
+    @extend_schema(
+        operation_id="jobs_list",
+        parameters=[JobFilterSerializer],
+        responses=JobSerializer(many=True),
+    )
     def get(self, request: Request) -> Response:
         """Jobs of your projects, newest first, a cursor page at a time."""
         query = JobFilterSerializer(data=request.query_params)

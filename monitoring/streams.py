@@ -70,9 +70,9 @@ async def _viewer(request: HttpRequest) -> AbstractBaseUser | JsonResponse:
             return user
     except AuthenticationFailed as exc:
         return _error(401, str(exc.detail), **challenge)
-    user = await request.auser()
-    if isinstance(user, AbstractBaseUser) and user.is_authenticated:
-        return user
+    session_user = await request.auser()
+    if isinstance(session_user, AbstractBaseUser) and session_user.is_authenticated:
+        return session_user
     return _error(401, "Authentication credentials were not provided.", **challenge)
 
 

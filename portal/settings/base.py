@@ -205,6 +205,10 @@ SPECTACULAR_SETTINGS = {
     ],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "accounts.schema.add_error_responses",
+    ],
 }
 
 SESSION_COOKIE_HTTPONLY = True

@@ -144,7 +144,7 @@ def test_job_filters(project, owner, member, cluster, other_job, tokens: Tokens)
     theirs, _ = factories.job(project, owner, cluster, name="theirs", state=State.RUNNING)
     client = bearer(tokens.member)
 
-    def ids(**params: object) -> set[int]:
+    def ids(**params: str) -> set[int]:
         response = client.get("/api/v1/jobs/", params)
         assert response.status_code == 200, response.content
         return {row["id"] for row in response.json()["results"]}

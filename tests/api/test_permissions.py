@@ -28,7 +28,7 @@ LIST = {**READ, "outsider": OK}
 Request = Callable[[Client, Job], object]
 
 
-def get(path: str, **params: object) -> Request:
+def get(path: str, **params: str | int) -> Request:
     return lambda client, job: client.get(path.format(job=job.pk), params)
 
 

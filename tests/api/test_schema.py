@@ -1,0 +1,74 @@
+"""Schemathesis against our own OpenAPI schema: no 5xx, every response as documented.
+
+Every operation of the schema is fuzzed in-process (WSGI, on the test database)
+with a submit-scoped token of the project's owner. Path parameters point at real
+rows (a job with a log, a loss series and GPU samples) so the fuzzing reaches
+past the 404; query strings and bodies are generated. Bounded: a few examples
+per operation (MAX_EXAMPLES), no shrinking, so the whole module takes seconds.
+The SSE streams are plain Django views outside the schema (tests/api/test_streams.py).
+"""
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import schemathesis
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from drf_spectacular.generators import SchemaGenerator
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from jobs.models import Job
+from tests.api.conftest import Tokens
+
+MAX_EXAMPLES = 10
+# Schemathesis's coverage cases (boundary and invalid values of every parameter) are
+# hundreds of requests: ~25 s more. They run with API_FUZZ_FULL=1.
+PHASES = [Phase.explicit, Phase.generate] if os.environ.get("API_FUZZ_FULL") else [Phase.generate]
+# The log download streams from an async iterator, which WSGI consumes synchronously.
+pytestmark = pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")
+
+schema = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))
+schema.app = WSGIHandler()
+
+
+@pytest.fixture
+def same_connection() -> Iterator[None]:
+    # As Django's test client does: a request must not close the test's transaction.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    phases=PHASES,
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_matches_its_schema(case, job: Job, tokens: Tokens, same_connection) -> None:
+    if "job_id" in (case.path_parameters or {}):
+        case.path_parameters["job_id"] = job.pk
+    if "number" in (case.path_parameters or {}):
+        case.path_parameters["number"] = 1
+    if "slug" in (case.path_parameters or {}):
+        case.path_parameters["slug"] = "vision"
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {tokens.owner}"},
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
+    )

@@ -213,7 +213,13 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Job #{job.pk} submitted.")
                 return redirect("job-page", job_id=job.pk)
     elif request.method == "GET":
-        form = JobForm(user=user, initial=_initial(request, user))
+        initial = _initial(request, user)
+        if "cpus_per_task" not in initial:
+            # Four CPUs, or what the default partition's nodes have if that is fewer.
+            default = _partitions_for(user, _selected_cluster_named(user, ""))
+            cpus = [p.cpus_per_node for p in default.values() if p.is_default and p.cpus_per_node]
+            initial["cpus_per_task"] = min([4, *cpus])
+        form = JobForm(user=user, initial=initial)
     else:
         return HttpResponse(status=405)
     selected = _selected_cluster(form, form["cluster"].value())
@@ -241,8 +247,12 @@ def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
 
 
 def _selected_cluster(form: JobForm, value: Any) -> Cluster | None:
+    return _selected_cluster_named(form.user, value)
+
+
+def _selected_cluster_named(user: User, value: Any) -> Cluster | None:
     """The cluster the form shows (the first usable one when none is chosen yet)."""
-    clusters = usable_clusters(user=form.user)
+    clusters = usable_clusters(user=user)
     found = clusters.filter(name=value).first() if isinstance(value, str) and value else None
     return found or clusters.first()
 

@@ -445,3 +445,12 @@ def test_fsdp_and_deepspeed_scripts_set_their_environment_before_torchrun(
     launch = next(i for i, text in enumerate(lines) if "torchrun" in text and "train.py" in text)
     assert line in lines[:launch]
     assert lines[launch].endswith("train.py --zero 3")
+
+
+def test_new_form_asks_for_no_more_cpus_than_the_default_partition_has(
+    client: Client, member: User, cluster: Cluster, accounts: None
+) -> None:
+    client.force_login(member)
+    form = client.get(reverse("job-new")).context["form"]
+    assert form["cpus_per_task"].value() == GPU_PARTITION.cpus_per_node == 2
+    assert form["cluster"].value() is None or form["cluster"].value() == cluster.name

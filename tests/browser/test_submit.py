@@ -1,0 +1,214 @@
+"""The researcher's dashboard in Chromium against daphne, a Celery worker and the sandbox
+Slurm cluster: log in, submit through the form (command job to completion; 2-node DDP from
+its template, then cancel it), inline errors, clone, and every page's screenshot."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from clusters.models import Cluster
+from jobs.models import Job, State
+from projects.models import Project
+from tests.browser.conftest import screenshot
+from tests.conftest import PASSWORD
+from tests.e2e.conftest import (  # noqa: F401 - fixtures
+    EXAMPLE,
+    alice,
+    asgi_server,
+    celery_worker,
+    researcher,
+    sandbox_cluster,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+def _log_in(page, server: str, user: User) -> None:
+    user.set_password(PASSWORD)
+    user.save()
+    page.goto(f"{server}/")
+    page.get_by_label("User name").fill(user.get_username())
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name=f"Hello, {user.get_username()}").wait_for()
+
+
+def _docs(shot: Path, name: str) -> None:
+    DOCS.mkdir(exist_ok=True)
+    shutil.copy(shot, DOCS / name)
+
+
+def _fill_form(page, **fields: str) -> None:
+    for name, value in fields.items():
+        element = page.locator(f"#id_{name}")
+        if element.evaluate("e => e.tagName") == "SELECT":
+            element.select_option(value)
+        else:
+            element.fill(value)
+
+
+def _preview_ready(page) -> None:
+    page.wait_for_function(
+        "() => document.getElementById('preview-status').textContent === 'ready'"
+    )
+
+
+def test_command_job_through_the_form_errors_clone_and_pages(
+    asgi_server,  # noqa: F811
+    celery_worker,  # noqa: F811
+    researcher: User,  # noqa: F811
+    project: Project,
+    sandbox_cluster: Cluster,  # noqa: F811
+    page,
+) -> None:
+    _log_in(page, asgi_server, researcher)
+    page.get_by_role("link", name="New job").first.click()
+    page.get_by_role("heading", name="New job").wait_for()
+    page.locator("#id_partition option", has_text="gpu").first.wait_for(state="attached")
+
+    # Inline errors, live from the preview, each naming what to change.
+    _fill_form(page, time_limit="ninety minutes")
+    errors = page.locator("#err-time_limit")
+    errors.get_by_text("write it as minutes (90)").wait_for()
+    _fill_form(page, time_limit="0:05:00", gpus_per_node="3")
+    page.locator("#err-gpus_per_node").get_by_text("ask for at most 2 per node").wait_for()
+    assert errors.inner_text() == ""
+    screenshot(page, "submit-errors")
+    # The server says the same when the form is sent anyway, and creates nothing.
+    page.get_by_role("button", name="Submit job").click()
+    page.locator("#err-gpus_per_node").get_by_text("have 2 GPUs").wait_for()
+    assert not Job.objects.exists()
+
+    _fill_form(
+        page,
+        name="hello-form",
+        gpus_per_node="1",
+        time_limit="0:05:00",
+        setup="export GREETING=hello",
+        command='echo "$GREETING from the form"\nsleep 2',
+        model_params="125M",
+    )
+    page.locator("#script").get_by_text("from the form").wait_for()
+    _preview_ready(page)
+    assert page.locator("#est-gpu-hours").inner_text() == "0.08"
+    assert "2.50 per GPU-h" in page.locator("#est-cost").inner_text()
+    assert page.locator("#est-left-before").inner_text() == "100.00 GPU-h"
+    _docs(screenshot(page, "submit-form"), "submit-form.png")
+    page.get_by_role("button", name="Submit job").click()
+    page.get_by_role("heading", name="hello-form").wait_for()
+    job = Job.objects.get(name="hello-form")
+    assert (job.user, job.model_params, job.setup) == (
+        researcher,
+        125_000_000,
+        "export GREETING=hello",
+    )
+    # The badge follows the job live, without a reload.
+    page.wait_for_function(
+        "() => document.getElementById('job-state').textContent.trim().toUpperCase()"
+        " === 'COMPLETED'",
+        timeout=90_000,
+    )
+    wait_for(lambda: "from the form" in page.locator("#log").inner_text(), 30, "the job's log")
+    assert page.locator("#job-cancel").count() == 0
+    screenshot(page, "job-page-completed")
+
+    # Clone opens the form with the job's values.
+    page.get_by_role("link", name="Clone").click()
+    page.get_by_role("heading", name="New job").wait_for()
+    assert page.locator("#id_name").input_value() == "hello-form copy"
+    assert page.locator("#id_command").input_value() == 'echo "$GREETING from the form"\nsleep 2'
+    assert page.locator("#id_time_limit").input_value() == "0:05:00"
+    assert page.locator("#id_setup").input_value() == "export GREETING=hello"
+    page.locator("#script").get_by_text("from the form").wait_for()
+    screenshot(page, "clone")
+
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    row = page.get_by_role("row").filter(has_text="hello-form")
+    assert row.get_by_text("Completed").is_visible()
+    _docs(screenshot(page, "job-list"), "job-list.png")
+
+    page.goto(f"{asgi_server}/")
+    page.get_by_role("heading", name="Recently finished").wait_for()
+    page.get_by_role("cell", name=re.compile("hello-form")).first.wait_for()
+    page.wait_for_function(
+        "() => /\\d+ \\/ 4/.test(document.querySelector('[data-field=gpus_free]').textContent)"
+    )
+    _docs(screenshot(page, "dashboard"), "dashboard.png")
+
+    page.get_by_role("link", name=sandbox_cluster.name).click()
+    page.get_by_role("cell", name="n1", exact=True).wait_for()
+    assert page.locator("#gpus-total").inner_text() == "4"
+    _docs(screenshot(page, "cluster"), "cluster.png")
+
+    page.goto(f"{asgi_server}/projects/{project.slug}/")
+    page.get_by_role("heading", name="Members").wait_for()
+    page.locator("#chart-usage .main-svg").first.wait_for()
+    _docs(screenshot(page, "project"), "project.png")
+
+
+def test_ddp_job_from_its_template_runs_and_is_cancelled(
+    asgi_server,  # noqa: F811
+    celery_worker,  # noqa: F811
+    researcher: User,  # noqa: F811
+    project: Project,
+    sandbox_cluster: Cluster,  # noqa: F811
+    alice,  # noqa: F811
+    page,
+) -> None:
+    if alice.run("command -v torchrun").exit_status != 0:
+        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
+    alice.run("mkdir -p -m 700 portal-examples")
+    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
+
+    _log_in(page, asgi_server, researcher)
+    page.goto(f"{asgi_server}/jobs/new/")
+    page.locator("#id_partition option", has_text="gpu").first.wait_for(state="attached")
+    _fill_form(
+        page,
+        name="ddp-form",
+        template="torchrun",
+        nodes="2",
+        gpus_per_node="1",
+        time_limit="0:10:00",
+        command="portal-examples/ddp_train.py --steps 3000 --sleep 0.1 --log-every 5",
+        model_params="1M",
+    )
+    script = page.locator("#script")
+    script.get_by_text("torchrun").wait_for()
+    assert "#SBATCH --nodes=2" in script.inner_text()
+    page.get_by_role("button", name="Submit job").click()
+    page.get_by_role("heading", name="ddp-form").wait_for()
+    page.wait_for_function(
+        "() => document.getElementById('job-state').textContent.trim().toUpperCase() === 'RUNNING'",
+        timeout=120_000,
+    )
+    wait_for(lambda: "step" in page.locator("#log").inner_text(), 90, "training steps in the log")
+    job = Job.objects.get(name="ddp-form")
+    assert (job.template, job.nodes) == ("torchrun", 2)
+    screenshot(page, "job-page-ddp-running")
+
+    page.goto(f"{asgi_server}/")
+    page.get_by_role("heading", name=re.compile("^Running")).wait_for()
+    page.get_by_role("cell", name=re.compile("ddp-form")).first.wait_for()
+    screenshot(page, "dashboard-running")
+
+    page.goto(f"{asgi_server}/jobs/{job.pk}/")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel job").click()
+    page.get_by_text(f"Cancelling job #{job.pk}.").wait_for()
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).state == State.CANCELLED, 60, "the job to be cancelled"
+    )
+    page.wait_for_function(
+        "() => document.getElementById('job-state').textContent.trim().toUpperCase()"
+        " === 'CANCELLED'",
+        timeout=30_000,
+    )
+    screenshot(page, "job-page-cancelled")

@@ -2,9 +2,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from clusters.models import Cluster, ClusterAccount
+from clusters.slurm.health import cluster_connection_check
 
 
 class ClusterForm(forms.ModelForm):
@@ -25,10 +28,20 @@ class ClusterAdmin(admin.ModelAdmin):
         "gpu_peak_bf16_tflops",
         "price_per_gpu_hour",
         "is_active",
+        "accounting_enabled",
+        "mirror_quotas",
     ]
-    list_filter = ["is_active", "gpu_model"]
+    list_filter = ["is_active", "gpu_model", "accounting_enabled", "mirror_quotas"]
     search_fields = ["name", "ssh_host"]
     readonly_fields = ["host_key_fingerprint", "created_at"]
+    actions = ["test_connection"]
+
+    @admin.action(description="Test connection (host key and sinfo)")
+    def test_connection(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
+        for cluster in queryset:
+            check = cluster_connection_check(cluster=cluster)
+            level = messages.SUCCESS if check.ok else messages.ERROR
+            self.message_user(request, f"{check.cluster}: {check.message}", level)
 
 
 class WriteOnlyTextarea(forms.Textarea):

@@ -27,7 +27,12 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
     since = (attempt.submitted_at or attempt.created_at) - timedelta(minutes=5)
     endpoint = account_endpoint(account=attempt.account)
     try:
-        row = job_accounting(pool.get(endpoint), job_id=attempt.slurm_job_id, since=since)
+        row = job_accounting(
+            pool.get(endpoint),
+            job_id=attempt.slurm_job_id,
+            since=since,
+            name=attempt.slurm_job_name,
+        )
     except SSHError as exc:
         if exc.retryable:
             pool.discard(endpoint)

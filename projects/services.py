@@ -88,6 +88,7 @@ def quota_changes_record(
     clusters_before: list[str] | None = None,
 ) -> list[QuotaChange]:
     """Audit rows for each limit that differs from `before` (the values as loaded)."""
+    quota.refresh_from_db(fields=list(AUDITED_QUOTA_FIELDS))  # as stored: 150.00, not 150
     now = timezone.now()
     changes = [
         QuotaChange(

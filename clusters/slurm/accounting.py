@@ -10,15 +10,19 @@ from clusters.ssh import Connection
 COMMAND_TIMEOUT = 30.0
 
 
-def job_accounting(connection: Connection, *, job_id: str, since: datetime) -> SacctRow | None:
+def job_accounting(
+    connection: Connection, *, job_id: str, since: datetime, name: str = ""
+) -> SacctRow | None:
     """sacct's record of one job's allocation, or None while slurmdbd has not got it yet.
 
-    Raises AccountingDisabled when the cluster keeps no accounting.
+    With `name`, a record of a reused job id (a cluster restarted clean) under another
+    name is not taken. Raises AccountingDisabled when the cluster keeps no accounting.
     """
     argv = sacct_argv(job_ids=[job_id], since=since)
     command = shlex.join(argv)
     rows = sacct_result(connection.run(command, timeout=COMMAND_TIMEOUT), command=command)
-    return next((row for row in rows if row.job_id == job_id), None)
+    matches = [row for row in rows if row.job_id == job_id and (not name or row.name == name)]
+    return matches[-1] if matches else None
 
 
 def gpu_minutes_limit_argv(*, account: str, gpu_minutes: int | None) -> list[str]:
@@ -48,10 +52,18 @@ def account_add_argv(*, account: str, description: str) -> list[str]:
     ]
 
 
+_UNCHANGED = ("Nothing new added", "already exists", "Nothing modified")
+
+
 def run_sacctmgr(connection: Connection, argv: list[str]) -> str:
-    """Run one sacctmgr command; 'Nothing new added' / 'Nothing modified' are not errors."""
+    """Run one sacctmgr command; 'Nothing new added' / 'Nothing modified' are not errors.
+
+    sacctmgr says those on stdout and exits 1.
+    """
     command = shlex.join(argv)
     result = connection.run(command, timeout=COMMAND_TIMEOUT)
-    benign = ("Nothing new added", "already exists", "Nothing modified")
-    check_result(command, result.exit_status, result.error_text, benign=benign)
+    if result.exit_status == 1 and any(text in result.text for text in _UNCHANGED):
+        return result.text
+    # sacctmgr prints some refusals ("Unknown option") on stdout only.
+    check_result(command, result.exit_status, result.error_text or result.text)
     return result.text

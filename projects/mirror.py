@@ -1,0 +1,85 @@
+"""Mirroring a project's budget into Slurm as GrpTRESMins=gres/gpu=... (optional per cluster).
+
+Slurm then refuses jobs itself once the account's GPU-minutes are spent, even ones
+submitted outside the portal. GrpTRESMins counts usage since the last reset
+(PriorityUsageResetPeriod on the cluster), so the cluster's reset period should match
+the quota's period.
+"""
+
+import shlex
+from dataclasses import dataclass
+
+from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import account_endpoint
+from clusters.slurm import SlurmError
+from clusters.slurm.accounting import account_add_argv, gpu_minutes_limit_argv, run_sacctmgr
+from clusters.ssh import SSHError, pool
+from projects.models import Project, Quota
+
+
+class MirrorError(Exception):
+    """The mirror cannot be applied; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class MirrorPlan:
+    project: Project
+    argvs: list[list[str]]
+    why_not: str  # non-empty when there is nothing to mirror
+
+    @property
+    def commands(self) -> list[str]:
+        return [shlex.join(argv) for argv in self.argvs]
+
+
+def mirror_plan(*, project: Project, quota: Quota | None) -> MirrorPlan:
+    """The sacctmgr commands that would mirror the quota (a dry run: nothing runs)."""
+    if not project.slurm_account:
+        return MirrorPlan(project, [], "The project has no Slurm account to set a limit on.")
+    if quota is None:
+        return MirrorPlan(project, [], "The project has no quota.")
+    minutes = int(quota.gpu_hours_per_period * 60)
+    return MirrorPlan(
+        project,
+        [
+            account_add_argv(account=project.slurm_account, description=project.name),
+            gpu_minutes_limit_argv(account=project.slurm_account, gpu_minutes=minutes),
+        ],
+        "",
+    )
+
+
+def operator_account(cluster: Cluster) -> ClusterAccount:
+    account = (
+        ClusterAccount.objects.select_related("cluster")
+        .filter(cluster=cluster, user__isnull=True)
+        .first()
+    )
+    if account is None:
+        raise MirrorError(
+            f"Cluster {cluster.name} has no shared service account: add one whose Slurm user "
+            "is a sacctmgr operator (AdminLevel=Operator) to mirror quotas."
+        )
+    return account
+
+
+def mirror_apply(*, project: Project, cluster: Cluster) -> list[str]:
+    """Run the mirror's sacctmgr commands on a cluster that has mirroring switched on."""
+    if not cluster.mirror_quotas:
+        raise MirrorError(
+            f"Quota mirroring is off for cluster {cluster.name}; switch it on in the cluster's "
+            "admin page first."
+        )
+    plan = mirror_plan(project=project, quota=Quota.objects.filter(project=project).first())
+    if plan.why_not:
+        raise MirrorError(plan.why_not)
+    endpoint = account_endpoint(account=operator_account(cluster))
+    try:
+        connection = pool.get(endpoint)
+        for argv in plan.argvs:
+            run_sacctmgr(connection, argv)
+    except (SSHError, SlurmError) as exc:
+        if isinstance(exc, SSHError) and exc.retryable:
+            pool.discard(endpoint)
+        raise MirrorError(f"sacctmgr on {cluster.name} failed: {exc}") from exc
+    return plan.commands

@@ -1,0 +1,7 @@
+"""A client for the GPU portal's REST API: `Portal(url, token)`, then jobs."""
+
+from portal_client.client import Portal, PortalError
+from portal_client.job import FINAL_STATES, Job
+
+__all__ = ["FINAL_STATES", "Job", "Portal", "PortalError"]
+__version__ = "0.1.0"

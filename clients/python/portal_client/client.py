@@ -1,0 +1,182 @@
+"""`Portal(url, token)`: the connection, and what is not one job's (projects, clusters, lists)."""
+
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    from portal_client.job import Job
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+
+class PortalError(Exception):
+    """The portal refused a request; `errors` maps fields to what to change."""
+
+    def __init__(self, status: int, message: str, errors: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors or {}
+
+
+def _error(response: httpx.Response) -> PortalError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and set(body) == {"detail"}:
+        return PortalError(response.status_code, str(body["detail"]))
+    if isinstance(body, dict):
+        # Field errors: name each field and what to change.
+        parts = [
+            f"{field}: {' '.join(map(str, m)) if isinstance(m, list) else m}"
+            for field, m in body.items()
+        ]
+        return PortalError(response.status_code, "; ".join(parts), errors=body)
+    return PortalError(response.status_code, f"HTTP {response.status_code}: {response.text[:200]}")
+
+
+def _duration(value: timedelta | int | float | str) -> str:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, int | float):
+        seconds = int(value)
+        return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    return value
+
+
+class Portal:
+    """The portal at `url`, used with a personal token (from /account/tokens/).
+
+    Without arguments, `PORTAL_URL` and `PORTAL_TOKEN` from the environment.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        url = url or os.environ.get("PORTAL_URL")
+        token = token or os.environ.get("PORTAL_TOKEN")
+        if not url or not token:
+            raise ValueError("Give the portal's URL and a token (or set PORTAL_URL, PORTAL_TOKEN).")
+        self.url = url.rstrip("/")
+        self.http = httpx.Client(
+            base_url=f"{self.url}/api/v1/",
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        return f"Portal({self.url!r})"
+
+    def __enter__(self) -> "Portal":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    # --- HTTP ----------------------------------------------------------------------
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        response = self.http.request(method, path.lstrip("/"), **kwargs)
+        if response.status_code >= 400:
+            raise _error(response)
+        return response
+
+    def get(self, path: str, **params: Any) -> Any:
+        clean = {k: v for k, v in params.items() if v is not None}
+        return self.request("GET", path, params=clean).json()
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.request("POST", path, json=body or {}).json()
+
+    # --- what the portal offers ----------------------------------------------------
+
+    def projects(self) -> list[dict[str, Any]]:
+        """Your projects, your role in each and this period's GPU-hour usage."""
+        result: list[dict[str, Any]] = self.get("projects/")
+        return result
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """Clusters taking jobs, their partitions and free GPUs."""
+        result: list[dict[str, Any]] = self.get("clusters/")
+        return result
+
+    # --- jobs ------------------------------------------------------------------------
+
+    def job(self, job_id: int) -> "Job":
+        from portal_client.job import Job
+
+        return Job(self, self.get(f"jobs/{int(job_id)}/"))
+
+    def jobs(
+        self,
+        *,
+        project: str | None = None,
+        cluster: str | None = None,
+        state: str | None = None,
+        mine: bool = False,
+        limit: int | None = None,
+    ) -> Iterator["Job"]:
+        """Jobs of your projects, newest first, fetched a page at a time as you iterate."""
+        from portal_client.job import Job
+
+        params: dict[str, Any] = {"project": project, "cluster": cluster, "state": state}
+        if mine:
+            params["mine"] = "true"
+        page = self.get("jobs/", **params)
+        count = 0
+        while True:
+            for row in page["results"]:
+                if limit is not None and count >= limit:
+                    return
+                count += 1
+                yield Job(self, row)
+            if not page["next"]:
+                return
+            page = self.request("GET", page["next"]).json()
+
+    def submit(
+        self,
+        *,
+        project: str,
+        cluster: str,
+        name: str,
+        command: str,
+        template: str = "command",
+        nodes: int = 1,
+        gpus_per_node: int = 1,
+        time_limit: timedelta | int | float | str = 3600,
+        **spec: Any,
+    ) -> "Job":
+        """Submit a job: the portal checks it like its form does (PortalError says what to fix).
+
+        More spec fields as keywords: cpus_per_task, memory_mb, partition, setup,
+        model_params, total_steps, metric_patterns.
+        """
+        from portal_client.job import Job
+
+        body = {
+            "project": project,
+            "cluster": cluster,
+            "name": name,
+            "command": command,
+            "template": template,
+            "nodes": nodes,
+            "gpus_per_node": gpus_per_node,
+            "time_limit": _duration(time_limit),
+            **spec,
+        }
+        return Job(self, self.post("jobs/", body))

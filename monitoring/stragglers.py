@@ -3,8 +3,8 @@
 Compared across the job, over a recent window, so one slow sample is noise and
 a sustained gap is a finding:
 
-- a GPU whose utilisation stays far below the job's median GPU (`gpu/<node>/<i>/utilization`);
-- a node whose own pace stays far below the job's median node (`steps_per_sec/<node>`,
+- a GPU whose utilisation stays far below the other GPUs' median (`gpu/<node>/<i>/utilization`);
+- a node whose own pace stays far below the other nodes' median (`steps_per_sec/<node>`,
   which the example trainer writes: each node's compute time per step, before it
   waits for the others, so a slow node shows even though DDP steps in lockstep);
 - a GPU whose temperature stays at or above the hot threshold.
@@ -30,7 +30,7 @@ UTILIZATION, STEP_RATE, HOT = "gpu_utilization", "step_rate", "gpu_hot"
 class StragglerPolicy:
     window_seconds: float = 60.0  # of GPU samples
     window_steps: int = 20  # of node pace points
-    fraction: float = 0.5  # "far below": under this share of the job's median
+    fraction: float = 0.5  # "far below": under this share of the other nodes' median
     sustained: float = 0.8  # share of the window's points that must be below (or hot)
     hot_celsius: float = 85.0
     min_points: int = 5
@@ -47,7 +47,7 @@ class Straggler:
     node: str
     gpu: int | None
     value: float  # the flagged thing's median over the window
-    reference: float  # the job's median, or the hot threshold
+    reference: float  # the other nodes' (or GPUs') median, or the hot threshold
     message: str
 
 
@@ -62,20 +62,25 @@ class _Window:
 def _below_median(
     windows: list[_Window], policy: StragglerPolicy, *, min_span: float
 ) -> list[tuple[_Window, float, float]]:
-    """Windows whose values stay under `fraction` of the job's median, with (own, job) medians."""
+    """Windows whose values stay under `fraction` of the rest of the job's median.
+
+    The median of the others (leaving the window itself out), so that with two
+    nodes a slow one is compared with the fast one, not with their average.
+    Returns (window, its median, the others' median).
+    """
     usable = [w for w in windows if len(w.values) >= policy.min_points and w.span >= min_span]
     if len(usable) < 2:
         return []
-    medians = {id(w): statistics.median(w.values) for w in usable}
-    job_median = statistics.median(medians.values())
-    if job_median <= 0:
-        return []
-    limit = policy.fraction * job_median
+    medians = [statistics.median(w.values) for w in usable]
     found = []
-    for window in usable:
+    for index, window in enumerate(usable):
+        others = statistics.median(medians[:index] + medians[index + 1 :])
+        if others <= 0:
+            continue
+        limit = policy.fraction * others
         below = sum(v < limit for v in window.values) / len(window.values)
-        if medians[id(window)] < limit and below >= policy.sustained:
-            found.append((window, medians[id(window)], job_median))
+        if medians[index] < limit and below >= policy.sustained:
+            found.append((window, medians[index], others))
     return found
 
 
@@ -98,8 +103,8 @@ def find_stragglers(
                 None,
                 own,
                 job,
-                f"Node {window.node} keeps {own:.2f} steps/s on its own, against the job's "
-                f"median of {job:.2f}: it holds every other node back.",
+                f"Node {window.node} keeps {own:.2f} steps/s on its own, against "
+                f"{job:.2f} for the other nodes (median): it holds the whole job back.",
             )
         )
     for window, own, job in _below_median(
@@ -113,7 +118,7 @@ def find_stragglers(
                 own,
                 job,
                 f"GPU {window.gpu} on node {window.node} runs at {own:.0f}% utilisation, against "
-                f"the job's median of {job:.0f}%.",
+                f"{job:.0f}% for the job's other GPUs (median).",
             )
         )
     for window in temperature:

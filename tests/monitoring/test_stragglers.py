@@ -34,7 +34,7 @@ def test_a_node_far_below_the_median_pace_is_flagged() -> None:
         policy=POLICY,
     )
     assert [(f.kind, f.node) for f in found] == [(STEP_RATE, "n3")]
-    assert found[0].value == 2.0 and found[0].reference == 9.5
+    assert found[0].value == 2.0 and found[0].reference == 9.75  # the others' median
     assert "n3" in found[0].message
 
 
@@ -48,6 +48,17 @@ def test_one_slow_sample_or_a_mild_gap_is_not_a_straggler() -> None:
         policy=POLICY,
     )
     assert found == []
+
+
+def test_two_nodes_compare_with_each_other_not_their_average() -> None:
+    # 2.5x slower than its only peer: far below it, though not below half their average.
+    found = find_stragglers(
+        utilization=[],
+        pace=[_w("n1", [5.0] * 20, span=19), _w("n2", [2.0] * 20, span=19)],
+        temperature=[],
+        policy=POLICY,
+    )
+    assert [(f.kind, f.node, f.reference) for f in found] == [(STEP_RATE, "n2", 5.0)]
 
 
 def test_a_window_too_short_to_be_sustained_flags_nothing() -> None:

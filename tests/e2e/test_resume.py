@@ -1,0 +1,152 @@
+"""Automatic resume on the sandbox: a 2-node DDP job loses a rank and comes back from its checkpoint.
+
+One job shows two things while it runs: its throttled node is flagged as a
+straggler (with the node's name, and a drain button for staff), then a rank is
+killed and the portal diagnoses it, restarts from the latest checkpoint, and
+the job completes with its step count continuing from there.
+"""
+
+import os
+import re
+import shlex
+import signal
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from clusters.ssh import Connection
+from jobs.models import Attempt, FailureClass, Job, JobEvent, State
+from monitoring.models import Checkpoint
+from monitoring.series import series_read
+from monitoring.stragglers import STEP_RATE, attempt_stragglers
+from tests.e2e.conftest import submit_ddp_example, wait_for
+
+pytestmark = pytest.mark.sandbox
+
+STEPS = 30
+
+
+def attempt_processes(attempt: Attempt) -> list[tuple[int, dict[str, str]]]:
+    """(pid, environment) of every process of the attempt on this machine (the sandbox nodes)."""
+    marker = f"PORTAL_ATTEMPT={attempt.uuid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in raw.split(b"\0"):
+            env = dict(
+                item.decode(errors="replace").partition("=")[::2]
+                for item in raw.split(b"\0")
+                if b"=" in item
+            )
+            found.append((int(entry.name), env))
+    return found
+
+
+def kill_rank(attempt: Attempt, rank: int) -> str:
+    """SIGKILL one training process (a torchrun worker); returns its node."""
+    workers = [
+        (pid, env) for pid, env in attempt_processes(attempt) if env.get("RANK") == str(rank)
+    ]
+    assert workers, f"no process of rank {rank} for attempt {attempt.pk}"
+    pid, env = workers[0]
+    os.kill(pid, signal.SIGKILL)
+    return env["SLURMD_NODENAME"]
+
+
+def run_file(alice: Connection, attempt: Attempt, name: str) -> str:
+    return alice.run(f"cat {shlex.quote(attempt.run_dir + '/' + name)}").text
+
+
+def test_a_killed_rank_resumes_from_the_latest_checkpoint(
+    celery_worker, researcher, project, sandbox_cluster, alice, staff: User, settings
+) -> None:
+    # A short window, so a few steps of a slow node are a sustained gap.
+    settings.STRAGGLER_POLICY = {"window_steps": 6, "min_points": 5}
+    job = submit_ddp_example(
+        alice,
+        researcher,
+        project,
+        sandbox_cluster,
+        name="resume after a rank dies",
+        args=f"--steps {STEPS} --checkpoint-every 4 --sleep 0.02 "
+        "--throttle-node n2 --throttle-seconds 0.4",
+    )
+    Job.objects.filter(pk=job.pk).update(max_restarts=2)  # read when the failure is decided
+    first = Attempt.objects.get(job=job, number=1)
+
+    # 1. While it runs, node n2 is flagged as a straggler, by name, on the job page.
+    def n2_flagged() -> bool:
+        attempt = Attempt.objects.select_related("job").get(pk=first.pk)
+        return any(
+            s.kind == STEP_RATE and s.node == "n2" for s in attempt_stragglers(attempt=attempt)
+        )
+
+    wait_for(n2_flagged, 150, "node n2 to be flagged as a straggler while the job runs")
+    flagged = attempt_stragglers(attempt=Attempt.objects.select_related("job").get(pk=first.pk))
+    assert all(s.node != "n1" for s in flagged if s.kind == STEP_RATE)
+    staff_client = Client()
+    staff_client.force_login(staff)
+    page = staff_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "Stragglers and sick nodes" in page and 'data-node="n2"' in page
+    assert f"/clusters/{sandbox_cluster.name}/nodes/n2/drain/" in page
+    member_client = Client()
+    member_client.force_login(researcher)
+    member_page = member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'data-node="n2"' in member_page, member_page
+    assert "/drain/" not in member_page  # the drain button is for staff only
+
+    # 2. Once a checkpoint past step 4 is registered, one rank is killed.
+    wait_for(
+        lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=8).exists(),
+        60,
+        "a checkpoint at step 8 or later in the registry",
+    )
+    node = kill_rank(first, rank=1)
+
+    # 3. The portal classifies it and restarts; attempt 2 runs to the end.
+    wait_for(
+        lambda: (
+            Attempt.objects.filter(
+                job=job, number=2, state=State.COMPLETED, files_complete=True
+            ).exists()
+            or Attempt.objects.filter(job=job, number=2, state__in=[State.FAILED]).exists()
+        ),
+        240,
+        "attempt 2 to finish",
+    )
+    first.refresh_from_db()
+    second = Attempt.objects.get(job=job, number=2)
+    log1, log2 = run_file(alice, first, "stdout.log"), run_file(alice, second, "stdout.log")
+    assert second.state == State.COMPLETED, log2[-3000:]
+    assert first.state == State.FAILED
+    assert first.failure_class == FailureClass.RANK_CRASH, (first.diagnosis, log1[-3000:])
+    assert first.diagnosis is not None
+    assert first.diagnosis["rank"] == 1 and first.diagnosis["node"] == node
+
+    latest = Checkpoint.objects.filter(attempt=first, complete=True).order_by("-step").first()
+    assert latest is not None and latest.step is not None and latest.step >= 8
+    resumed = latest.step
+    assert second.resume_from == f"{first.run_dir}/checkpoints/step-{resumed}.pt"
+    assert f"resumed from {second.resume_from} at step {resumed}" in log2
+    first_step = int(re.findall(r"^step (\d+), loss=", log2, re.M)[0])
+    assert first_step == resumed + 1  # continues from the checkpoint, not from 0
+    assert f"done at step {STEPS}" in log2
+    loss = series_read(attempt_id=second.pk, name="loss")
+    assert loss.xs[0] == resumed + 1 and loss.xs[-1] == STEPS
+
+    # 4. The timeline says why attempt 2 exists.
+    job.refresh_from_db()
+    assert job.state == State.COMPLETED
+    restart = JobEvent.objects.get(attempt=second, to_state=State.QUEUED)
+    assert "Restart 1/2 after A rank crashed on attempt 1" in restart.reason
+    assert f"from step {resumed}" in restart.reason
+    page = member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "Restart 1/2 after A rank crashed" in page
+    assert "Attempt 1: A rank crashed" in page

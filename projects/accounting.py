@@ -39,8 +39,9 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
         raise AccountingNotReady(str(exc)) from exc
     if row is None or row.end_time is None:
         raise AccountingNotReady(f"sacct has no finished record of job {attempt.slurm_job_id}")
-    if row.start_time is None or row.elapsed is None:
-        return None  # cancelled while pending: it never had an allocation
+    # Cancelled while pending: no nodes (sacct still shows Start = End for it).
+    if row.start_time is None or row.elapsed is None or not row.node_list:
+        return None
     gpus = row.gpus or attempt.job.total_gpus
     return Measured(
         gpus=gpus,
@@ -72,7 +73,8 @@ def attempt_charge_from_accounting(*, attempt_id: int, last_try: bool = False) -
         logger.warning("charging attempt %s from portal times: %s", attempt.pk, exc)
         measured = None
     else:
-        attempt_charge(attempt=attempt, measured=measured)
+        # None from sacct: it never started (cancelled while pending): nothing to charge.
+        attempt_charge(attempt=attempt, measured=measured, never_ran=measured is None)
         return True
     # No sacct answer: the portal's own times (None: nothing ran, only the release).
     attempt_charge(attempt=attempt, measured=None)

@@ -248,9 +248,19 @@ class Measured:
 
 
 def attempt_ran(attempt: "Attempt") -> bool:
-    """Whether the attempt ever got an allocation (a pending or queued cancel did not)."""
-    return attempt.started_at is not None or (
-        bool(attempt.slurm_job_id) and attempt.exit_code is not None
+    """Whether the portal saw the attempt get an allocation (a pending cancel did not).
+
+    A job that started and ended between two polls has no start time but left its exit
+    status; a cancelled one without a start time is taken as never started.
+    """
+    from jobs.models import State
+
+    if attempt.started_at is not None:
+        return True
+    return (
+        bool(attempt.slurm_job_id)
+        and attempt.exit_code is not None
+        and attempt.state != State.CANCELLED
     )
 
 
@@ -285,10 +295,8 @@ def attempt_settle(*, attempt: "Attempt") -> None:
             return
         now = timezone.now()
         _queue_job_end_mail(attempt)
-        if not attempt_ran(attempt):
-            if reservation is not None:
-                Reservation.objects.filter(pk=reservation.pk).update(ended_at=now, released_at=now)
-            return
+        # With accounting, sacct says whether and how long it ran (a cancel that
+        # raced the start included).
         if attempt.job.cluster.accounting_enabled and attempt.slurm_job_id:
             if reservation is not None and reservation.ended_at is None:
                 Reservation.objects.filter(pk=reservation.pk).update(ended_at=now)
@@ -298,17 +306,25 @@ def attempt_settle(*, attempt: "Attempt") -> None:
             transaction.on_commit(lambda: charge_from_accounting.delay(attempt_id))
             return
         measured = measured_by_portal(attempt)
-        if measured is not None:
+        if measured is None:
+            _release(attempt)
+        else:
             _charge(attempt, measured)
 
 
-def attempt_charge(*, attempt: "Attempt", measured: Measured | None) -> UsageCharge | None:
-    """Write the attempt's ledger entry (once) and release its reservation."""
+def attempt_charge(
+    *, attempt: "Attempt", measured: Measured | None, never_ran: bool = False
+) -> UsageCharge | None:
+    """Write the attempt's ledger entry (once) and release its reservation.
+
+    `measured` None: charge the portal's own times, unless `never_ran` (sacct says the
+    job never started), which only releases the reservation.
+    """
     with transaction.atomic():
         attempt = _attempt_with_job(attempt)
         Quota.objects.select_for_update().filter(project_id=attempt.job.project_id).first()
         Reservation.objects.select_for_update().filter(attempt=attempt).first()
-        if measured is None:
+        if measured is None and not never_ran:
             measured = measured_by_portal(attempt)
         if measured is None:
             _release(attempt)

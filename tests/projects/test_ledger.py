@@ -85,7 +85,8 @@ def test_cancelled_pending_job_is_charged_nothing(
     attempt = pending.attempts.get()
     attempt_transition(attempt=attempt, to=State.SUBMITTING)
     attempt_transition(attempt=attempt, to=State.PENDING, slurm_job_id="77")
-    attempt_transition(attempt=attempt, to=State.CANCELLED, ended_at=timezone.now())
+    # squeue reports an exit code (0:0) for a job cancelled while pending.
+    attempt_transition(attempt=attempt, to=State.CANCELLED, ended_at=timezone.now(), exit_code=0)
     assert not UsageCharge.objects.exists()
     assert not Reservation.objects.filter(released_at__isnull=True).exists()
     usage = project_usage(project=project)

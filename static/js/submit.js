@@ -9,17 +9,20 @@
   const status = document.getElementById("preview-status");
   let partitionsOf = form.querySelector("#id_cluster") ? form.querySelector("#id_cluster").value : "";
   let timer = null;
+  // An empty field the user has not reached yet is not an error to shout about.
+  const touched = new Set();
   let sequence = 0;
 
   function showErrors(errors) {
     for (const list of form.querySelectorAll("ul.errors")) {
       const name = list.id.replace(/^err-/, "");
       if (name === "__all__" && !(name in errors)) continue; // the submission's own message stays
-      const messages = errors[name] || [];
+      const input = form.elements[name];
+      const reached = touched.has(name) || !input || input.value !== "" || list.children.length > 0;
+      const messages = reached ? errors[name] || [] : [];
       list.replaceChildren(...messages.map((m) => { const li = document.createElement("li"); li.textContent = m; return li; }));
       const field = form.querySelector('[data-field="' + name + '"]');
       if (field) field.classList.toggle("has-error", messages.length > 0);
-      const input = form.elements[name];
       if (input && input.setAttribute) input.setAttribute("aria-invalid", messages.length ? "true" : "false");
     }
     // Errors on fields the form does not show (none expected) go to the top.
@@ -81,7 +84,9 @@
   }
 
   function schedule() { clearTimeout(timer); timer = setTimeout(preview, 300); }
-  form.addEventListener("input", schedule);
-  form.addEventListener("change", schedule);
+  const note = (event) => { if (event.target.name) touched.add(event.target.name); schedule(); };
+  form.addEventListener("input", note);
+  form.addEventListener("change", note);
+  form.addEventListener("submit", () => form.querySelectorAll("[name]").forEach((el) => touched.add(el.name)));
   preview();
 })();

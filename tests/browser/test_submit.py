@@ -116,9 +116,11 @@ def test_command_job_through_the_form_errors_clone_and_pages(
         timeout=90_000,
     )
     wait_for(lambda: "from the form" in page.locator("#log").inner_text(), 30, "the job's log")
+    # A finished job offers no cancel, live and after a reload.
+    page.locator("#job-cancel").wait_for(state="detached")
     page.reload()
     page.get_by_role("link", name="Clone").wait_for()
-    assert page.locator("#job-cancel").count() == 0  # a finished job offers no cancel
+    assert page.locator("#job-cancel").count() == 0
     screenshot(page, "job-page-completed")
 
     # Clone opens the form with the job's values.
@@ -153,6 +155,14 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     page.get_by_role("heading", name="Members").wait_for()
     page.locator("#chart-usage .main-svg").first.wait_for()
     _docs(screenshot(page, "project"), "project.png")
+
+    # On a phone the pages fit the screen: wide tables scroll inside their card.
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path, name in (("/jobs/", "job-list-phone"), ("/jobs/new/", "submit-form-phone")):
+        page.goto(f"{asgi_server}{path}")
+        page.get_by_role("link", name="New job").first.wait_for()
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        screenshot(page, name)
 
 
 def test_ddp_job_from_its_template_runs_and_is_cancelled(

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from jobs.errors import JobError
-from jobs.models import Attempt, Job, JobEvent, State, Template
+from jobs.models import DEFAULT_RESTART_ON, Attempt, Job, JobEvent, State, Template
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec, spec_from_job
 from monitoring.selectors import job_for_viewer
@@ -147,6 +147,22 @@ class SpecSerializer(serializers.Serializer[Any]):
         min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
     )
     metric_patterns = serializers.CharField(required=False, allow_blank=True, default="")
+    # The restart policy; what may be restarted is checked with the rest of the spec.
+    max_restarts = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1, default=0, help_text="Restarts after a failure."
+    )
+    restart_on = serializers.ListField(
+        child=serializers.CharField(max_length=32),
+        max_length=32,
+        default=lambda: list(DEFAULT_RESTART_ON),
+        help_text="Failure classes that restart the job from its latest checkpoint.",
+    )
+    exclude_failed_nodes = serializers.BooleanField(
+        default=False, help_text="Keep a restart off the nodes the failure was on."
+    )
+
+    def validate_restart_on(self, value: list[str]) -> tuple[str, ...]:
+        return tuple(value)
 
 
 class JobCreateSerializer(SpecSerializer):

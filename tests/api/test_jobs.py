@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from jobs.models import Attempt, Job, JobEvent, State
 from projects.models import Quota
@@ -222,3 +223,34 @@ def test_gpu_samples_by_gpu_and_metric(job: Job, tokens: Tokens) -> None:
     gpu = body["gpus"][0]
     assert (gpu["node"], gpu["index"]) == ("n1", 0)
     assert gpu["metrics"]["utilization"]["y"] == [90.0, 91.0, 92.0]
+
+
+def test_submit_with_a_restart_policy(cluster, member, tokens: Tokens) -> None:
+    policy = {"max_restarts": 2, "restart_on": ["node_failure"], "exclude_failed_nodes": True}
+    response = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, **policy})
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.max_restarts, job.restart_on, job.exclude_failed_nodes) == (
+        2,
+        ["node_failure"],
+        True,
+    )
+    refused = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "restart_on": ["cuda_oom"]})
+    assert refused.status_code == 400 and "restart_on" in refused.json()
+
+
+def test_attempt_and_event_lists_take_fixed_queries(
+    job: Job, owner, client: Client, django_assert_num_queries
+) -> None:
+    client.force_login(owner)
+    for number in (2, 3, 4):
+        attempt = Attempt.objects.create(job=job, number=number)
+        JobEvent.objects.create(
+            job=job, attempt=attempt, time=timezone.now(), to_state=State.QUEUED, reason="restart"
+        )
+    # session, user, the job (membership checked in the same query), its latest attempt
+    # number, then the attempts (or the events with their attempts)
+    with django_assert_num_queries(5):
+        client.get(f"/api/v1/jobs/{job.pk}/attempts/")
+    with django_assert_num_queries(5):
+        client.get(f"/api/v1/jobs/{job.pk}/events/")

@@ -292,7 +292,11 @@ def _evidence(rule: Rule, tail: str) -> str:
     for pattern in rule.patterns:
         match = pattern.search(tail)
         if match and (best is None or match.start() < best[0]):
-            best = (match.start(), match.group(0).strip()[:500])
+            # The whole line the match is on, as the log shows it.
+            start = tail.rfind("\n", 0, match.start()) + 1
+            end = tail.find("\n", match.start())
+            line = tail[start : end if end >= 0 else len(tail)]
+            best = (match.start(), line.strip()[:500])
     return best[1] if best else ""
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -96,7 +97,10 @@ def test_viewers_share_one_slurm_read_per_interval(
 
     def view() -> None:
         start.wait()
-        results.append(cluster_status(cluster=sandbox_cluster))
+        try:
+            results.append(cluster_status(cluster=sandbox_cluster))
+        finally:
+            connection.close()  # this thread's own connection, or the test database stays open
 
     threads = [threading.Thread(target=view) for _ in range(8)]
     for thread in threads:
@@ -120,4 +124,33 @@ def test_viewers_share_one_slurm_read_per_interval(
     assert stats.commands == 6
     assert again.read_at is not None and status.read_at is not None
     assert again.read_at > status.read_at
+    cache.clear()
+
+
+def test_an_unreachable_cluster_is_shown_as_such_and_frees_the_lock(
+    client: Client, member: User, db: None
+) -> None:
+    cache.clear()
+    cluster = factories.cluster("gone")
+    Cluster.objects.filter(pk=cluster.pk).update(ssh_host="127.0.0.1", ssh_port=1)
+    factories.account(cluster, None)
+    client.force_login(member)
+    page = client.get(reverse("cluster-page", args=["gone"]))
+    assert page.status_code == 200
+    assert "Cannot reach the cluster" in page.content.decode()
+    assert cache.get(f"clusters:status:{cluster.pk}:lock") is None
+    cache.clear()
+
+
+def test_a_viewer_waits_briefly_for_the_first_read_then_says_so(
+    member: User, db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache.clear()
+    cluster = factories.cluster("busy")
+    cache.add(f"clusters:status:{cluster.pk}:lock", "1", 60)  # another viewer is reading
+    monkeypatch.setattr(cluster_status_module, "WAIT_SECONDS", 0.2)
+    stats.reset()
+    status = cluster_status(cluster=cluster)
+    assert status.error == "The status is being read; reload in a moment."
+    assert stats.commands == 0
     cache.clear()

@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI served from our static files, not a CDN.
+    "drf_spectacular_sidecar",
     "projects",
     "clusters",
     "jobs",
@@ -204,6 +206,9 @@ SPECTACULAR_SETTINGS = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

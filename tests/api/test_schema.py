@@ -9,6 +9,7 @@ The SSE streams are plain Django views outside the schema (tests/api/test_stream
 """
 
 import os
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -72,3 +73,13 @@ def test_api_matches_its_schema(case, job: Job, tokens: Tokens, same_connection)
             response_schema_conformance,
         ],
     )
+
+
+def test_the_docs_page_loads_swagger_ui_from_our_static_files(client, owner) -> None:
+    client.force_login(owner)
+    page = client.get("/api/docs/").content.decode()
+    assert "swagger-ui" in page and "cdn." not in page
+    bundle = re.search(r'src="(/static/[^"]*swagger-ui-bundle\.js)"', page)
+    assert bundle, page
+    assert client.get(bundle[1]).status_code == 200
+    assert client.get("/api/schema/").status_code == 200

@@ -204,3 +204,8 @@ def test_issue_token_command_prints_a_working_token(owner) -> None:
 def test_issue_token_command_names_the_problem(db) -> None:
     with pytest.raises(CommandError, match="No user 'nobody'"):
         call_command("issue_token", "nobody", stdout=StringIO(), stderr=StringIO())
+
+
+def test_every_page_links_to_the_token_page(client: Client, owner) -> None:
+    client.force_login(owner)
+    assert 'href="/account/tokens/"' in client.get("/account/tokens/").content.decode()

@@ -39,6 +39,8 @@ def restart_decision(*, job: Job, attempt: Attempt, failure_class: str) -> Resta
     """Whether the job's policy restarts after this failure, and why (for the timeline)."""
     label = _label(failure_class)
     used = attempt.number - 1
+    if failure_class == FailureClass.CANCELLED:
+        return RestartDecision(False, "")  # someone meant it: nothing to explain
     if failure_class in NEVER_RESTART:
         return RestartDecision(False, f"Not restarted: {label} would fail again the same way.")
     if job.max_restarts == 0:
@@ -93,7 +95,8 @@ def attempt_restart(
             return None
         decision = restart_decision(job=job, attempt=attempt, failure_class=failure_class)
         if not decision.restart:
-            _note(attempt, decision.why)
+            if decision.why:
+                _note(attempt, decision.why)
             return None
         new = Attempt(
             job=job,

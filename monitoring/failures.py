@@ -7,6 +7,7 @@ is complete, so the diagnosis sees what the job printed last.
 
 import logging
 
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.agent import AgentReply, FileRead, ListingRead
@@ -110,5 +111,9 @@ class FailureWatcher:
             chunk = reply.files.get(f"{attempt.uuid}/{STDOUT_FILE}")
             if chunk is not None and chunk.more:
                 continue  # the log is not read to its end yet: diagnose on a later poll
-            attempt_after_failure(attempt=attempt)
+            try:
+                with transaction.atomic():
+                    attempt_after_failure(attempt=attempt)
+            except Exception:  # a bug here must not stop the poll of every other job
+                logger.exception("diagnosis or restart of attempt %s failed", attempt.pk)
         return set()

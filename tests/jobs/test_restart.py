@@ -217,3 +217,26 @@ def test_node_lists_expand() -> None:
     assert expand_nodes("n[1-2]") == ["n1", "n2"]
     assert expand_nodes("gpu[08-10,12],login1") == ["gpu08", "gpu09", "gpu10", "gpu12", "login1"]
     assert expand_nodes("") == []
+
+
+def test_a_cancelled_job_is_not_restarted_and_needs_no_note(failed) -> None:
+    job, attempt = failed
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.CANCELLED)
+    attempt.refresh_from_db()
+    events = JobEvent.objects.count()
+    _finish_poll(attempt, b"step 3, loss=0.5\n", [("step-2.pt", 10)])
+    attempt.refresh_from_db()
+    assert attempt.failure_class == FailureClass.CANCELLED
+    assert Attempt.objects.filter(job=job).count() == 1
+    assert JobEvent.objects.count() == events
+
+
+def test_a_completed_attempt_is_not_diagnosed_as_a_failure(failed) -> None:
+    job, attempt = failed
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.COMPLETED, exit_code=0)
+    attempt.refresh_from_db()
+    _finish_poll(attempt, b"done at step 30\n", [("step-30.pt", 10)])
+    attempt.refresh_from_db()
+    assert attempt.diagnosed_at is not None and attempt.failure_class == ""
+    assert attempt.diagnosis is None
+    assert Attempt.objects.filter(job=job).count() == 1

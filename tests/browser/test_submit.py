@@ -197,21 +197,26 @@ def test_ddp_job_from_its_template_runs_and_is_cancelled(
     assert "#SBATCH --nodes=2" in script.inner_text()
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("heading", name="ddp-form").wait_for()
+    job = Job.objects.get(name="ddp-form")
+
+    # The dashboard, opened while the job starts, follows its state without a reload.
+    page.goto(f"{asgi_server}/")
+    page.locator(f'[data-job-state="{job.pk}"]').first.wait_for()
     page.wait_for_function(
-        "() => document.getElementById('job-state').textContent.trim().toUpperCase() === 'RUNNING'",
+        "id => document.querySelector(`[data-job-state='${id}']`).textContent === 'Running'",
+        arg=job.pk,
         timeout=120_000,
     )
-    wait_for(lambda: "step" in page.locator("#log").inner_text(), 90, "training steps in the log")
-    job = Job.objects.get(name="ddp-form")
-    assert (job.template, job.nodes) == ("torchrun", 2)
-    screenshot(page, "job-page-ddp-running")
-
-    page.goto(f"{asgi_server}/")
-    page.get_by_role("heading", name=re.compile("^Running")).wait_for()
-    page.get_by_role("cell", name=re.compile("ddp-form")).first.wait_for()
     screenshot(page, "dashboard-running")
 
     page.goto(f"{asgi_server}/jobs/{job.pk}/")
+    page.wait_for_function(
+        "() => document.getElementById('job-state').textContent.trim().toUpperCase() === 'RUNNING'",
+        timeout=60_000,
+    )
+    wait_for(lambda: "step" in page.locator("#log").inner_text(), 90, "training steps in the log")
+    assert (job.template, job.nodes) == ("torchrun", 2)
+    screenshot(page, "job-page-ddp-running")
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Cancel job").click()
     page.get_by_text(f"Cancelling job #{job.pk}.").wait_for()

@@ -184,6 +184,8 @@ def job_page(
     count = jobs.order_by()[: COUNT_CAP + 1].count()
     jobs, key, descending = _sorted(jobs, filters.sort)
     cursor = _decode(before or after) if (before or after) else None
+    if cursor is not None and not _fits(key, cursor[0]):
+        cursor = None  # a hand-edited cursor: start from the first page
     backwards = bool(before) and cursor is not None
     # Walking backwards is walking forwards in the opposite order, then reversing.
     down = descending != backwards
@@ -215,6 +217,13 @@ def job_page(
         if has_prev:
             page.prev_cursor = _encode(_key_value(first, key), first.pk)
     return page
+
+
+def _fits(key: str, value: object) -> bool:
+    """Whether a cursor's value has the sort key's type (the database would refuse it)."""
+    if key in ("id", "total_gpus_sort"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str)
 
 
 def _key_value(job: Job, key: str) -> object:

@@ -205,6 +205,20 @@ def test_filters_by_state_user_text_project_and_cluster(
     assert names(project="not-mine") == []
 
 
+@pytest.mark.parametrize(
+    "cursor", ["not-base64!", "WyJhYmMiLCAxXQ", "WzEsICJ4Il0", "bnVsbA", "W251bGwsIDFd"]
+)
+@pytest.mark.parametrize("sort", ["newest", "-gpus", "name"])
+def test_a_hand_edited_cursor_gives_the_first_page_not_an_error(
+    client: Client, member: User, project: Project, cluster: Cluster, cursor: str, sort: str
+) -> None:
+    _many(project, member, cluster, 3)
+    client.force_login(member)
+    response = client.get(reverse("job-list"), {"after": cursor, "sort": sort})
+    assert response.status_code == 200
+    assert len(response.context["rows"]) in (0, 3)
+
+
 def test_count_is_capped(member: User, project: Project, cluster: Cluster) -> None:
     from jobs import listing
 

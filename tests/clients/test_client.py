@@ -17,7 +17,7 @@ from portal_client.sse import parse_events
 
 from jobs.models import Attempt, Job, State
 from monitoring import streams
-from tests.api.conftest import LOG, Tokens
+from tests.api.conftest import LOG, Tokens, store_log
 
 pytestmark = pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")
 
@@ -171,3 +171,12 @@ def test_portal_needs_a_url_and_token(monkeypatch) -> None:
     monkeypatch.delenv("PORTAL_TOKEN", raising=False)
     with pytest.raises(ValueError, match="PORTAL_TOKEN"):
         Portal()
+
+
+def test_a_followed_log_goes_on_into_a_restart(portal: Portal, job: Job) -> None:
+    _finish(job)
+    restart = Attempt.objects.create(job=job, number=2, state=State.COMPLETED, files_complete=True)
+    store_log(restart, b"resumed from step-3.pt\n")
+    handle = portal.job(job.pk)
+    handle.data["latest_attempt"] = 1  # as it was when the first attempt was running
+    assert "".join(handle.logs(follow=True)) == LOG.decode() + "resumed from step-3.pt\n"

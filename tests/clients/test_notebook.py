@@ -57,5 +57,8 @@ def test_example_notebook_runs_the_ddp_example(
     assert summary["steps"] == STEPS and summary["last_loss"] < summary["first_loss"]
     stored = series_read(attempt_id=job.attempts.get().pk, name="loss")
     assert stored.ys[-1] == pytest.approx(summary["last_loss"])
+    # job.wait() drew its progress in place in the notebook, ending at the final state.
+    progress = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any("<progress" in html and "COMPLETED" in html for html in progress), progress
     figures = [o for o in outputs if "application/json" in o.get("data", {})]
     assert figures and figures[0]["data"]["application/json"]["data"][0]["name"] == "loss"

@@ -114,12 +114,15 @@ class Job:
         offset: int = 0,
         lines: int | None = None,
     ) -> Any:
-        """The log as text; with follow=True an iterator of new text until the attempt ends.
+        """The log as text; with follow=True an iterator of new text until the job ends.
 
         `lines` gives only the last N lines (not with follow). A followed log survives
-        dropped connections: it resumes from the last byte received.
+        dropped connections (it resumes from the last byte received) and goes on into
+        the next attempt when the job is restarted.
         """
         if follow:
+            if attempt is None:
+                return self._follow_attempts(file, offset)
             return self._follow_log(attempt, file, offset)
         path = f"{self._attempt_path(attempt)}/log"
         if lines is not None:
@@ -131,6 +134,16 @@ class Job:
             if piece["end"] >= piece["size"] or piece["end"] == piece["offset"]:
                 return "".join(parts)
             offset = piece["end"]
+
+    def _follow_attempts(self, file: str, offset: int) -> Iterator[str]:
+        # A restart is a new attempt with its own log: follow on into it.
+        attempt = self.attempt
+        while True:
+            yield from self._follow_log(attempt, file, offset)
+            self.refresh()
+            if self.attempt <= attempt:
+                return
+            attempt, offset = self.attempt, 0
 
     def _follow_log(self, attempt: int | None, file: str, offset: int) -> Iterator[str]:
         path = f"{self._attempt_path(attempt)}/log/stream"

@@ -116,7 +116,9 @@ _NEUTRAL: dict[str, Any] = {
 
 
 class JobForm(forms.Form):
-    name = forms.CharField(max_length=128, initial="train")
+    name = forms.CharField(
+        max_length=128, initial="train", widget=forms.TextInput(attrs={"autofocus": True})
+    )
     project = forms.ModelChoiceField(queryset=Project.objects.none(), empty_label=None)
     cluster = forms.ModelChoiceField(
         queryset=Cluster.objects.none(), empty_label=None, to_field_name="name"

@@ -155,7 +155,19 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": env.float("RECONCILE_INTERVAL", default=30.0),
         "options": {"expires": 30.0},
     },
+    # Ended attempts whose charge task was lost: charged from the portal's times.
+    "reconcile-reservations": {
+        "task": "projects.tasks.reconcile_reservations",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
+    },
 }
+# Budget mails (80 % and 100 %) and opt-in job-end mails; the console backend by default.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="portal@localhost")
+QUOTA_ALERT_THRESHOLDS = (80, 100)
 # Log bytes kept per file in the database; older ones are read from the cluster.
 LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)
 # Files placed in every run directory beside the batch script (name -> local path):

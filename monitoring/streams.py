@@ -11,7 +11,6 @@ the truth the poller writes to, whichever web process serves the stream.
 
 import asyncio
 import json
-import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -191,9 +190,13 @@ def _new_points(attempt_id: int, name: str, after: float | None) -> tuple[list[f
 
 
 async def metric_events(
-    attempt_id: int, names: list[str], after: dict[str, float]
+    attempt_id: int, names: list[str], after: dict[str, float], default_after: float | None = None
 ) -> AsyncIterator[bytes]:
-    """`points` events per series past `after`, `state` on each change, then `end`."""
+    """`points` events per series past `after` (else `default_after`), `state`, then `end`.
+
+    A first read of a long series comes downsampled (MAX_POINTS_CAP points); later
+    events carry every new point.
+    """
     last_xs = sync_to_async(_series_last_x)
     read = sync_to_async(_new_points)
     progress = sync_to_async(_attempt_progress)
@@ -203,9 +206,10 @@ async def metric_events(
         state, done = await progress(attempt_id)
         sent = False
         for name, last_x in sorted((await last_xs(attempt_id, names)).items()):
-            if last_x <= after.get(name, -math.inf):
+            since = after.get(name, default_after)
+            if since is not None and last_x <= since:
                 continue
-            xs, ys = await read(attempt_id, name, after.get(name))
+            xs, ys = await read(attempt_id, name, since)
             if xs:
                 after[name] = xs[-1]
                 sent = True
@@ -249,26 +253,13 @@ async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpR
         return _error(400, query.errors)
     names: list[str] = query.validated_data["name"]
     start = query.validated_data["after"]
-    after: dict[str, float] = {name: start for name in names} if start is not None else {}
+    after: dict[str, float] = {}
     if last := request.headers.get("Last-Event-ID"):
         resumed = _resume_point(last)
         if resumed is None:
             return _error(400, {"Last-Event-ID": ["Send back the id of the last event received."]})
         after = resumed
-    if start is not None and not names:
-        after = _AfterAll(start, after)
-    return _event_stream(metric_events(attempt.pk, names, after))
-
-
-class _AfterAll(dict[str, float]):
-    """`after` for every series, when the names are not known up front."""
-
-    def __init__(self, default: float, known: dict[str, float]) -> None:
-        super().__init__(known)
-        self.default = default
-
-    def get(self, name: str, fallback: Any = None) -> Any:
-        return super().get(name, self.default)
+    return _event_stream(metric_events(attempt.pk, names, after, default_after=start))
 
 
 # --- shared -------------------------------------------------------------------------------

@@ -121,3 +121,9 @@ def test_the_browser_session_can_follow_too(job: Job, client: Client, member) ->
     _finish(job)
     client.force_login(member)
     assert _events(_stream(client, job, "log"))[-1][1] == "end"
+
+
+def test_metrics_stream_after_a_given_x(job: Job, tokens: Tokens) -> None:
+    _finish(job)
+    events = _events(_stream(bearer(tokens.viewer), job, "metrics", after=3))
+    assert [e[2]["x"] for e in events if e[1] == "points"] == [[4.0, 5.0]]

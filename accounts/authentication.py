@@ -99,3 +99,19 @@ class TokenRateThrottle(SimpleRateThrottle):
         else:
             ident = f"addr-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class IdentityThrottle(TokenRateThrottle):
+    """The same per-token budget, for views outside DRF (the live streams)."""
+
+    def __init__(self, *, user_id: int, token: PersonalToken | None) -> None:
+        super().__init__()
+        self.ident = f"token-{token.pk}" if token is not None else f"user-{user_id}"
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.ident}
+
+    def allow(self) -> bool:
+        """Count one request; False once the budget is spent (`wait()` says how long)."""
+        # The key depends on neither the request nor the view.
+        return self.allow_request(None, None)  # type: ignore[arg-type]

@@ -22,7 +22,8 @@ from django.http.response import HttpResponseBase
 from rest_framework import serializers
 from rest_framework.exceptions import AuthenticationFailed
 
-from accounts.authentication import bearer_token, token_authenticate
+from accounts.authentication import IdentityThrottle, bearer_token, token_authenticate
+from accounts.models import PersonalToken
 from jobs.models import FINAL_STATES, Attempt
 from monitoring.api import MAX_POINTS_CAP, _log_file_field
 from monitoring.logs import LogSlice, log_read
@@ -61,18 +62,28 @@ def _error(status: int, detail: Any, **headers: str) -> JsonResponse:
 
 
 async def _viewer(request: HttpRequest) -> AbstractBaseUser | JsonResponse:
+    """The token's (else the session's) user, counted against the token's request budget."""
     challenge = {"WWW-Authenticate": 'Bearer realm="api"'}
+    token: PersonalToken | None = None
     try:
         text = bearer_token(request.headers.get("Authorization", "").encode("latin-1"))
         if text is not None:
-            user, _ = await sync_to_async(token_authenticate)(text)
-            return user
+            user, token = await sync_to_async(token_authenticate)(text)
+        else:
+            user = await request.auser()  # type: ignore[assignment]
     except AuthenticationFailed as exc:
         return _error(401, str(exc.detail), **challenge)
-    session_user = await request.auser()
-    if isinstance(session_user, AbstractBaseUser) and session_user.is_authenticated:
-        return session_user
-    return _error(401, "Authentication credentials were not provided.", **challenge)
+    if not (isinstance(user, AbstractBaseUser) and user.is_authenticated):
+        return _error(401, "Authentication credentials were not provided.", **challenge)
+    throttle = IdentityThrottle(user_id=user.pk, token=token)
+    if not await sync_to_async(throttle.allow)():
+        wait = throttle.wait()
+        return _error(
+            429,
+            "Too many requests with this token; wait and retry.",
+            **({"Retry-After": str(int(wait) + 1)} if wait is not None else {}),
+        )
+    return user
 
 
 def _attempt_progress(attempt_id: int) -> tuple[str, bool]:

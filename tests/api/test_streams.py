@@ -3,6 +3,7 @@
 import json
 
 from asgiref.sync import async_to_sync
+from django.core.cache import cache
 from django.test import Client
 
 from jobs.models import Attempt, Job, State
@@ -127,3 +128,17 @@ def test_metrics_stream_after_a_given_x(job: Job, tokens: Tokens) -> None:
     _finish(job)
     events = _events(_stream(bearer(tokens.viewer), job, "metrics", after=3))
     assert [e[2]["x"] for e in events if e[1] == "points"] == [[4.0, 5.0]]
+
+
+def test_streams_count_against_the_tokens_budget(job: Job, tokens: Tokens, settings) -> None:
+    cache.clear()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"token": "2/min"},
+    }
+    _finish(job)
+    client = bearer(tokens.viewer)
+    assert client.get("/api/v1/projects/").status_code == 200
+    assert _stream(client, job, "log").status_code == 200
+    refused = _stream(client, job, "metrics")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0

@@ -28,6 +28,9 @@ def test_client_submits_follows_reads_loss_and_cancels(
 ) -> None:
     token = token_issue(user=researcher, name="live test", scope="submit").text
     with Portal(asgi_server, token) as portal:
+        # Two nodes with two stand-in GPUs each, read from Slurm.
+        [cluster] = [c for c in portal.clusters() if c["name"] == sandbox_cluster.name]
+        assert cluster["gpus_total"] == 4 and cluster["partitions"], cluster
         job = portal.submit(
             project="vision",
             cluster=sandbox_cluster.name,

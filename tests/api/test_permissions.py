@@ -65,6 +65,7 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("series", get(f"{ATTEMPT}/series/loss", max_points=3), READ),
     ("series csv", get(f"{ATTEMPT}/series/loss", format="csv"), READ),
     ("gpus", get(f"{ATTEMPT}/gpus"), READ),
+    ("failures", get("/api/v1/jobs/{job}/failures"), READ),
     ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
     ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
     (

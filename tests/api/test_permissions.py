@@ -6,12 +6,15 @@ exists throughout; no response may mention it, its project or how many there are
 """
 
 import json
-from collections.abc import Callable
+import re
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from django.test import Client
 
 from jobs.models import Job
+from portal import api_urls
 from tests.api.conftest import Tokens, bearer
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
@@ -25,17 +28,27 @@ READ = {"owner": OK, "member": OK, "viewer": OK, "outsider": MISSING, "read": OK
 # A list: the outsider sees an empty one.
 LIST = {**READ, "outsider": OK}
 
-Request = Callable[[Client, Job], object]
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # with {job} for the job's id
+    params: dict[str, str | int] = field(default_factory=dict)
+    body: dict[str, object] | None = None
+
+    def __call__(self, client: Client, job: Job) -> Any:
+        path = self.path.format(job=job.pk)
+        if self.method == "GET":
+            return client.get(path, self.params)
+        return client.post(path, json.dumps(self.body or {}), content_type="application/json")
 
 
 def get(path: str, **params: str | int) -> Request:
-    return lambda client, job: client.get(path.format(job=job.pk), params)
+    return Request("GET", path, params)
 
 
 def post(path: str, body: dict[str, object] | None = None) -> Request:
-    return lambda client, job: client.post(
-        path.format(job=job.pk), json.dumps(body or {}), content_type="application/json"
-    )
+    return Request("POST", path, body=body)
 
 
 ATTEMPT = "/api/v1/jobs/{job}/attempts/1"
@@ -124,7 +137,7 @@ def test_permission_matrix(persona: str, job: Job, other_job: Job, tokens: Token
     wrong = []
     for name, request, expected in MATRIX:
         response = request(client, job)
-        status = response.status_code  # type: ignore[attr-defined]
+        status = response.status_code
         body = _body(response)
         if status != expected[persona]:
             wrong.append(f"{name}: {status} (expected {expected[persona]}) {body[:200]}")
@@ -150,3 +163,26 @@ def test_the_browser_session_reads_and_must_send_the_csrf_token(job: Job, owner)
     refused = client.post(f"/api/v1/jobs/{job.pk}/cancel/")
     assert refused.status_code == FORBID
     assert "CSRF" in refused.json()["detail"]
+
+
+def _routes(patterns: list[Any], prefix: str) -> list[str]:
+    routes = []
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if hasattr(pattern, "url_patterns"):
+            routes += _routes(pattern.url_patterns, route)
+        else:
+            routes.append(route)
+    return routes
+
+
+def test_the_matrix_covers_every_api_route() -> None:
+    """A new endpoint under /api/v1/ must join the matrix (or this fails)."""
+    converters = {"int": r"\d+", "slug": r"[-\w]+", "path": r".+", "str": r"[^/]+"}
+    tried = [request.path.format(job=1) for _, request, _ in MATRIX]
+    missing = []
+    for route in _routes(api_urls.urlpatterns, "/api/v1/"):
+        regex = re.sub(r"<(\w+):\w+>", lambda m: converters[m[1]], route)
+        if not any(re.fullmatch(regex, path) for path in tried):
+            missing.append(route)
+    assert not missing, f"endpoints missing from the permission matrix: {missing}"

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import PersonalToken
@@ -12,6 +12,7 @@ from accounts.tokens import token_digest, token_new
 
 MAX_TOKEN_DAYS = 366
 DEFAULT_TOKEN_DAYS = 90
+PREFIX_TRIES = 5
 
 
 class TokenError(ValueError):
@@ -36,16 +37,22 @@ def token_issue(
         raise TokenError(f"Choose the scope {' or '.join(PersonalToken.Scope.values)}.")
     if not 1 <= days <= MAX_TOKEN_DAYS:
         raise TokenError(f"Let the token expire in 1 to {MAX_TOKEN_DAYS} days.")
-    new = token_new()
-    token = PersonalToken.objects.create(
-        user=user,
-        name=name,
-        prefix=new.prefix,
-        digest=token_digest(new.secret),
-        scope=scope,
-        expires_at=timezone.now() + timedelta(days=days),
-    )
-    return IssuedToken(token=token, text=new.text)
+    for _ in range(PREFIX_TRIES):
+        new = token_new()
+        try:
+            with transaction.atomic():
+                token = PersonalToken.objects.create(
+                    user=user,
+                    name=name,
+                    prefix=new.prefix,
+                    digest=token_digest(new.secret),
+                    scope=scope,
+                    expires_at=timezone.now() + timedelta(days=days),
+                )
+        except IntegrityError:
+            continue  # the prefix is taken: draw another
+        return IssuedToken(token=token, text=new.text)
+    raise RuntimeError("no free token prefix after several draws")
 
 
 def token_revoke(*, user: User, token_id: int) -> bool:

@@ -5,7 +5,7 @@ import secrets
 from dataclasses import dataclass
 
 TOKEN_PREFIX = "ptk"  # noqa: S105 - the visible start of every token
-PREFIX_CHARS = 8
+PREFIX_CHARS = 12
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,8 @@ class NewToken:
 
 
 def token_new() -> NewToken:
-    # 8 hex characters to look a token up; 256 random bits are what guards it.
+    # 12 hex characters to look a token up (48 bits: collisions are rare, and retried);
+    # the secret's 256 random bits are what guards it.
     return NewToken(prefix=secrets.token_hex(PREFIX_CHARS // 2), secret=secrets.token_urlsafe(32))
 
 

@@ -51,7 +51,7 @@ def test_bad_requests_say_what_to_change(owner, name, scope, days, says) -> None
     ("header", "says"),
     [
         ("Bearer nonsense", "not a portal token"),
-        ("Bearer ptk_deadbeef_wrongsecret", "Unknown token"),
+        ("Bearer ptk_deadbeefcafe_wrongsecret", "Unknown token"),
         ("Bearer a b", "Authorization: Bearer <token>"),
     ],
 )
@@ -209,3 +209,16 @@ def test_issue_token_command_names_the_problem(db) -> None:
 def test_every_page_links_to_the_token_page(client: Client, owner) -> None:
     client.force_login(owner)
     assert 'href="/account/tokens/"' in client.get("/account/tokens/").content.decode()
+
+
+def test_a_taken_prefix_is_drawn_again(owner, monkeypatch) -> None:
+    from accounts import services
+    from accounts.tokens import NewToken
+
+    first = token_issue(user=owner, name="first", scope="read")
+    draws = iter([NewToken(first.token.prefix, "s" * 43), NewToken("0123456789ab", "t" * 43)])
+    monkeypatch.setattr(services, "token_new", lambda: next(draws))
+    second = token_issue(user=owner, name="second", scope="read")
+    assert second.token.prefix == "0123456789ab"
+    assert _api(second.text).get("/api/v1/projects/").status_code == 200
+    assert _api(first.text).get("/api/v1/projects/").status_code == 200

@@ -73,7 +73,7 @@ def test_refusals_raise_with_the_fields_to_change(portal: Portal, job: Job) -> N
     assert refused.value.status == 400
     assert "gpus_per_node" in refused.value.errors and "gpus_per_node" in str(refused.value)
     with pytest.raises(PortalError, match="Unknown token"):
-        _portal("ptk_00000000_nope").projects()
+        _portal("ptk_000000000000_nope").projects()
 
 
 def test_lists(portal: Portal, job: Job) -> None:

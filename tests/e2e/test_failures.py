@@ -1,9 +1,12 @@
-"""Failures that a retry cannot fix, on the sandbox: diagnosed from the real log, with their fixes.
+"""Endings on the sandbox, three jobs at once: two that a retry cannot fix, one warned in time.
 
 Two small command jobs print what torch prints when it runs out of GPU memory
-and what NCCL's watchdog prints on a timeout, and exit 1, as the real ones do.
+and what NCCL's watchdog prints on a timeout, and exit 1, as the real ones do:
+both are diagnosed from the real log, with their fixes. Beside them the DDP
+example gets Slurm's time-limit warning and checkpoints before it would be killed.
 """
 
+import re
 import shlex
 from pathlib import Path
 
@@ -12,7 +15,9 @@ from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
-from tests.e2e.conftest import wait_for
+from monitoring.models import Checkpoint, Series
+from tests.e2e.conftest import EXAMPLE, wait_for
+from tests.e2e.test_resume import run_file
 from tests.jobs.factories import spec
 
 pytestmark = pytest.mark.sandbox
@@ -20,7 +25,7 @@ pytestmark = pytest.mark.sandbox
 LOGS = Path(__file__).resolve().parents[1] / "monitoring" / "fixtures" / "failures"
 
 
-def _submit(alice, researcher, project, cluster, *, log: str, max_restarts: int) -> Job:
+def _submit_failing(alice, researcher, project, cluster, *, log: str, max_restarts: int) -> Job:
     alice.run("mkdir -p -m 700 portal-failures")
     alice.upload(f"portal-failures/{log}", (LOGS / log).read_bytes(), mode=0o600)
     return job_submit(
@@ -36,22 +41,73 @@ def _submit(alice, researcher, project, cluster, *, log: str, max_restarts: int)
     )
 
 
-def test_cuda_oom_never_restarts_and_nccl_timeout_gets_network_advice(
+def _submit_long_trainer(alice, researcher, project, cluster) -> Job:
+    alice.run("mkdir -p -m 700 portal-examples")
+    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
+    return job_submit(
+        user=researcher,
+        project=project,
+        cluster=cluster,
+        spec=spec(
+            name="checkpoints on the warning",
+            template=Template.TORCHRUN,
+            command="portal-examples/ddp_train.py --steps 500 --checkpoint-every 0 --sleep 0.1",
+            nodes=1,
+            gpus_per_node=1,
+        ),
+    )
+
+
+def test_failures_are_diagnosed_and_the_warning_signal_reaches_the_trainer(
     celery_worker, researcher, project, sandbox_cluster, alice
 ) -> None:
-    oom = _submit(alice, researcher, project, sandbox_cluster, log="cuda_oom.log", max_restarts=2)
-    nccl = _submit(
-        alice, researcher, project, sandbox_cluster, log="nccl_timeout.log", max_restarts=0
+    if alice.run("command -v torchrun").exit_status != 0:
+        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
+    warned = _submit_long_trainer(alice, researcher, project, sandbox_cluster)
+    oom = _submit_failing(
+        alice, researcher, project, sandbox_cluster, log="cuda_oom.log", max_restarts=2
     )
-    wait_for(
-        lambda: (
-            Attempt.objects.filter(job__in=[oom, nccl], diagnosed_at__isnull=False).count() == 2
-        ),
-        120,
-        "both jobs to end and be diagnosed",
+    nccl = _submit_failing(
+        alice, researcher, project, sandbox_cluster, log="nccl_timeout.log", max_restarts=0
     )
     client = Client()
     client.force_login(researcher)
+
+    # --signal=B:USR1@secs: at limit - secs Slurm signals the batch shell alone
+    # (`scancel --batch`, not its children); its trap passes USR1 on to the steps.
+    attempt = Attempt.objects.get(job=warned)
+    wait_for(
+        lambda: Series.objects.filter(attempt=attempt, name="loss", last_x__gte=3).exists(),
+        120,
+        "the trainer to take a few steps",
+    )
+    attempt.refresh_from_db()
+    assert "#SBATCH --signal=B:USR1@60" in run_file(alice, attempt, "job.sbatch")  # 10 min / 10
+    sent = alice.run(f"scancel --batch --signal=USR1 {shlex.quote(attempt.slurm_job_id)}")
+    assert sent.exit_status == 0, sent.error_text
+
+    wait_for(
+        lambda: (
+            Attempt.objects.filter(job__in=[oom, nccl, warned], diagnosed_at__isnull=False).count()
+            == 3
+        ),
+        120,
+        "the three jobs to end and be diagnosed",
+    )
+
+    # The trainer checkpointed and stopped cleanly; the checkpoint is in the registry.
+    attempt.refresh_from_db()
+    log = run_file(alice, attempt, "stdout.log")
+    assert attempt.state == State.COMPLETED and attempt.exit_code == 0, log[-3000:]
+    assert "portal: SIGUSR1 before the time limit, passed to the steps" in log
+    stopped = re.search(r"stopping after step (\d+) on SIGUSR1", log)
+    assert stopped, log[-3000:]
+    step = int(stopped[1])
+    assert 3 <= step < 500
+    assert Checkpoint.objects.filter(
+        attempt=attempt, name=f"step-{step}.pt", complete=True
+    ).exists()
+    assert attempt.diagnosis is None  # it succeeded: nothing to diagnose
 
     # CUDA OOM: diagnosed, not restarted although the job allows 2 restarts, fixes shown.
     (attempt,) = Attempt.objects.filter(job=oom)

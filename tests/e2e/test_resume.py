@@ -18,10 +18,10 @@ from django.test import Client
 
 from clusters.ssh import Connection
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
-from monitoring.models import Checkpoint, Series
+from monitoring.models import Checkpoint
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
-from tests.e2e.conftest import EXAMPLE, submit_ddp_example, wait_for
+from tests.e2e.conftest import submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -150,58 +150,3 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     page = member_client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Restart 1/2 after A rank crashed" in page
     assert "Attempt 1: A rank crashed" in page
-
-
-def test_the_time_limit_warning_reaches_the_trainer_which_checkpoints(
-    celery_worker, researcher, project, sandbox_cluster, alice
-) -> None:
-    """--signal=B:USR1@secs signals the batch shell only; its trap passes it to the steps."""
-    from jobs.models import Template
-    from jobs.services import job_submit
-    from tests.jobs.factories import spec
-
-    if alice.run("command -v torchrun").exit_status != 0:
-        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
-    job = job_submit(
-        user=researcher,
-        project=project,
-        cluster=sandbox_cluster,
-        spec=spec(
-            name="checkpoints on the warning",
-            template=Template.TORCHRUN,
-            command="portal-examples/ddp_train.py --steps 500 --checkpoint-every 0 --sleep 0.1",
-            nodes=1,
-            gpus_per_node=1,
-        ),
-    )
-    attempt = Attempt.objects.get(job=job)
-    wait_for(
-        lambda: Series.objects.filter(attempt=attempt, name="loss", last_x__gte=3).exists(),
-        120,
-        "the trainer to take a few steps",
-    )
-    attempt.refresh_from_db()
-    script = run_file(alice, attempt, "job.sbatch")
-    assert "#SBATCH --signal=B:USR1@60" in script  # a tenth of the 10-minute limit
-    # What Slurm does at limit - 60 s: USR1 to the batch shell alone, not to its children.
-    sent = alice.run(f"scancel --batch --signal=USR1 {shlex.quote(attempt.slurm_job_id)}")
-    assert sent.exit_status == 0, sent.error_text
-    wait_for(
-        lambda: Attempt.objects.filter(pk=attempt.pk, files_complete=True).exists(),
-        60,
-        "the job to end after the warning",
-    )
-    attempt.refresh_from_db()
-    log = run_file(alice, attempt, "stdout.log")
-    assert attempt.state == State.COMPLETED and attempt.exit_code == 0, log[-3000:]
-    assert "portal: SIGUSR1 before the time limit, passed to the steps" in log
-    stopped = re.search(r"stopping after step (\d+) on SIGUSR1", log)
-    assert stopped, log[-3000:]
-    step = int(stopped[1])
-    assert 3 <= step < 500
-    # The checkpoint it wrote on the way out is in the registry: a resume would use it.
-    assert Checkpoint.objects.filter(
-        attempt=attempt, name=f"step-{step}.pt", complete=True
-    ).exists()

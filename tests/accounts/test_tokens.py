@@ -11,9 +11,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
+from accounts import services
 from accounts.models import PersonalToken
 from accounts.services import TokenError, token_issue, token_revoke
-from accounts.tokens import token_parse
+from accounts.tokens import NewToken, token_parse
 
 
 def _api(token: str) -> Client:
@@ -212,9 +213,6 @@ def test_every_page_links_to_the_token_page(client: Client, owner) -> None:
 
 
 def test_a_taken_prefix_is_drawn_again(owner, monkeypatch) -> None:
-    from accounts import services
-    from accounts.tokens import NewToken
-
     first = token_issue(user=owner, name="first", scope="read")
     draws = iter([NewToken(first.token.prefix, "s" * 43), NewToken("0123456789ab", "t" * 43)])
     monkeypatch.setattr(services, "token_new", lambda: next(draws))

@@ -4,9 +4,11 @@ import json
 from decimal import Decimal
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from clusters.status import ClusterStatus, PartitionStatus
 from jobs.models import Attempt, Job, JobEvent, State
 from projects.models import Quota
 from tests.api.conftest import Tokens, bearer
@@ -254,3 +256,20 @@ def test_attempt_and_event_lists_take_fixed_queries(
         client.get(f"/api/v1/jobs/{job.pk}/attempts/")
     with django_assert_num_queries(5):
         client.get(f"/api/v1/jobs/{job.pk}/events/")
+
+
+def test_clusters_show_partitions_and_free_gpus(cluster, owner, tokens: Tokens) -> None:
+    # The status as the dashboard's cached read left it a moment ago.
+    status = ClusterStatus(
+        cluster="alps",
+        read_at=timezone.now(),
+        partitions=[
+            PartitionStatus("gpu", True, "up", "24 h", 2, 4, 1, 3),
+            PartitionStatus("big", False, "up", "2 days", 1, 8, 8, 0),
+        ],
+    )
+    cache.set(f"clusters:status:{cluster.pk}", status, 60)
+    [row] = bearer(tokens.owner).get("/api/v1/clusters/").json()
+    assert (row["name"], row["gpus_total"], row["gpus_free"], row["error"]) == ("alps", 12, 3, "")
+    assert [p["name"] for p in row["partitions"]] == ["gpu", "big"]
+    assert row["partitions"][0]["gpus_free"] == 3

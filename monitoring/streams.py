@@ -10,6 +10,7 @@ the truth the poller writes to, whichever web process serves the stream.
 """
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import cache
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework import serializers
@@ -36,6 +38,8 @@ HEARTBEAT_SECONDS = 15.0
 # A stream ends after this long; the client reconnects with its last event id.
 MAX_STREAM_SECONDS = 3600.0
 LOG_EVENT_BYTES = 256 * 1024
+# Each open stream holds its request's thread and database connection: a bound per user.
+OPEN_STREAMS_PER_USER = 8
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -168,7 +172,7 @@ async def log_stream(request: HttpRequest, job_id: int, number: int) -> HttpResp
     if not query.is_valid():
         return _error(400, query.errors)
     events = log_events(attempt.pk, query.validated_data["file"], query.validated_data["offset"])
-    return _event_stream(events)
+    return await _event_stream(events, user.pk)
 
 
 # --- metrics ----------------------------------------------------------------------------
@@ -270,7 +274,9 @@ async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpR
         if resumed is None:
             return _error(400, {"Last-Event-ID": ["Send back the id of the last event received."]})
         after = resumed
-    return _event_stream(metric_events(attempt.pk, names, after, default_after=start))
+    return await _event_stream(
+        metric_events(attempt.pk, names, after, default_after=start), user.pk
+    )
 
 
 # --- shared -------------------------------------------------------------------------------
@@ -280,9 +286,48 @@ async def _attempt(user: Viewer, job_id: int, number: int) -> Attempt | None:
     return await sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
 
 
-def _event_stream(events: AsyncIterator[bytes]) -> StreamingHttpResponse:
+def _slot_key(user_id: int) -> str:
+    return f"streams:open:{user_id}"
+
+
+def _slot_take(user_id: int) -> bool:
+    key = _slot_key(user_id)
+    # Expires on its own too, in case a stream's end went unnoticed.
+    cache.add(key, 0, timeout=int(MAX_STREAM_SECONDS) + 60)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between the two calls
+        cache.add(key, 1, timeout=int(MAX_STREAM_SECONDS) + 60)
+        count = 1
+    if count > OPEN_STREAMS_PER_USER:
+        cache.decr(key)
+        return False
+    return True
+
+
+def _slot_give_back(user_id: int) -> None:
+    with contextlib.suppress(ValueError):  # the key expired meanwhile
+        cache.decr(_slot_key(user_id))
+
+
+async def _holding_slot(events: AsyncIterator[bytes], user_id: int) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in events:
+            yield chunk
+    finally:
+        # Also when the client goes away: Django cancels the stream at its next await.
+        await sync_to_async(_slot_give_back)(user_id)
+
+
+async def _event_stream(events: AsyncIterator[bytes], user_id: int) -> HttpResponseBase:
+    if not await sync_to_async(_slot_take)(user_id):
+        return _error(
+            429,
+            f"You have {OPEN_STREAMS_PER_USER} live streams open; close one (or wait for one "
+            "to end) before opening another.",
+        )
     return StreamingHttpResponse(
-        events,
+        _holding_slot(events, user_id),
         content_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -7,6 +7,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from jobs.models import Attempt, Job, State
+from monitoring import streams
 from monitoring.series import series_append
 from monitoring.streams import utf8_complete
 from tests.api.conftest import LOG, Tokens, bearer
@@ -142,3 +143,15 @@ def test_streams_count_against_the_tokens_budget(job: Job, tokens: Tokens, setti
     assert _stream(client, job, "log").status_code == 200
     refused = _stream(client, job, "metrics")
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+
+
+def test_open_streams_per_user_are_bounded_and_given_back(job: Job, tokens: Tokens) -> None:
+    cache.clear()
+    _finish(job)
+    client = bearer(tokens.viewer)
+    # Opened but not yet read: each holds a slot (its thread and database connection).
+    held = [_stream(client, job, "log") for _ in range(streams.OPEN_STREAMS_PER_USER)]
+    refused = _stream(client, job, "log")
+    assert refused.status_code == 429 and "live streams open" in refused.json()["detail"]
+    _events(held[0])  # read to its end: the slot comes back
+    assert _events(_stream(client, job, "log"))[-1][1] == "end"

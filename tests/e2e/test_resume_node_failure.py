@@ -26,7 +26,7 @@ from tests.jobs.factories import spec
 
 pytestmark = pytest.mark.sandbox
 
-STEPS = 24
+STEPS = 16
 
 
 def _slurm(paths: Paths, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -67,8 +67,8 @@ def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
         spec=spec(
             name="survives a node failure",
             template=Template.TORCHRUN,
-            command=f"portal-examples/ddp_train.py --steps {STEPS} --checkpoint-every 4 "
-            "--sleep 0.3",
+            command=f"portal-examples/ddp_train.py --steps {STEPS} --checkpoint-every 2 "
+            "--sleep 0.25",
             nodes=1,
             gpus_per_node=1,
             max_restarts=1,
@@ -77,7 +77,7 @@ def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
     )
     first = Attempt.objects.get(job=job, number=1)
     wait_for(
-        lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=4).exists(),
+        lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=2).exists(),
         120,
         "a checkpoint in the registry",
     )

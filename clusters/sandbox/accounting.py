@@ -24,9 +24,6 @@ from .config import (
 )
 from .system import SandboxError, run, write_if_changed
 
-# The sandbox user that may run sacctmgr changes (the portal's quota mirror).
-OPERATOR = "bob"
-
 
 def accounting_wanted() -> bool:
     if os.environ.get("SANDBOX_ACCOUNTING", "1") == "0":
@@ -115,7 +112,7 @@ def sacctmgr(paths: Paths, *args: str, timeout: float = 20) -> subprocess.Comple
 
 
 def ensure_cluster_registered(paths: Paths, timeout: float = 30) -> None:
-    """The cluster (and the operator user) in slurmdbd; waits for slurmdbd to answer."""
+    """The cluster's record in slurmdbd; waits for slurmdbd to answer."""
     deadline = time.monotonic() + timeout
     proc = sacctmgr(paths, "--noheader", "--parsable2", "list", "cluster", "format=cluster")
     while proc.returncode != 0 and time.monotonic() < deadline:
@@ -130,10 +127,6 @@ def ensure_cluster_registered(paths: Paths, timeout: float = 30) -> None:
         added = sacctmgr(paths, "add", "cluster", CLUSTER_NAME)
         if added.returncode != 0 and "already exists" not in added.stdout:
             raise SandboxError(f"sacctmgr add cluster failed: {added.stdout}{added.stderr}")
-    users = sacctmgr(paths, "--noheader", "--parsable2", "list", "user", "format=user,admin")
-    if f"{OPERATOR}|Operator" not in users.stdout:
-        sacctmgr(paths, "add", "user", OPERATOR, "account=root", "AdminLevel=Operator")
-        sacctmgr(paths, "modify", "user", "where", f"name={OPERATOR}", "set", "AdminLevel=Operator")
 
 
 def accounting_up(paths: Paths) -> None:

@@ -12,6 +12,7 @@ import pytest
 from portal_client import Portal
 
 from accounts.services import token_issue
+from monitoring.streams import OPEN_STREAMS_PER_USER
 
 pytestmark = pytest.mark.sandbox
 
@@ -63,6 +64,24 @@ def test_client_submits_follows_reads_loss_and_cancels(
         while other.refresh().state not in ("PENDING", "RUNNING") and not other.is_finished:
             assert time.monotonic() < deadline, other.events()
             time.sleep(0.5)
+        # A client that leaves mid-stream gives its slot back: more streams than the
+        # per-user bound, one after the other, all open.
+        for _ in range(OPEN_STREAMS_PER_USER + 2):
+            assert _first_event_of_a_left_stream(portal, other.id) == "state"
         other.cancel()
         assert other.wait(timeout=60, progress=False).state == "CANCELLED", other.events()
         assert other.attempts()[-1]["cancel_requested_at"] is not None
+
+
+def _first_event_of_a_left_stream(portal: Portal, job_id: int) -> str:
+    """Open the job's log stream, read one event and hang up."""
+    for _ in range(50):
+        with portal.http.stream("GET", f"jobs/{job_id}/attempts/1/log/stream") as response:
+            if response.status_code == 429:
+                time.sleep(0.1)  # the server has not yet seen an earlier hang-up
+                continue
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    return line.removeprefix("event: ")
+    pytest.fail("a stream's slot never came back after its client left")

@@ -41,6 +41,8 @@ def job_end_send(*, attempt_id: int) -> int:
     job = attempt.job
     if not job.user.email:
         return 0
+    if Attempt.objects.filter(job=job, number__gt=attempt.number).exists():
+        return 0  # restarted: the mail comes when the job's last attempt ends
     state = attempt.get_state_display()
     subject = f"[portal] Job {job.name} (#{job.pk}) {state.lower()}"
     lines = [

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_ALERT_THRESHOLDS = (80, 100)
+JOB_END_MAIL_DELAY = 15  # seconds
 
 
 @transaction.atomic
@@ -405,7 +406,18 @@ def _queue_job_end_mail(attempt: "Attempt") -> None:
         attempt_id = attempt.pk
         from projects.tasks import send_job_end_mail
 
-        transaction.on_commit(lambda: send_job_end_mail.delay(attempt_id))
+        # A little later, so that an automatic restart is seen and no mail goes out for it.
+        transaction.on_commit(
+            lambda: send_job_end_mail.apply_async((attempt_id,), countdown=JOB_END_MAIL_DELAY)
+        )
+
+
+def notification_preference_set(*, user: User, mail_on_job_end: bool) -> NotificationPreference:
+    """Opt in to (or out of) a mail when one's jobs end or fail."""
+    preference, _ = NotificationPreference.objects.update_or_create(
+        user=user, defaults={"mail_on_job_end": mail_on_job_end}
+    )
+    return preference
 
 
 def reservations_reconcile(*, older_than: timedelta = timedelta(minutes=10)) -> int:

@@ -14,14 +14,13 @@ from projects.models import (
     BudgetAlert,
     ImmutableError,
     Membership,
-    NotificationPreference,
     Quota,
     Reservation,
     UsageCharge,
 )
 from projects.periods import period_bounds
 from projects.selectors import project_usage
-from projects.services import attempt_reserve, attempt_settle
+from projects.services import attempt_reserve, attempt_settle, notification_preference_set
 from tests.jobs import factories
 
 PARTITIONS = {"gpu": factories.GPU_PARTITION}
@@ -225,9 +224,19 @@ def test_job_end_mail_only_for_users_who_asked(
     with django_capture_on_commit_callbacks(execute=True):
         _run(job.attempts.get(), minutes=1)
     assert mail.outbox == []
-    NotificationPreference.objects.create(user=submitter, mail_on_job_end=True)
+    notification_preference_set(user=submitter, mail_on_job_end=True)
     job = _submit(submitter, project, cluster)
     with django_capture_on_commit_callbacks(execute=True):
         _run(job.attempts.get(), minutes=1, to=State.FAILED, slurm_id="42")
     assert [m.to for m in mail.outbox] == [["mia@example.org"]]
     assert mail.outbox[0].subject == f"[portal] Job train (#{job.pk}) failed"
+    assert "attempt 1, ended: Failed" in mail.outbox[0].body
+    # An attempt followed by an automatic restart sends nothing; the restart's end does.
+    job = _submit(submitter, project, cluster)
+    first = job.attempts.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        _run(first, minutes=1, to=State.NODE_FAIL, slurm_id="43")
+        second = Attempt.objects.create(job=job, number=2, account=first.account)
+    with django_capture_on_commit_callbacks(execute=True):
+        _run(second, minutes=1, slurm_id="44")
+    assert [m.subject for m in mail.outbox[1:]] == [f"[portal] Job train (#{job.pk}) completed"]

@@ -247,8 +247,14 @@ class JobCursorPagination(CursorPagination):
 
 
 class JobListCreateView(generics.GenericAPIView[Job]):
-    serializer_class = JobSerializer
     pagination_class = JobCursorPagination
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return jobs_of_member(user=self.request.user)  # type: ignore[arg-type]
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
+        # The browsable API's form posts a submission.
+        return JobCreateSerializer if self.request.method == "POST" else JobSerializer
 
     @extend_schema(
         operation_id="jobs_list",
@@ -260,7 +266,7 @@ class JobListCreateView(generics.GenericAPIView[Job]):
         query = JobFilterSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         filters = query.validated_data
-        jobs = jobs_of_member(user=request.user)  # type: ignore[arg-type]
+        jobs = self.get_queryset()
         if "project" in filters:
             jobs = jobs.filter(project__slug=filters["project"])
         if "cluster" in filters:

@@ -273,3 +273,22 @@ def test_clusters_show_partitions_and_free_gpus(cluster, owner, tokens: Tokens) 
     assert (row["name"], row["gpus_total"], row["gpus_free"], row["error"]) == ("alps", 12, 3, "")
     assert [p["name"] for p in row["partitions"]] == ["gpu", "big"]
     assert row["partitions"][0]["gpus_free"] == 3
+
+
+def test_the_browsable_api_renders_for_the_browser(job: Job, owner, client: Client) -> None:
+    client.force_login(owner)
+    for path in (
+        "/api/v1/projects/",
+        "/api/v1/clusters/",
+        "/api/v1/jobs/",
+        f"/api/v1/jobs/{job.pk}/",
+        f"/api/v1/jobs/{job.pk}/attempts/",
+        f"/api/v1/jobs/{job.pk}/events/",
+        f"/api/v1/jobs/{job.pk}/attempts/1/log",
+        f"/api/v1/jobs/{job.pk}/attempts/1/series",
+        f"/api/v1/jobs/{job.pk}/attempts/1/series/loss",
+        f"/api/v1/jobs/{job.pk}/attempts/1/gpus",
+    ):
+        response = client.get(path, headers={"Accept": "text/html"})
+        assert response.status_code == 200, path
+        assert response["Content-Type"].startswith("text/html"), path

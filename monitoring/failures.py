@@ -48,9 +48,9 @@ def expand_nodes(node_list: str) -> list[str]:
             low, _, high = item.partition("-")
             if not high:
                 names.append(f"{prefix}{low}{suffix}")
-                continue
-            for number in range(int(low), int(high) + 1):
-                names.append(f"{prefix}{str(number).zfill(len(low))}{suffix}")
+            elif low.isdigit() and high.isdigit():
+                for number in range(int(low), int(high) + 1):
+                    names.append(f"{prefix}{str(number).zfill(len(low))}{suffix}")
     return names
 
 

@@ -217,6 +217,7 @@ def test_node_lists_expand() -> None:
     assert expand_nodes("n[1-2]") == ["n1", "n2"]
     assert expand_nodes("gpu[08-10,12],login1") == ["gpu08", "gpu09", "gpu10", "gpu12", "login1"]
     assert expand_nodes("") == []
+    assert expand_nodes("n[a-b]") == []  # garbled: no names rather than an error
 
 
 def test_a_cancelled_job_is_not_restarted_and_needs_no_note(failed) -> None:

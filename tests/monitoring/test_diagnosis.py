@@ -215,3 +215,10 @@ def test_outsiders_and_anonymous_see_no_diagnosis(oom_job, outsider, client) -> 
     client.force_login(outsider)
     assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 404
     assert client.get(f"/jobs/{oom_job.pk}/").status_code == 404
+
+
+def test_the_failures_api_query_count(oom_job, member, client, django_assert_num_queries) -> None:
+    client.force_login(member)
+    # session, user, the job with its viewer check, its attempts, its checkpoints
+    with django_assert_num_queries(5):
+        assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 200

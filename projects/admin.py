@@ -25,9 +25,9 @@ from projects.models import (
     Reservation,
     UsageCharge,
 )
+from projects.quota_audit import quota_changes_record, quota_snapshot
 from projects.reports import usage_report_view
 from projects.selectors import Usage, projects_usage
-from projects.services import quota_changes_record, quota_snapshot
 
 
 class MembershipInline(admin.TabularInline):

@@ -41,7 +41,7 @@ class Usage:
         return int(self.fraction_used * 100)
 
 
-def _usage(quota: Quota | None, used: Decimal, reserved: Decimal, at: datetime | None) -> Usage:
+def usage_from(quota: Quota | None, used: Decimal, reserved: Decimal, at: datetime | None) -> Usage:
     period = quota.period if quota else Quota.Period.MONTH
     start, end = period_bounds(period, at)
     budget = quota.gpu_hours_per_period if quota else ZERO
@@ -88,7 +88,7 @@ def project_usage(*, project: Project, at: datetime | None = None) -> Usage:
     """Budget, used, reserved and left in the period containing `at` (now): three queries."""
     quota = Quota.objects.filter(project=project).first()
     start, end = period_bounds(quota.period if quota else Quota.Period.MONTH, at)
-    return _usage(
+    return usage_from(
         quota,
         used_gpu_hours(project_id=project.pk, start=start, end=end),
         reserved_gpu_hours(project_id=project.pk),
@@ -125,7 +125,8 @@ def projects_usage(*, projects: Iterable[Project], at: datetime | None = None) -
         .values_list("project_id", "total")
     )
     return {
-        pk: _usage(quotas.get(pk), used.get(pk) or ZERO, reserved.get(pk) or ZERO, at) for pk in ids
+        pk: usage_from(quotas.get(pk), used.get(pk) or ZERO, reserved.get(pk) or ZERO, at)
+        for pk in ids
     }
 
 

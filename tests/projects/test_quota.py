@@ -126,3 +126,19 @@ def test_restart_attempt_reserves_again_and_can_be_refused(
         attempt_reserve(attempt=second)
     Quota.objects.filter(project=project).update(gpu_hours_per_period=Decimal("8"))
     assert attempt_reserve(attempt=second).gpu_hours == Decimal("4")
+
+
+def test_quota_update_records_who_changed_what(project, staff) -> None:
+    from django.core.exceptions import ValidationError
+
+    from projects.models import QuotaChange
+    from projects.quota_audit import quota_update
+
+    changes = quota_update(quota=project.quota, user=staff, gpu_hours_per_period=Decimal("5"))
+    assert [(c.field, c.old_value, c.new_value, c.user) for c in changes] == [
+        ("gpu_hours_per_period", "100.00", "5.00", staff)
+    ]
+    with pytest.raises(ValidationError):
+        quota_update(quota=project.quota, user=staff, gpu_hours_per_period=Decimal("-1"))
+    assert QuotaChange.objects.count() == 1
+    assert Quota.objects.get(project=project).gpu_hours_per_period == Decimal("5")

@@ -72,3 +72,10 @@ def test_an_offsite_next_is_not_followed(client: Client, staff) -> None:
         URL.format(cluster.name, "n1"), {"reason": "slow", "next": "https://evil.example/"}
     )
     assert response.status_code == 302 and response["Location"] == "/"
+
+
+def test_a_drain_without_the_csrf_token_is_refused(staff) -> None:
+    cluster = factories.cluster()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff)
+    assert client.post(URL.format(cluster.name, "n1"), {"reason": "x"}).status_code == 403

@@ -136,3 +136,42 @@ def test_failures_are_diagnosed_and_the_warning_signal_reaches_the_trainer(
     assert "allows no restarts" in page
     fixes = client.get(f"/api/v1/jobs/{nccl.pk}/failures").json()["diagnoses"][0]["diagnosis"]
     assert fixes["failure_class"] == "nccl_timeout" and fixes["rank"] == 1
+
+
+def test_a_drain_runs_scontrol_as_the_staff_members_account(sandbox_cluster, staff) -> None:
+    """The sandbox's users are not Slurm operators: Slurm itself refuses, and the page says so."""
+    import subprocess
+
+    from django.conf import settings
+    from django.contrib.messages import get_messages
+
+    from clusters.models import ClusterAccount
+    from clusters.sandbox import daemons
+    from clusters.sandbox.config import Paths
+
+    alice = ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice")
+    ClusterAccount.objects.create(
+        cluster=sandbox_cluster, user=staff, username="alice", private_key=alice.private_key
+    )
+    client = Client()
+    client.force_login(staff)
+    paths = Paths.of(settings.SANDBOX_STATE_DIR)
+    try:
+        response = client.post(
+            f"/clusters/{sandbox_cluster.name}/nodes/n1/drain/",
+            {"reason": "slow GPU; $(id)", "next": "/"},
+        )
+    finally:
+        state = daemons.node_states(paths).get("n1", "")
+        if "drain" in state:  # never leave the shared sandbox with a drained node
+            subprocess.run(
+                ["scontrol", "update", "nodename=n1", "state=resume"],
+                env=daemons.slurm_env(paths),
+                check=False,
+                timeout=30,
+            )
+    assert response.status_code == 302
+    (message,) = [str(m) for m in get_messages(response.wsgi_request)]
+    assert message.startswith("Slurm refused to drain n1 as alice: ")
+    assert "operator" in message
+    assert "drain" not in state

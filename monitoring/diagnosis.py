@@ -300,6 +300,20 @@ def _evidence(rule: Rule, tail: str) -> str:
     return best[1] if best else ""
 
 
+def _rank_ending(tail: str) -> str:
+    """How torchrun saw its first failed worker end: ` (killed by SIGKILL)`, ` (exit code 1)`."""
+    root = _ROOT_CAUSE.search(tail)
+    if not root:
+        return ""
+    code = int(root["code"])
+    if code < 0:
+        try:
+            return f" (killed by {signal.Signals(-code).name})"
+        except ValueError:
+            return f" (killed by signal {-code})"
+    return f" (exit code {code})"
+
+
 def _blame(tail: str, evidence: str) -> tuple[int | None, str]:
     """Which rank and which node failed first, as torchrun and srun report it."""
     rank: int | None = None
@@ -348,7 +362,7 @@ def diagnose(
             parts = [f"rank {rank}"] if rank is not None else []
             parts += [f"node {node}"] if node else []
             where = " on ".join(parts)
-            explanation = f"{explanation} First to fail: {where}."
+            explanation = f"{explanation} First to fail: {where}{_rank_ending(tail)}."
         return Diagnosis(
             failure_class=str(rule.failure_class),
             title=rule.title,

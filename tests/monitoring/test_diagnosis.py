@@ -103,7 +103,18 @@ def test_a_killed_rank_names_the_rank_and_the_node() -> None:
     assert found.failure_class == FailureClass.RANK_CRASH
     assert found.rank == 2  # the root cause, not rank 3 that torchrun stopped afterwards
     assert found.node == "n2"  # the first task srun reports, not the one it then killed
-    assert "rank 2 on node n2" in found.explanation
+    assert "First to fail: rank 2 on node n2 (killed by SIGKILL)." in found.explanation
+
+
+def test_a_rank_killed_on_the_sandbox_as_torch_2_13_reports_it() -> None:
+    # Captured from tests/e2e/test_resume.py: rank 1 (on n1) got SIGKILL; the other
+    # node's torchrun was then stopped by srun, and srun reported both tasks.
+    found = _diagnose("rank_killed_sandbox.log")
+    assert found is not None
+    assert found.failure_class == FailureClass.RANK_CRASH
+    assert (found.rank, found.node) == (1, "n1")
+    assert "First to fail: rank 1 on node n1 (killed by SIGKILL)." in found.explanation
+    assert found.evidence.startswith("torch.distributed.elastic.multiprocessing.errors.Child")
 
 
 def test_unrecognised_failure_points_at_the_last_error_and_the_signal() -> None:

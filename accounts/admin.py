@@ -1,4 +1,7 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
 
 from accounts.models import PersonalToken
 
@@ -9,8 +12,23 @@ class PersonalTokenAdmin(admin.ModelAdmin):
     list_filter = ["scope"]
     search_fields = ["name", "prefix", "user__username"]
     # The digest is never shown; tokens are made by their users or `manage.py issue_token`.
-    fields = ("user", "name", "prefix", "scope", "created_at", "expires_at", "last_used_at")
+    fields = (
+        "user",
+        "name",
+        "prefix",
+        "scope",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
     readonly_fields = fields
+    actions = ["revoke"]
 
-    def has_add_permission(self, request: object) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[PersonalToken]) -> None:
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        messages.success(request, f"Revoked {count} token(s); requests with them are refused.")

@@ -220,3 +220,18 @@ def test_a_taken_prefix_is_drawn_again(owner, monkeypatch) -> None:
     assert second.token.prefix == "0123456789ab"
     assert _api(second.text).get("/api/v1/projects/").status_code == 200
     assert _api(first.text).get("/api/v1/projects/").status_code == 200
+
+
+def test_staff_revoke_tokens_in_the_admin_and_never_see_digests(
+    client: Client, owner, staff
+) -> None:
+    issued = token_issue(user=owner, name="leaked", scope="submit")
+    client.force_login(staff)
+    page = client.get(f"/admin/accounts/personaltoken/{issued.token.pk}/change/")
+    assert page.status_code == 200 and issued.token.digest not in page.content.decode()
+    response = client.post(
+        "/admin/accounts/personaltoken/",
+        {"action": "revoke", "_selected_action": [issued.token.pk]},
+    )
+    assert response.status_code == 302
+    assert _api(issued.text).get("/api/v1/projects/").status_code == 401

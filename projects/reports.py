@@ -112,6 +112,11 @@ def usage_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest], 
     return view
 
 
+def _text(value: str) -> str:
+    """A name as a CSV cell no spreadsheet runs as a formula (names may start with + - @)."""
+    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def _csv(charges: Any) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="gpu-usage.csv"'
@@ -121,9 +126,9 @@ def _csv(charges: Any) -> HttpResponse:
         writer.writerow(
             [
                 charge.ended_at.isoformat(),
-                charge.project.slug,
-                charge.user.username,
-                charge.cluster.name,
+                _text(charge.project.slug),
+                _text(charge.user.username),
+                _text(charge.cluster.name),
                 charge.attempt.job_id,
                 charge.attempt.number,
                 charge.attempt.slurm_job_id,

@@ -226,3 +226,12 @@ def test_cluster_test_connection_without_an_account_says_what_to_add(client: Cli
     assert "Alps: No cluster account to connect as: add one under Cluster accounts." in (
         response.content.decode()
     )
+
+
+def test_csv_cells_are_never_formulas(client: Client, staff, project, django_user_model) -> None:
+    sneaky = django_user_model.objects.create_user(username="@SUM(1+1)")
+    _charge(project, sneaky, factories.cluster(), "1")
+    client.force_login(staff)
+    exported = client.get(reverse(REPORT), {"format": "csv"}).content.decode()
+    (row,) = list(csv.DictReader(io.StringIO(exported)))
+    assert row["user"] == "'@SUM(1+1)"

@@ -34,6 +34,16 @@ def test_nccl_watchdog_timeout_gives_the_network_advice() -> None:
     assert found.node == "gpu07"  # srun's node name, not torchrun's host name
 
 
+def test_a_collective_timeout_on_the_sandbox_is_a_timeout_not_a_crash() -> None:
+    # Captured: torchrun with gloo and --timeout 6, rank 1 stopped (SIGSTOP) mid-run;
+    # rank 0's all_reduce timed out, and torchrun reports it as the root cause.
+    found = _diagnose("gloo_timeout_sandbox.log")
+    assert found is not None
+    assert found.failure_class == FailureClass.NCCL_TIMEOUT
+    assert "Timed out waiting 6000ms for recv operation to complete" in found.evidence
+    assert found.rank == 0
+
+
 def test_cuda_oom_wins_over_the_rank_crash_it_causes() -> None:
     found = _diagnose("cuda_oom.log")
     assert found is not None

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 from django.core import mail
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs.models import Attempt, State
@@ -136,6 +137,12 @@ def test_ledger_entries_are_immutable(submitter, project, cluster, no_submission
         charge.save()
     with pytest.raises(ImmutableError):
         charge.delete()
+    assert UsageCharge.objects.get().gpu_hours == Decimal("0.0167")
+    # Not even a bulk update or delete gets past the database's trigger.
+    with pytest.raises(DatabaseError, match="usage charges are immutable"), transaction.atomic():
+        UsageCharge.objects.filter(pk=charge.pk).update(gpu_hours=0)
+    with pytest.raises(DatabaseError, match="usage charges are immutable"), transaction.atomic():
+        UsageCharge.objects.filter(pk=charge.pk)._raw_delete(using="default")
     assert UsageCharge.objects.get().gpu_hours == Decimal("0.0167")
 
 

@@ -53,9 +53,13 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
 
 def attempt_charge_from_accounting(*, attempt_id: int, last_try: bool = False) -> bool:
     """Charge from sacct; on the last try fall back to the portal's times. True when done."""
-    attempt = Attempt.objects.select_related("job", "account", "account__cluster").get(
-        pk=attempt_id
+    attempt = (
+        Attempt.objects.select_related("job", "account", "account__cluster")
+        .filter(pk=attempt_id)
+        .first()
     )
+    if attempt is None:
+        return True  # deleted meanwhile: nothing left to charge
     if UsageCharge.objects.filter(attempt=attempt).exists():
         return True
     try:

@@ -17,7 +17,7 @@ from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.models import Checkpoint, Series
 from tests.e2e.conftest import EXAMPLE, wait_for
-from tests.e2e.test_resume import run_file
+from tests.e2e.test_resume import attempt_shell, run_file
 from tests.jobs.factories import spec
 
 pytestmark = pytest.mark.sandbox
@@ -82,8 +82,9 @@ def test_failures_are_diagnosed_and_the_warning_signal_reaches_the_trainer(
         "the trainer to take a few steps",
     )
     attempt.refresh_from_db()
-    assert "#SBATCH --signal=B:USR1@60" in run_file(alice, attempt, "job.sbatch")  # 10 min / 10
-    sent = alice.run(f"scancel --batch --signal=USR1 {shlex.quote(attempt.slurm_job_id)}")
+    assert "#SBATCH --signal=B:USR1@60" in run_file(attempt, "job.sbatch")  # 10 min / 10
+    with attempt_shell(attempt) as shell:
+        sent = shell.run(f"scancel --batch --signal=USR1 {shlex.quote(attempt.slurm_job_id)}")
     assert sent.exit_status == 0, sent.error_text
 
     wait_for(
@@ -97,7 +98,7 @@ def test_failures_are_diagnosed_and_the_warning_signal_reaches_the_trainer(
 
     # The trainer checkpointed and stopped cleanly; the checkpoint is in the registry.
     attempt.refresh_from_db()
-    log = run_file(alice, attempt, "stdout.log")
+    log = run_file(attempt, "stdout.log")
     assert attempt.state == State.COMPLETED and attempt.exit_code == 0, log[-3000:]
     assert "portal: SIGUSR1 before the time limit, passed to the steps" in log
     stopped = re.search(r"stopping after step (\d+) on SIGUSR1", log)

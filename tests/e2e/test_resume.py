@@ -16,6 +16,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from clusters.models import ClusterAccount
+from clusters.selectors import account_endpoint
 from clusters.ssh import Connection
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
 from monitoring.models import Checkpoint
@@ -60,8 +62,16 @@ def kill_rank(attempt: Attempt, rank: int) -> str:
     return env["SLURMD_NODENAME"]
 
 
-def run_file(alice: Connection, attempt: Attempt, name: str) -> str:
-    return alice.run(f"cat {shlex.quote(attempt.run_dir + '/' + name)}").text
+def attempt_shell(attempt: Attempt) -> Connection:
+    """A fresh SSH connection as the attempt's account (a long test outlasts an idle one)."""
+    assert attempt.account_id is not None
+    account = ClusterAccount.objects.select_related("cluster").get(pk=attempt.account_id)
+    return Connection(account_endpoint(account=account))
+
+
+def run_file(attempt: Attempt, name: str) -> str:
+    with attempt_shell(attempt) as shell:
+        return shell.run(f"cat {shlex.quote(attempt.run_dir + '/' + name)}").text
 
 
 def test_a_killed_rank_resumes_from_the_latest_checkpoint(
@@ -123,7 +133,7 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     )
     first.refresh_from_db()
     second = Attempt.objects.get(job=job, number=2)
-    log1, log2 = run_file(alice, first, "stdout.log"), run_file(alice, second, "stdout.log")
+    log1, log2 = run_file(first, "stdout.log"), run_file(second, "stdout.log")
     assert second.state == State.COMPLETED, log2[-3000:]
     assert first.state == State.FAILED
     assert first.failure_class == FailureClass.RANK_CRASH, (first.diagnosis, log1[-3000:])

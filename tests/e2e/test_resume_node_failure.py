@@ -116,7 +116,7 @@ def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
     )
     first.refresh_from_db()
     second = Attempt.objects.get(job=job, number=2)
-    log2 = run_file(alice, second, "stdout.log")
+    log2 = run_file(second, "stdout.log")
     assert second.state == State.COMPLETED, log2[-3000:]
     assert first.failure_class == FailureClass.NODE_FAILURE
     assert first.diagnosis is not None and first.diagnosis["node"] == node
@@ -124,7 +124,7 @@ def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
     # Excluded, so it ran on the other node; resumed from the last checkpoint it had.
     assert second.excluded_nodes == node
     assert second.node_list not in ("", node)
-    assert f"#SBATCH --exclude={node}" in run_file(alice, second, "job.sbatch")
+    assert f"#SBATCH --exclude={node}" in run_file(second, "job.sbatch")
     latest = Checkpoint.objects.filter(attempt=first, complete=True).order_by("-step").first()
     assert latest is not None and latest.step is not None
     assert second.resume_from == f"{first.run_dir}/checkpoints/step-{latest.step}.pt"

@@ -249,7 +249,6 @@ def test_sigusr1_checkpoints_and_exits_cleanly(job_bin: Path, tmp_path: Path) ->
 def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: Path) -> None:
     """The straggler signal: a node's pace is its own compute time, not the shared step time."""
     args = ("--steps", "6", "--checkpoint-every", "0", "--sleep", "0.05")
-    train(job_bin, tmp_path / "even", *args, SLURMD_NODENAME="nx")
     slow = (*args, "--throttle-node", "nx", "--throttle-seconds", "0.3")
     train(job_bin, tmp_path / "slow", *slow, SLURMD_NODENAME="nx")
     other = (*args, "--throttle-node", "elsewhere", "--throttle-seconds", "0.3")
@@ -261,5 +260,4 @@ def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: P
         return sorted(rates)[len(rates) // 2]
 
     assert pace("slow") < 1 / 0.3  # at least 0.35 s of work per step
-    assert pace("even") > 2 * pace("slow")
     assert pace("other") > 2 * pace("slow")  # another node's throttle leaves this one alone

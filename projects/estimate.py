@@ -6,9 +6,9 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from clusters.models import Cluster
 from jobs.specs import JobSpec
-from projects.models import Project
+from projects.models import Project, Quota
 from projects.periods import period_words
-from projects.selectors import Usage, project_usage
+from projects.selectors import Usage, held_gpus, project_usage
 
 HOURS = Decimal("0.01")
 MONEY = Decimal("0.01")
@@ -50,18 +50,34 @@ def budget_refusal(*, project: Project, needed: Decimal, usage: Usage) -> str:
     )
 
 
+def concurrency_refusal(*, project: Project, gpus: int, held: int, limit: int) -> str:
+    return (
+        f"needs {gpus} GPUs, {max(limit - held, 0)} of {limit} concurrent GPUs free in project "
+        f"{project.slug}: wait for a running job to end or ask for fewer GPUs"
+    )
+
+
 def job_estimate(*, project: Project, cluster: Cluster, spec: JobSpec) -> Estimate:
     """The job's GPU-hours and cost, and what the budget has left before and after it."""
     gpu_hours = spec_gpu_hours(spec)
     usage = project_usage(project=project)
     left_after = usage.left_gpu_hours - gpu_hours
+    gpus = spec.nodes * spec.gpus_per_node
     fits = usage.has_quota and left_after >= 0
+    message = "" if fits else budget_refusal(project=project, needed=gpu_hours, usage=usage)
+    limit = Quota.objects.filter(project=project).values_list("max_concurrent_gpus", flat=True)
+    max_gpus = limit.first() if fits else None
+    if max_gpus is not None:
+        held = held_gpus(project_id=project.pk)
+        if held + gpus > max_gpus:
+            fits = False
+            message = concurrency_refusal(project=project, gpus=gpus, held=held, limit=max_gpus)
     return Estimate(
-        gpus=spec.nodes * spec.gpus_per_node,
+        gpus=gpus,
         gpu_hours=gpu_hours,
         cost=(gpu_hours * cluster.price_per_gpu_hour).quantize(MONEY, ROUND_HALF_UP),
         left_before=usage.left_gpu_hours,
         left_after=left_after,
         fits=fits,
-        message="" if fits else budget_refusal(project=project, needed=gpu_hours, usage=usage),
+        message=message,
     )

@@ -84,6 +84,14 @@ def reserved_gpu_hours(*, project_id: int) -> Decimal:
     return total
 
 
+def held_gpus(*, project_id: int) -> int:
+    """GPUs of the project's pending and running attempts (the concurrency limit's count)."""
+    held: int | None = Reservation.objects.filter(
+        project_id=project_id, released_at__isnull=True, ended_at__isnull=True
+    ).aggregate(total=Sum("gpus"))["total"]
+    return held or 0
+
+
 def project_usage(*, project: Project, at: datetime | None = None) -> Usage:
     """Budget, used, reserved and left in the period containing `at` (now): three queries."""
     quota = Quota.objects.filter(project=project).first()

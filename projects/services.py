@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from jobs.errors import JobError
-from projects.estimate import budget_refusal, fmt_hours, gpu_hours_for
+from projects.estimate import budget_refusal, concurrency_refusal, fmt_hours, gpu_hours_for
 from projects.models import (
     BudgetAlert,
     Membership,
@@ -24,7 +23,7 @@ from projects.models import (
     UsageCharge,
 )
 from projects.periods import period_bounds
-from projects.selectors import reserved_gpu_hours, usage_from, used_gpu_hours
+from projects.selectors import held_gpus, reserved_gpu_hours, usage_from, used_gpu_hours
 
 if TYPE_CHECKING:
     from jobs.models import Attempt
@@ -77,13 +76,6 @@ def _attempt_with_job(attempt: "Attempt") -> "Attempt":
     )
 
 
-def _held_gpus(project_id: int) -> int:
-    held: int | None = Reservation.objects.filter(
-        project_id=project_id, released_at__isnull=True, ended_at__isnull=True
-    ).aggregate(total=Sum("gpus"))["total"]
-    return held or 0
-
-
 def attempt_reserve(*, attempt: "Attempt") -> Reservation:
     """Hold the attempt's GPUs x time limit against its project's budget, or refuse.
 
@@ -120,12 +112,12 @@ def attempt_reserve(*, attempt: "Attempt") -> Reservation:
                 errors={"time_limit": [f"Ask for at most {hours:g} h."]},
             )
         if quota.max_concurrent_gpus is not None:
-            held = _held_gpus(project.pk)
+            held = held_gpus(project_id=project.pk)
             if held + gpus > quota.max_concurrent_gpus:
                 raise JobError(
-                    f"needs {gpus} GPUs, {max(quota.max_concurrent_gpus - held, 0)} of "
-                    f"{quota.max_concurrent_gpus} concurrent GPUs free in project "
-                    f"{project.slug}: wait for a running job to end or ask for fewer GPUs"
+                    concurrency_refusal(
+                        project=project, gpus=gpus, held=held, limit=quota.max_concurrent_gpus
+                    )
                 )
         start, end = period_bounds(quota.period)
         usage = usage_from(

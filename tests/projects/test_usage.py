@@ -108,3 +108,19 @@ def test_estimate(member, project) -> None:
     assert (refused.gpu_hours, refused.fits) == (Decimal("64"), False)
     assert refused.message == "needs 64 GPU-h, 12.5 GPU-h left this month in project vision"
     assert not Attempt.objects.exclude(state=State.QUEUED).exists()
+
+
+def test_estimate_names_the_concurrency_limit(member, project) -> None:
+    cluster = factories.cluster()
+    _job, attempt = factories.job(project, member, cluster)
+    Reservation.objects.create(
+        attempt=attempt, project=project, gpus=6, gpu_hours=Decimal("1"), created_at=timezone.now()
+    )
+    estimate = job_estimate(
+        project=project, cluster=cluster, spec=factories.spec(nodes=2, gpus_per_node=2)
+    )
+    assert not estimate.fits
+    assert estimate.message == (
+        "needs 4 GPUs, 2 of 8 concurrent GPUs free in project vision: wait for a running job "
+        "to end or ask for fewer GPUs"
+    )

@@ -247,3 +247,30 @@ def test_job_end_mail_only_for_users_who_asked(
     with django_capture_on_commit_callbacks(execute=True):
         _run(second, minutes=1, slurm_id="44")
     assert [m.subject for m in mail.outbox[1:]] == [f"[portal] Job train (#{job.pk}) completed"]
+
+
+def test_budget_alerts_come_again_in_a_new_period(
+    submitter,
+    owner,
+    project,
+    cluster,
+    no_submission,
+    eager_celery,
+    django_capture_on_commit_callbacks,
+) -> None:
+    Quota.objects.filter(project=project).update(gpu_hours_per_period=Decimal("1"))
+    last_month = period_bounds("month")[0] - timedelta(days=3)
+    BudgetAlert.objects.create(
+        project=project,
+        period_start=period_bounds("month", last_month)[0],
+        threshold=80,
+        used_gpu_hours=Decimal("0.9"),
+        sent_at=last_month,
+    )
+    job = _submit(submitter, project, cluster, time_limit=timedelta(minutes=50))
+    with django_capture_on_commit_callbacks(execute=True):
+        _run(job.attempts.get(), minutes=50)
+    assert [m.subject for m in mail.outbox] == [
+        "[portal] Project vision has used 80 % of its GPU-hours"
+    ]
+    assert BudgetAlert.objects.filter(threshold=80).count() == 2

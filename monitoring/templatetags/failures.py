@@ -1,9 +1,8 @@
-"""`{% job_failures job %}`: the job page's diagnosis, checkpoints and stragglers cards."""
+"""`{% job_failures_cards job %}`: the job page's diagnosis, stragglers and checkpoints cards."""
 
 from typing import Any
 
 from django import template
-from django.urls import reverse
 
 from jobs.models import Job
 from monitoring.selectors import job_failures
@@ -15,17 +14,11 @@ register = template.Library()
 def job_failures_cards(context: dict[str, Any], job: Job) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None)
-    data = job_failures(job=job)
-    is_staff = bool(getattr(user, "is_staff", False))
-    for straggler in data["stragglers"]:
-        straggler_url = reverse(
-            "node-drain", kwargs={"cluster": job.cluster.name, "node": straggler.node}
-        )
-        data.setdefault("drain_urls", {})[straggler.node] = straggler_url
     return {
-        **data,
+        **job_failures(job=job),
         "job": job,
-        "can_drain": is_staff,
+        # Draining is for staff; the endpoint checks again.
+        "can_drain": bool(getattr(user, "is_staff", False)),
         "request": request,
         "csrf_token": context.get("csrf_token"),
     }

@@ -83,6 +83,12 @@ def test_staff_sees_usage_columns_edits_a_quota_and_exports_the_report(
     assert "gpu_hours_per_period\t100.00\t120.00" in history
     assert "root-admin" in history
 
+    page.goto(f"{live_server.url}/admin/projects/project/{project.pk}/change/")
+    dry_run = page.locator(".field-slurm_mirror").inner_text()
+    assert "set GrpTRESMins=gres/gpu=7200" in dry_run  # 120 GPU-h in minutes
+    assert "No cluster has quota mirroring switched on" in dry_run
+    screenshot(page, "admin-project-mirror-dry-run")
+
     page.goto(f"{live_server.url}/admin/projects/usagecharge/report/")
     page.select_option("#id_cluster", label="alps")
     page.get_by_role("button", name="Show").click()

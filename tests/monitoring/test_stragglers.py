@@ -117,3 +117,29 @@ def test_attempt_stragglers_reads_the_stored_series(project, member) -> None:
     # A finished attempt has no stragglers to act on.
     attempt.state = State.COMPLETED
     assert attempt_stragglers(attempt=attempt, policy=POLICY) == []
+
+
+def test_the_job_page_names_the_straggler_and_offers_staff_a_drain(
+    project, member, staff, client
+) -> None:
+    cluster = factories.cluster()
+    job, attempt = factories.job(project, member, cluster, nodes=2, gpus_per_node=1)
+    attempt.state = State.RUNNING
+    attempt.save()
+    points = []
+    for step in range(1, 41):
+        points.append((attempt.pk, "steps_per_sec/n1", float(step), 12.0))
+        points.append((attempt.pk, "steps_per_sec/n2", float(step), 2.0))
+    series_append(points=points)
+
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'data-node="n2"' in page and "Node n2 keeps 2.00 steps/s" in page
+    assert 'data-node="n1"' not in page
+    assert "/drain/" not in page  # members see the finding, not the button
+
+    client.force_login(staff)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'action="/clusters/{cluster.name}/nodes/n2/drain/"' in page
+    assert 'name="csrfmiddlewaretoken"' in page
+    assert f'name="next" value="/jobs/{job.pk}/"' in page

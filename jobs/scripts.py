@@ -22,6 +22,8 @@ GPU_SAMPLE_SECONDS = 1
 # Slurm's warning before the time limit goes to the batch shell, which passes it on
 # to the job's steps: the trainer checkpoints and exits before it is killed.
 WARNING_SIGNAL = "USR1"
+# The batch shell prints this when the warning arrives; the diagnosis reads it.
+WARNING_MARKER = f"portal: SIG{WARNING_SIGNAL} before the time limit"
 _NODE_LIST = re.compile(r"^[A-Za-z0-9_.\[\],-]+$")
 # What the per-node sampler asks nvidia-smi for, in this order.
 GPU_QUERY_FIELDS = (
@@ -158,7 +160,7 @@ def _warning_trap() -> list[str]:
         f"# Slurm's warning (--signal=B:{WARNING_SIGNAL}) reaches this shell only: pass it to",
         "# every step of the job (srun'd trainers); scancel signals steps, not this shell.",
         "portal_warn() {",
-        f'  echo "portal: SIG{WARNING_SIGNAL} before the time limit, passed to the steps" >&2',
+        f'  echo "{WARNING_MARKER}, passed to the steps" >&2',
         f'  scancel --signal={WARNING_SIGNAL} "$SLURM_JOB_ID" || true',
         "}",
         f"trap portal_warn {WARNING_SIGNAL}",

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs.models import FailureClass, State
+from jobs.scripts import WARNING_MARKER
 
 TAIL_BYTES = 64 * 1024  # how much of the end of the log the rules read
 
@@ -263,6 +264,18 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+_WARNED = Rule(
+    FailureClass.TIME_LIMIT,
+    "Stopped at the time-limit warning",
+    "Slurm warned that the time limit was near; the job checkpointed and stopped before "
+    "being killed, so it ended cleanly but did not finish its work.",
+    (
+        "Resume from the latest checkpoint (add the time limit to the job's restart "
+        "policy to do this automatically).",
+        "Ask for a longer time limit (within the partition's and the project's maximum).",
+    ),
+)
+
 _UNKNOWN = Rule(
     FailureClass.UNKNOWN,
     "Failed",
@@ -339,9 +352,9 @@ def diagnose(
     *, state: str, exit_code: int | None, log_tail: str, node_list: list[str] | None = None
 ) -> Diagnosis | None:
     """The failure class, explanation and fixes of an ended attempt; None if it succeeded."""
-    if state == State.COMPLETED and not exit_code:
-        return None
     tail = log_tail[-TAIL_BYTES:]
+    if state == State.COMPLETED and not exit_code:
+        return _stopped_at_warning(tail)
     nodes = node_list or []
     for rule in RULES:
         if rule.when is not None and not rule.when(state, exit_code):
@@ -383,6 +396,22 @@ def diagnose(
         rank=rank,
         node=node,
         exit_code=exit_code,
+    )
+
+
+def _stopped_at_warning(tail: str) -> Diagnosis | None:
+    """A clean exit after the batch script passed Slurm's time-limit warning on."""
+    at = tail.rfind(WARNING_MARKER)
+    if at < 0:
+        return None
+    end = tail.find("\n", at)
+    return Diagnosis(
+        failure_class=str(_WARNED.failure_class),
+        title=_WARNED.title,
+        explanation=_WARNED.explanation,
+        fixes=_WARNED.fixes,
+        evidence=tail[at : end if end >= 0 else len(tail)].strip(),
+        exit_code=0,
     )
 
 

@@ -108,7 +108,10 @@ def test_failures_are_diagnosed_and_the_warning_signal_reaches_the_trainer(
     assert Checkpoint.objects.filter(
         attempt=attempt, name=f"step-{step}.pt", complete=True
     ).exists()
-    assert attempt.diagnosis is None  # it succeeded: nothing to diagnose
+    # It ended cleanly, but early: the diagnosis says so (and a policy may resume it).
+    assert attempt.failure_class == FailureClass.TIME_LIMIT
+    assert attempt.diagnosis is not None
+    assert attempt.diagnosis["title"] == "Stopped at the time-limit warning"
 
     # CUDA OOM: diagnosed, not restarted although the job allows 2 restarts, fixes shown.
     (attempt,) = Attempt.objects.filter(job=oom)

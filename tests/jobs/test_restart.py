@@ -241,3 +241,20 @@ def test_a_completed_attempt_is_not_diagnosed_as_a_failure(failed) -> None:
     assert attempt.diagnosed_at is not None and attempt.failure_class == ""
     assert attempt.diagnosis is None
     assert Attempt.objects.filter(job=job).count() == 1
+
+
+def test_a_job_stopped_at_the_time_limit_warning_resumes_when_its_policy_says(failed) -> None:
+    job, attempt = failed
+    job.restart_on = [*job.restart_on, FailureClass.TIME_LIMIT]
+    job.save()
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.COMPLETED, exit_code=0)
+    attempt.refresh_from_db()
+    log = (
+        b"portal: SIGUSR1 before the time limit, passed to the steps\n"
+        b"checkpoint step-42.pt saved (31277 bytes)\n"
+        b"stopping after step 42 on SIGUSR1 (another rank's or ours)\n"
+    )
+    _finish_poll(attempt, log, [("step-40.pt", 10), ("step-42.pt", 10)])
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.resume_from.endswith("/checkpoints/step-42.pt")
+    assert "after Time limit on attempt 1" in JobEvent.objects.get(attempt=second).reason

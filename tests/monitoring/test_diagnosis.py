@@ -135,6 +135,19 @@ def test_unrecognised_failure_points_at_the_last_error_and_the_signal() -> None:
     assert "SIGSEGV" in found.explanation
 
 
+def test_a_clean_stop_at_the_time_limit_warning_is_a_time_limit() -> None:
+    log = (
+        "step 41, loss=0.1\n"
+        "portal: SIGUSR1 before the time limit, passed to the steps\n"
+        "checkpoint step-42.pt saved (31277 bytes)\n"
+        "stopping after step 42 on SIGUSR1 (another rank's or ours)\n"
+    )
+    found = diagnose(state=State.COMPLETED, exit_code=0, log_tail=log)
+    assert found is not None and found.failure_class == FailureClass.TIME_LIMIT
+    assert found.title == "Stopped at the time-limit warning"
+    assert found.evidence == "portal: SIGUSR1 before the time limit, passed to the steps"
+
+
 def test_cancelled_and_completed() -> None:
     cancelled = diagnose(state=State.CANCELLED, exit_code=None, log_tail="step 4\n")
     assert cancelled is not None and cancelled.failure_class == FailureClass.CANCELLED

@@ -89,12 +89,14 @@ def attempt_after_failure(*, attempt: Attempt) -> None:
     if found is None:
         return
     checkpoint = latest_complete(job_id=attempt.job_id)
+    # Only a Slurm node of the attempt can be excluded (torchrun may name a host name).
+    failed_node = found.node if found.node in expand_nodes(attempt.node_list) else ""
     attempt_restart(
         attempt=attempt,
         failure_class=found.failure_class,
         resume_from=checkpoint_path(checkpoint) if checkpoint else "",
         resume_step=checkpoint.step if checkpoint else None,
-        failed_node=found.node,
+        failed_node=failed_node,
     )
 
 

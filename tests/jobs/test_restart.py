@@ -258,3 +258,15 @@ def test_a_job_stopped_at_the_time_limit_warning_resumes_when_its_policy_says(fa
     second = Attempt.objects.get(job=job, number=2)
     assert second.resume_from.endswith("/checkpoints/step-42.pt")
     assert "after Time limit on attempt 1" in JobEvent.objects.get(attempt=second).reason
+
+
+def test_only_a_node_of_the_attempt_is_excluded(failed) -> None:
+    job, attempt = failed
+    job.exclude_failed_nodes = True
+    job.save()
+    # torchrun names the host ("gpu-host-7.cluster"), srun did not say: nothing to exclude.
+    log = RANK_CRASH_LOG.replace(b"host      : sandbox", b"host      : gpu-host-7.cluster")
+    log = b"\n".join(line for line in log.splitlines() if not line.startswith(b"srun"))
+    _finish_poll(attempt, log, [("step-20.pt", 10)])
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.excluded_nodes == ""

@@ -17,19 +17,7 @@ def unsaved_job(*, project: Project, cluster: Cluster, spec: JobSpec) -> Job:
     return Job(
         project=project,
         cluster=cluster,
-        name=spec.name,
-        template=spec.template,
-        command=spec.command,
-        nodes=spec.nodes,
-        gpus_per_node=spec.gpus_per_node,
-        cpus_per_task=spec.cpus_per_task,
-        memory_mb=spec.memory_mb,
-        time_limit=spec.time_limit,
-        partition=spec.partition,
-        setup=spec.setup,
-        model_params=spec.model_params,
-        total_steps=spec.total_steps,
-        metric_patterns=spec.metric_patterns,
+        **spec.job_fields(),
     )
 
 

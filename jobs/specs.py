@@ -5,8 +5,9 @@ the API returns them as field errors.
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
+from typing import Any
 
 from clusters.inventory import PartitionLimits
 from jobs.models import (
@@ -45,27 +46,18 @@ class JobSpec:
     restart_on: tuple[str, ...] = DEFAULT_RESTART_ON
     exclude_failed_nodes: bool = False
 
+    def job_fields(self) -> dict[str, Any]:
+        """The Job model's fields this spec sets (the same names)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["restart_on"] = list(self.restart_on)
+        return values
+
 
 def spec_from_job(job: Job) -> JobSpec:
     """The spec a job was submitted with: what "clone" starts from."""
-    return JobSpec(
-        name=job.name,
-        template=job.template,
-        command=job.command,
-        nodes=job.nodes,
-        gpus_per_node=job.gpus_per_node,
-        cpus_per_task=job.cpus_per_task,
-        memory_mb=job.memory_mb,
-        time_limit=job.time_limit,
-        partition=job.partition,
-        setup=job.setup,
-        model_params=job.model_params,
-        total_steps=job.total_steps,
-        metric_patterns=job.metric_patterns,
-        max_restarts=job.max_restarts,
-        restart_on=tuple(job.restart_on or ()),
-        exclude_failed_nodes=job.exclude_failed_nodes,
-    )
+    values = {f.name: getattr(job, f.name) for f in fields(JobSpec)}
+    values["restart_on"] = tuple(job.restart_on or ())
+    return JobSpec(**values)
 
 
 def describe(limit: timedelta) -> str:

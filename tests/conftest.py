@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from projects.models import Membership, Project, Quota
+from tests import shards
 
 PASSWORD = "correct horse battery staple"
 
@@ -63,4 +64,21 @@ def sandbox_info() -> Iterator[object]:
         pytest.skip("the sandbox cluster needs root")
     from clusters import sandbox
 
-    yield sandbox.up(settings.SANDBOX_STATE_DIR)
+    with shards.sandbox_setup(settings.SANDBOX_STATE_DIR):
+        info = sandbox.up(settings.SANDBOX_STATE_DIR)
+    yield info
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shards.select(config, items)
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Sandbox tests of the two shards share the sandbox; disturbing ones hold it alone."""
+    if not shards.uses_sandbox(request.node):
+        yield
+        return
+    exclusive = request.node.get_closest_marker("sandbox_exclusive") is not None
+    with shards.sandbox_turn(settings.SANDBOX_STATE_DIR, exclusive=exclusive):
+        yield

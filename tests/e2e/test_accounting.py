@@ -102,6 +102,7 @@ def test_cluster_without_accounting_charges_the_portals_times(
     assert project_usage(project=project).reserved_gpu_hours == 0
 
 
+@pytest.mark.sandbox_exclusive  # makes bob a Slurm operator for a while
 def test_connection_check_and_quota_mirror_on_the_sandbox(
     project, sandbox_cluster, sandbox_info, alice
 ) -> None:

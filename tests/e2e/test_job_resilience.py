@@ -17,7 +17,8 @@ from tests.e2e.conftest import wait_for
 from tests.jobs.factories import spec
 from tests.keys import new_key_pair
 
-pytestmark = pytest.mark.sandbox
+# Stops sshd and shims sbatch for everyone: no other sandbox test runs meanwhile.
+pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
 
 
 def _slurm_jobs_named(alice, name: str) -> list[str]:

@@ -91,6 +91,7 @@ def _sshd() -> daemons.Daemon:
     return next(d for d in daemons.daemons(paths) if d.binary == "sshd")
 
 
+@pytest.mark.sandbox_exclusive  # restarts sshd
 def test_log_is_byte_identical_across_an_sshd_restart(
     celery_worker, researcher, project, sandbox_cluster, alice
 ) -> None:

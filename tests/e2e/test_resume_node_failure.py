@@ -24,7 +24,8 @@ from tests.e2e.conftest import EXAMPLE, wait_for
 from tests.e2e.test_resume import attempt_processes, run_file
 from tests.jobs.factories import spec
 
-pytestmark = pytest.mark.sandbox
+# Kills a node's slurmd: no other sandbox test runs meanwhile.
+pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
 
 STEPS = 16
 

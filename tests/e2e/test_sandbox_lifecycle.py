@@ -12,7 +12,8 @@ from django.conf import settings
 from clusters import sandbox
 from clusters.sandbox import config, daemons, system
 
-pytestmark = pytest.mark.sandbox
+# Takes the whole sandbox down and up: no other sandbox test runs meanwhile.
+pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
 
 
 def _pids(state_dir: Path) -> dict[str, int | None]:

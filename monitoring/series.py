@@ -403,6 +403,14 @@ def _chunk(series_id: int, piece: _Piece) -> Row:
 # --- reading -------------------------------------------------------------------------
 
 
+# A read that a concurrent compaction keeps invalidating is planned again this often.
+READ_TRIES = 5
+
+
+class SeriesBusy(RuntimeError):
+    """The series was compacted under every try of a read."""
+
+
 def series_read(
     *,
     attempt_id: int,
@@ -416,6 +424,23 @@ def series_read(
         raise ValueError("max_points must be at least 2 (the first and the last point)")
     lo = float("-inf") if x_from is None else x_from
     hi = float("inf") if x_to is None else x_to
+    for _ in range(READ_TRIES):
+        data = _read_once(attempt_id, name, x_from, x_to, lo, hi, max_points)
+        if data is not None:
+            return data
+    raise SeriesBusy(f"series {name!r} kept changing under the read; try again")
+
+
+def _read_once(
+    attempt_id: int,
+    name: str,
+    x_from: float | None,
+    x_to: float | None,
+    lo: float,
+    hi: float,
+    max_points: int,
+) -> SeriesData | None:
+    """One read; None when a compaction replaced chunks between planning and reading."""
     # A subquery, not a join: the planner then always walks the (series, x_min) index.
     series_id = Series.objects.filter(attempt_id=attempt_id, name=name).values("id")
     chunks = SeriesChunk.objects.filter(series_id=Subquery(series_id))
@@ -427,7 +452,8 @@ def series_read(
     if not bounds or lo > hi:
         return SeriesData(xs=[], ys=[], total=0, downsampled=False)
     plan = plan_read(bounds, lo=lo, hi=hi, max_points=max_points)
-    blobs = SeriesChunk.objects.filter(id__in=plan.raw + plan.summarised).order_by("x_min", "id")
+    wanted = plan.raw + plan.summarised
+    blobs = SeriesChunk.objects.filter(id__in=wanted).order_by("x_min", "id")
     if plan.summarised:
         summarised = Q(id__in=plan.summarised)
         blobs = blobs.annotate(
@@ -439,10 +465,13 @@ def series_read(
         )
     else:
         blobs = blobs.annotate(blob=F("data"))
+    rows = list(blobs.values_list("id", "blob"))
+    if len(rows) != len(wanted):
+        return None  # compacted meanwhile: plan again
     raw = set(plan.raw)
     total = plan.summarised_count
     xs_parts, ys_parts = [], []
-    for chunk_id, blob in blobs.values_list("id", "blob"):
+    for chunk_id, blob in rows:
         xs, ys = _decode(blob)
         if chunk_id in raw:
             inside = (xs >= lo) & (xs <= hi)

@@ -226,3 +226,37 @@ def test_a_million_points_read_fast_with_spikes_kept(attempts: list[Attempt]) ->
     inside = [b for b in bounds if b.x_max >= 500_000 and b.x_min <= 501_000]
     narrow = series.plan_read(inside, lo=500_000, hi=501_000, max_points=2000)
     assert len(narrow.raw) <= 2 and narrow.summarised == []
+
+
+def test_a_read_planned_before_a_compaction_plans_again(
+    attempts: list[Attempt], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job page crashed when a poll compacted the chunks a read had just planned."""
+    attempt = attempts[0]
+    for step in range(0, 40 * CHUNK_SIZE // 8, CHUNK_SIZE // 8):
+        series.series_append(
+            points=[
+                (attempt.pk, "loss", float(x), 1.0) for x in range(step, step + CHUNK_SIZE // 8)
+            ]
+        )
+    expected = series.series_read(attempt_id=attempt.pk, name="loss", max_points=100_000)
+    real_plan = series.plan_read
+    compactions = []
+
+    def plan_then_compact(*args, **kwargs):  # type: ignore[no-untyped-def]
+        plan = real_plan(*args, **kwargs)
+        if not compactions:
+            # What a concurrent poll's compaction does: the planned chunks are replaced.
+            chunks = SeriesChunk.objects.filter(series__attempt=attempt)
+            rows = list(chunks.values())
+            chunks.delete()
+            SeriesChunk.objects.bulk_create(
+                SeriesChunk(**{k: v for k, v in row.items() if k != "id"}) for row in rows
+            )
+            compactions.append(len(rows))
+        return plan
+
+    monkeypatch.setattr(series, "plan_read", plan_then_compact)
+    again = series.series_read(attempt_id=attempt.pk, name="loss", max_points=100_000)
+    assert compactions and compactions[0] > 1
+    assert again.xs == expected.xs and again.total == expected.total

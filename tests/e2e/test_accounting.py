@@ -4,7 +4,7 @@ import os
 import shlex
 import subprocess
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from django.conf import settings
@@ -64,10 +64,13 @@ def test_accounting_cluster_charges_sacct_elapsed_and_nothing_for_a_cancelled_pe
     assert (charge.source, charge.gpus) == (UsageCharge.Source.SACCT, 2)
     assert charge.elapsed_seconds == int(minutes) * 60 + int(seconds)
     assert 4 <= charge.elapsed_seconds <= 30
+    # Charges round half up to 1/10000 (0.00825 is 0.0083, not the banker's 0.0082).
     assert charge.gpu_hours == (Decimal(2 * charge.elapsed_seconds) / 3600).quantize(
-        Decimal("0.0001")
+        Decimal("0.0001"), ROUND_HALF_UP
     )
-    assert charge.cost == (charge.gpu_hours * Decimal("2.50")).quantize(Decimal("0.0001"))
+    assert charge.cost == (charge.gpu_hours * Decimal("2.50")).quantize(
+        Decimal("0.0001"), ROUND_HALF_UP
+    )
     # The cancelled pending job is charged nothing (sacct says it never started), and
     # nothing stays reserved once sacct has answered for it.
     wait_for(

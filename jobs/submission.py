@@ -119,8 +119,9 @@ def _adopt(attempt: Attempt, slurm: Slurm) -> bool:
 
 
 def _cancel_if_requested(attempt: Attempt, slurm: Slurm) -> None:
-    requested = Attempt.objects.filter(pk=attempt.pk).values_list("cancel_requested_at", flat=True)[
-        0
-    ]
+    # None too when the attempt's row is gone (its job was deleted meanwhile).
+    requested = (
+        Attempt.objects.filter(pk=attempt.pk).values_list("cancel_requested_at", flat=True).first()
+    )
     if requested and attempt.slurm_job_id:
         slurm.cancel(attempt.slurm_job_id)

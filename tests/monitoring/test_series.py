@@ -2,6 +2,7 @@
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -241,9 +242,9 @@ def test_a_read_planned_before_a_compaction_plans_again(
         )
     expected = series.series_read(attempt_id=attempt.pk, name="loss", max_points=100_000)
     real_plan = series.plan_read
-    compactions = []
+    compactions: list[int] = []
 
-    def plan_then_compact(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def plan_then_compact(*args: Any, **kwargs: Any) -> series.ReadPlan:
         plan = real_plan(*args, **kwargs)
         if not compactions:
             # What a concurrent poll's compaction does: the planned chunks are replaced.

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -111,21 +112,42 @@ class Worker:
         return "\n".join(text.splitlines()[-lines:])
 
 
-# Package scope: the worker and the server stop when tests/e2e ends, so that no
-# background poll writes into the test database while later tests run.
+# Package scope: the worker stops when the last package using it ends, so that no
+# background poll writes into the test database while later tests run. The
+# packages that use it (e2e, browser, clients) share ONE worker: their tests can
+# interleave (pytest-django runs transactional tests last), and two workers on
+# one queue would take each other's tasks (a killed worker's task done by another).
+@dataclass
+class _SharedWorker:
+    worker: Worker | None = None
+    users: int = 0
+
+
+_shared = _SharedWorker()
+
+
 @pytest.fixture(scope="package")
 def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Worker]:
-    subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
-        cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"},
-        check=True,
-        capture_output=True,
-    )
-    worker = Worker(connection.settings_dict["NAME"], tmp_path_factory.mktemp("worker"))
-    worker.start()
-    yield worker
-    worker.stop()
+    worker = _shared.worker
+    if worker is None:
+        subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
+            cwd=ROOT,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"},
+            check=True,
+            capture_output=True,
+        )
+        worker = Worker(connection.settings_dict["NAME"], tmp_path_factory.mktemp("worker"))
+        worker.start()
+        _shared.worker = worker
+    _shared.users += 1
+    try:
+        yield worker
+    finally:
+        _shared.users -= 1
+        if _shared.users == 0:
+            worker.stop()
+            _shared.worker = None
 
 
 @pytest.fixture

@@ -17,6 +17,9 @@ EXIT_CODE_FILE = "exit_code"
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 SCRIPT_FILE = "job.sbatch"
+# Written first thing by the running job: a submission retry that finds nothing in
+# squeue (the job ended and aged out) adopts the job by this id, not run it twice.
+SLURM_JOB_ID_FILE = "slurm_job_id"
 GPU_FILE_PREFIX = "gpu-"  # gpu-<node>.csv, one per node
 GPU_SAMPLE_SECONDS = 1
 # Slurm's warning before the time limit goes to the batch shell, which passes it on
@@ -191,6 +194,7 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "# Below the usual ephemeral range (32768+), so no client socket holds it.",
         "MASTER_PORT=$((15000 + SLURM_JOB_ID % 15000))",
         "export MASTER_ADDR MASTER_PORT",
+        f'printf "%s\\n" "$SLURM_JOB_ID" > "$PORTAL_RUN_DIR/{SLURM_JOB_ID_FILE}"',
         'mkdir -p -- "$PORTAL_CHECKPOINT_DIR"',
         "",
         *_gpu_sampler(job),

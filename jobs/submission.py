@@ -11,7 +11,7 @@ from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
 from clusters.ssh import Connection, SSHError, pool
 from jobs.models import Attempt, State
-from jobs.scripts import SCRIPT_FILE, RunDir, render_batch_script
+from jobs.scripts import SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir, render_batch_script
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
 
@@ -53,7 +53,7 @@ def attempt_submit(*, attempt_id: int) -> None:
     try:
         connection = pool.get(endpoint)
         slurm = Slurm(connection)
-        if is_retry and _adopt(attempt, slurm):
+        if is_retry and _adopt(attempt, connection, slurm):
             return
         submitted_at = timezone.now()
         slurm_job_id = _upload_and_submit(attempt, connection, slurm)
@@ -94,11 +94,23 @@ def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -
     return slurm.submit(run_dir.file(SCRIPT_FILE))
 
 
-def _adopt(attempt: Attempt, slurm: Slurm) -> bool:
+def _adopt(attempt: Attempt, connection: Connection, slurm: Slurm) -> bool:
     """Take over the Slurm job an earlier try submitted, if there is one."""
     rows: list[SqueueRow] = slurm.find_by_name(attempt.slurm_job_name)
     if not rows:
-        return False
+        # Gone from squeue (and sacct, or no accounting): it may have run and ended.
+        ran = _job_id_from_run_dir(attempt, connection)
+        if ran is None:
+            return False
+        attempt_transition(
+            attempt=attempt,
+            to=State.PENDING,
+            reason=f"Adopted Slurm job {ran}, submitted by an earlier try (it ran and left "
+            "the queue; its run directory tells how it ended).",
+            slurm_job_id=ran,
+            submitted_at=timezone.now(),
+        )
+        return True
     if len(rows) > 1:
         logger.error(
             "attempt %s has %d Slurm jobs named %s", attempt.pk, len(rows), attempt.slurm_job_name
@@ -116,6 +128,16 @@ def _adopt(attempt: Attempt, slurm: Slurm) -> bool:
         attempt_transition(attempt=attempt, to=new, reason=f"Slurm says {row.state}.")
     _cancel_if_requested(attempt, slurm)
     return True
+
+
+def _job_id_from_run_dir(attempt: Attempt, connection: Connection) -> str | None:
+    """The Slurm job id the attempt's job wrote when it started, if it did."""
+    if not attempt.run_dir:
+        return None  # the first try did not get as far as the upload
+    path = RunDir(attempt.run_dir).file(SLURM_JOB_ID_FILE)
+    result = connection.run(f"cat -- {shlex.quote(path)} 2>/dev/null")
+    job_id = result.text.strip()
+    return job_id if result.exit_status == 0 and job_id.isdigit() else None
 
 
 def _cancel_if_requested(attempt: Attempt, slurm: Slurm) -> None:

@@ -11,6 +11,7 @@ from clusters.sandbox import config, daemons
 from clusters.slurm import Slurm
 from clusters.ssh import SSHError
 from jobs.models import Attempt, Job, State
+from jobs.polling import cluster_poll
 from jobs.services import job_submit
 from jobs.submission import SubmitRetry, attempt_submit
 from tests.e2e.conftest import wait_for
@@ -60,6 +61,47 @@ def test_lost_sbatch_reply_is_adopted_not_resubmitted(
     assert f"Adopted Slurm job {attempt.slurm_job_id}, submitted by an earlier try." in reasons
     attempt_submit(attempt_id=attempt.pk)  # a redelivered duplicate is a no-op
     assert _slurm_jobs_named(alice, attempt.slurm_job_name) == ids
+
+
+def test_a_retry_after_the_job_ran_and_left_the_queue_adopts_it(
+    researcher, project, sandbox_cluster, alice, monkeypatch
+) -> None:
+    """A worker down for longer than Slurm keeps finished jobs in squeue (MinJobAge),
+    on a cluster without accounting: the retry must not run the job a second time."""
+    attempt = _queued_attempt(researcher, project, sandbox_cluster, monkeypatch, command="echo ran")
+    real_submit = Slurm.submit
+    submitted: list[str] = []
+
+    def accepted_then_cut(self: Slurm, script_path: str) -> str:
+        submitted.append(real_submit(self, script_path))
+        raise SSHError("Lost the connection to cluster 'sandbox'", retryable=True)
+
+    monkeypatch.setattr(Slurm, "submit", accepted_then_cut)
+    with pytest.raises(SubmitRetry):
+        attempt_submit(attempt_id=attempt.pk)
+    attempt.refresh_from_db()
+    exit_file = shlex.quote(f"{attempt.run_dir}/exit_code")
+    wait_for(lambda: alice.run(f"cat {exit_file}").text.strip() == "0", 60, "the job to end")
+
+    # Slurm has forgotten the job by the time the retry comes (aged out of squeue, no
+    # sacct): only its run directory remembers it.
+    monkeypatch.setattr(Slurm, "find_by_name", lambda self, name, since=None: [])
+
+    def must_not_submit(self: Slurm, script_path: str) -> str:
+        raise AssertionError("the retry submitted the job a second time")
+
+    monkeypatch.setattr(Slurm, "submit", must_not_submit)
+    attempt_submit(attempt_id=attempt.pk)
+    attempt.refresh_from_db()
+    assert attempt.slurm_job_id == submitted[0]
+    assert attempt.state == State.PENDING  # the next poll reads how it ended
+    assert any(
+        r.startswith(f"Adopted Slurm job {submitted[0]}")
+        for r in attempt.events.values_list("reason", flat=True)
+    )
+    cluster_poll(cluster_id=sandbox_cluster.pk)
+    attempt.refresh_from_db()
+    assert (attempt.state, attempt.exit_code) == (State.COMPLETED, 0)
 
 
 def test_worker_killed_mid_submission_makes_one_job(

@@ -78,3 +78,9 @@ def test_hostile_values_stay_data(member, project) -> None:
     assert "export PORTAL_JOB_NAME='x $(touch /tmp/c) `id` '\"'\"'q\"'" in script
     result = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_job_records_its_slurm_id_before_the_users_part(member, project) -> None:
+    script = _render(member, project, command="python train.py")
+    record = script.index('printf "%s\\n" "$SLURM_JOB_ID" > "$PORTAL_RUN_DIR/slurm_job_id"')
+    assert record < script.index("python train.py")

@@ -7,12 +7,13 @@ and renames it) and is not empty.
 """
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import transaction
 
-from clusters.agent import AgentReply, Listing, ListingRead
+from clusters.agent import AgentReply, Listing, ListingEntry, ListingRead
 from jobs.models import Attempt, State
 from jobs.scripts import CHECKPOINT_DIR, RunDir
 from monitoring.models import Checkpoint
@@ -59,46 +60,65 @@ def listing_requests(attempts: list[Attempt]) -> list[ListingRead]:
     ]
 
 
-def checkpoints_sync(*, attempt: Attempt, listing: Listing) -> None:
-    """Make the attempt's rows what the directory holds now (the trainer deletes old ones)."""
-    if listing.error == "not found":
-        listing_entries: tuple = ()
-    elif listing.error is not None:
-        return  # unreadable just now: keep what we knew
-    else:
-        listing_entries = listing.entries
-    seen = []
-    for entry in listing_entries:
-        seen.append(
-            Checkpoint(
-                attempt=attempt,
-                name=entry.name,
-                step=parse_step(entry.name),
-                size=entry.size,
-                modified_at=datetime.fromtimestamp(entry.mtime, tz=UTC),
-                is_dir=entry.is_dir,
-                complete=is_complete(entry.name, entry.size),
-            )
-        )
+def _row(attempt: Attempt, entry: ListingEntry) -> Checkpoint:
+    return Checkpoint(
+        attempt=attempt,
+        name=entry.name,
+        step=parse_step(entry.name),
+        size=entry.size,
+        modified_at=datetime.fromtimestamp(entry.mtime, tz=UTC),
+        is_dir=entry.is_dir,
+        complete=is_complete(entry.name, entry.size),
+    )
+
+
+def _values(c: Checkpoint) -> tuple[object, ...]:
+    return (c.step, c.size, c.modified_at, c.is_dir, c.complete)
+
+
+def checkpoints_ingest(attempts: list[Attempt], reply: AgentReply) -> None:
+    """Make each attempt's rows what its directory holds now (the trainer deletes old ones).
+
+    Part of the poll: one read for all attempts, and writes only for what changed.
+    """
+    listings: dict[Attempt, Listing] = {}
+    for attempt in attempts:
+        listing = reply.listings.get(listing_key(attempt))
+        # "not found": no checkpoint yet; another error: unreadable now, keep what we knew.
+        if listing is not None and listing.error in (None, "not found"):
+            listings[attempt] = listing
+    if not listings:
+        return
+    known: dict[int, dict[str, Checkpoint]] = defaultdict(dict)
+    for c in Checkpoint.objects.filter(attempt__in=list(listings)).only(
+        "attempt_id", "name", "step", "size", "modified_at", "is_dir", "complete"
+    ):
+        known[c.attempt_id][c.name] = c
+    changed: list[Checkpoint] = []
+    gone: list[int] = []
+    for attempt, listing in listings.items():
+        before = known[attempt.pk]
+        seen = set()
+        for entry in listing.entries if listing.error is None else ():
+            row = _row(attempt, entry)
+            seen.add(entry.name)
+            old = before.get(entry.name)
+            if old is None or _values(old) != _values(row):
+                changed.append(row)
+        if not listing.truncated:
+            gone.extend(c.pk for name, c in before.items() if name not in seen)
+    if not changed and not gone:
+        return
     with transaction.atomic():
-        if seen:
+        if changed:
             Checkpoint.objects.bulk_create(
-                seen,
+                changed,
                 update_conflicts=True,
                 unique_fields=["attempt", "name"],
                 update_fields=["step", "size", "modified_at", "is_dir", "complete"],
             )
-        if not listing.truncated:
-            Checkpoint.objects.filter(attempt=attempt).exclude(
-                name__in=[c.name for c in seen]
-            ).delete()
-
-
-def checkpoints_ingest(attempts: list[Attempt], reply: AgentReply) -> None:
-    for attempt in attempts:
-        listing = reply.listings.get(listing_key(attempt))
-        if listing is not None:
-            checkpoints_sync(attempt=attempt, listing=listing)
+        if gone:
+            Checkpoint.objects.filter(pk__in=gone).delete()
 
 
 @dataclass(frozen=True)

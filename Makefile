@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make run` and `make test`.
 PYTHON ?= python3
 
-.PHONY: run test install lint bench
+.PHONY: run test install lint bench lock
 
 run:  ## install, migrate, seed demo data, start web + worker + beat
 	$(PYTHON) bin/dev run
@@ -9,7 +9,17 @@ run:  ## install, migrate, seed demo data, start web + worker + beat
 test:  ## install, start what the tests need, then ruff, mypy and pytest
 	$(PYTHON) bin/dev test
 
-install:
+install:  ## only make .venv match requirements/dev.txt
+	$(PYTHON) bin/dev install
+
+# pyproject.toml holds the ranges; these two commands pin them (the files' headers repeat
+# them). Production first; dev takes production's pins as constraints, so the two agree.
+# A plain `make lock` keeps every pin it can; LOCK_ARGS=--upgrade (or
+# LOCK_ARGS="--upgrade-package django") moves them.
+LOCK_OPTS = --python-version 3.11 --python-platform linux
+lock: install  ## recompile requirements/prod.txt and requirements/dev.txt from pyproject.toml
+	.venv/bin/uv pip compile -q pyproject.toml $(LOCK_OPTS) --generate-hashes $(LOCK_ARGS) -o requirements/prod.txt
+	.venv/bin/uv pip compile -q pyproject.toml --extra dev -c requirements/prod.txt $(LOCK_OPTS) $(LOCK_ARGS) -o requirements/dev.txt
 	$(PYTHON) bin/dev install
 
 bench: install  ## benchmarks, ours beside the naive way (needs root for the sandbox)

@@ -4,8 +4,9 @@ FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=portal.settings.production
 WORKDIR /app
 
-COPY requirements.lock ./
-RUN pip install --no-cache-dir -r requirements.lock
+# Production's pins only (no test or lint tools), each file checked against its hash.
+COPY requirements/prod.txt requirements/
+RUN pip install --no-cache-dir --require-hashes -r requirements/prod.txt
 
 COPY . .
 RUN DJANGO_SECRET_KEY=build FIELD_ENCRYPTION_KEYS=cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lLb2Z5Y1l6cDc= \

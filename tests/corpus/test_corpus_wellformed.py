@@ -49,7 +49,9 @@ def test_metric_tables_have_known_keys_only() -> None:
     for path in loader.metric_files():
         for raw in loader.raw_metric_tables(path):
             assert set(raw) <= METRIC_KEYS, (path.name, raw.get("name"), set(raw) - METRIC_KEYS)
-            for point in raw.get("expect", []):
+            expect = raw.get("expect", [])
+            assert isinstance(expect, list)
+            for point in expect:
                 assert isinstance(point, dict)
                 for key, value in point.items():
                     assert isinstance(value, int | float) and not isinstance(value, bool), (

@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_joblist")
 
-from benchdb import ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
 
-JOBS = 100_000
+JOBS = 2_000 if QUICK else 100_000
 PROJECTS = 5  # the user is a member of the first three: 60,000 jobs to list
 MEMBER_OF = 3
-REPEATS = 30
+REPEATS = 3 if QUICK else 30
 BATCH = 5_000
 
 
@@ -35,9 +35,9 @@ def _fill() -> None:
     from django.utils import timezone
 
     from clusters.models import Cluster
+    from devtools.keys import new_key_pair
     from jobs.models import Job, State, Template
     from projects.models import Membership, Project
-    from tests.keys import new_key_pair
 
     user, _ = User.objects.get_or_create(username="bench-user")
     others = [User.objects.get_or_create(username=f"bench-{i}")[0] for i in range(4)]

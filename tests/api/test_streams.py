@@ -10,7 +10,7 @@ from jobs.models import Attempt, Job, State
 from monitoring import streams
 from monitoring.series import series_append
 from monitoring.streams import utf8_complete
-from tests.api.conftest import LOG, Tokens, bearer
+from tests.helpers import LOG, Tokens, bearer
 
 
 def _finish(job: Job) -> Attempt:

@@ -12,17 +12,7 @@ from django.contrib.auth.models import User
 from clusters.models import Cluster
 from jobs.models import Job, State
 from projects.models import Project
-from tests.browser.conftest import screenshot
-from tests.conftest import PASSWORD
-from tests.e2e.conftest import (  # noqa: F401 - fixtures
-    EXAMPLE,
-    alice,
-    asgi_server,
-    celery_worker,
-    researcher,
-    sandbox_cluster,
-    wait_for,
-)
+from tests.helpers import PASSWORD, screenshot, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
@@ -61,11 +51,11 @@ def _preview_ready(page) -> None:
 
 
 def test_command_job_through_the_form_errors_clone_and_pages(
-    asgi_server,  # noqa: F811
-    celery_worker,  # noqa: F811
-    researcher: User,  # noqa: F811
+    asgi_server,
+    celery_worker,
+    researcher: User,
     project: Project,
-    sandbox_cluster: Cluster,  # noqa: F811
+    sandbox_cluster: Cluster,
     page,
 ) -> None:
     _log_in(page, asgi_server, researcher)
@@ -166,19 +156,14 @@ def test_command_job_through_the_form_errors_clone_and_pages(
 
 
 def test_ddp_job_from_its_template_runs_and_is_cancelled(
-    asgi_server,  # noqa: F811
-    celery_worker,  # noqa: F811
-    researcher: User,  # noqa: F811
+    asgi_server,
+    celery_worker,
+    researcher: User,
     project: Project,
-    sandbox_cluster: Cluster,  # noqa: F811
-    alice,  # noqa: F811
+    sandbox_cluster: Cluster,
+    example_trainer: str,
     page,
 ) -> None:
-    if alice.run("command -v torchrun").exit_status != 0:
-        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
-
     _log_in(page, asgi_server, researcher)
     page.goto(f"{asgi_server}/jobs/new/")
     page.locator("#id_partition option", has_text="gpu").first.wait_for(state="attached")
@@ -189,7 +174,7 @@ def test_ddp_job_from_its_template_runs_and_is_cancelled(
         nodes="2",
         gpus_per_node="1",
         time_limit="0:10:00",
-        command="portal-examples/ddp_train.py --steps 3000 --sleep 0.1 --log-every 5",
+        command=f"{example_trainer} --steps 3000 --sleep 0.1 --log-every 5",
         model_params="1M",
     )
     script = page.locator("#script")

@@ -6,9 +6,9 @@ import pytest
 
 from clusters.models import ClusterAccount
 from clusters.ssh import stats
+from devtools import held_jobs
 from jobs.models import Attempt, State
 from jobs.polling import cluster_poll
-from tests.e2e import held_jobs
 
 pytestmark = pytest.mark.sandbox
 

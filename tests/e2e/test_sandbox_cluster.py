@@ -13,8 +13,8 @@ from clusters import sandbox
 from clusters.hostkeys import fingerprint, parse_host_key
 from clusters.models import Cluster
 from clusters.ssh import Connection, Endpoint, HostKeyMismatch
+from devtools.keys import new_key_pair
 from monitoring.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
-from tests.keys import new_key_pair
 
 pytestmark = pytest.mark.sandbox
 

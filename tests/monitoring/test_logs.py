@@ -4,7 +4,7 @@ import pytest
 
 from monitoring.logs import Delivery, log_files, log_read, log_store, log_tail
 from monitoring.models import LogChunk
-from tests.jobs import factories
+from tests import factories
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from monitoring import series
 from monitoring.models import Series, SeriesChunk
 from monitoring.models.series import CHUNK_SIZE
 from projects.models import Project
-from tests.jobs import factories
+from tests import factories
 
 
 @pytest.fixture

@@ -12,13 +12,16 @@ test:  ## install, start what the tests need, then ruff, mypy and pytest
 install:
 	$(PYTHON) bin/dev install
 
+# `make bench BENCH_ARGS=--quick`: small sizes, as the suite runs them (tests/benches).
+BENCH_ARGS ?=
+
 bench: install  ## benchmarks, ours beside the naive way (needs root for the sandbox)
 	.venv/bin/python manage.py sandbox up --no-register
-	.venv/bin/python bench/poll.py
-	.venv/bin/python bench/agent_poll.py
-	.venv/bin/python bench/series.py
-	.venv/bin/python bench/latency.py
-	.venv/bin/python bench/joblist.py
+	.venv/bin/python bench/poll.py $(BENCH_ARGS)
+	.venv/bin/python bench/agent_poll.py $(BENCH_ARGS)
+	.venv/bin/python bench/series.py $(BENCH_ARGS)
+	.venv/bin/python bench/latency.py $(BENCH_ARGS)
+	.venv/bin/python bench/joblist.py $(BENCH_ARGS)
 
 lint: install
 	.venv/bin/ruff check .

@@ -25,6 +25,7 @@ JOBS = 2_000 if QUICK else 100_000
 PROJECTS = 5  # the user is a member of the first three: 60,000 jobs to list
 MEMBER_OF = 3
 REPEATS = 3 if QUICK else 30
+DEEP_PAGE = 10 if QUICK else 600  # the page a deep "Next" link leads past
 BATCH = 5_000
 
 
@@ -178,7 +179,7 @@ def main() -> None:
     access = access_for(user=user)
     deep_job = (
         Job.objects.filter(project_id__in=access.project_ids).order_by("-id")[
-            600 * 50 - 1 : 600 * 50
+            DEEP_PAGE * 50 - 1 : DEEP_PAGE * 50
         ]
     ).get()
     from jobs.listing import _encode
@@ -187,7 +188,7 @@ def main() -> None:
     assert job_page(access=access, filters=Filters(), after=deep_cursor).jobs
     scenarios = [
         ("first page", {}, 1),
-        ("page 601", {"after": deep_cursor}, 601),
+        (f"page {DEEP_PAGE + 1}", {"after": deep_cursor}, DEEP_PAGE + 1),
         ("finished + text", {"state": "finished", "q": "llama"}, 1),
         ("sorted by name", {"sort": "name"}, 1),
     ]

@@ -99,11 +99,13 @@ def test_command_job_through_the_form_errors_clone_and_pages(
         125_000_000,
         "export GREETING=hello",
     )
-    # The badge follows the job live, without a reload.
+    # The badge follows the job live, without a reload. On a busy cluster the job may
+    # wait its turn in Slurm: first the job, with a generous deadline, then the page.
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.COMPLETED, 240, "the job to end")
     page.wait_for_function(
         "() => document.getElementById('job-state').textContent.trim().toUpperCase()"
         " === 'COMPLETED'",
-        timeout=90_000,
+        timeout=30_000,
     )
     wait_for(lambda: "from the form" in page.locator("#log").inner_text(), 30, "the job's log")
     # A finished job offers no cancel, live and after a reload.
@@ -187,10 +189,12 @@ def test_ddp_job_from_its_template_runs_and_is_cancelled(
     # The dashboard, opened while the job starts, follows its state without a reload.
     page.goto(f"{asgi_server}/")
     page.locator(f'[data-job-state="{job.pk}"]').first.wait_for()
+    # Two nodes may take a while on a busy cluster: the job first, then the page.
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.RUNNING, 240, "the job to run")
     page.wait_for_function(
         "id => document.querySelector(`[data-job-state='${id}']`).textContent === 'Running'",
         arg=job.pk,
-        timeout=120_000,
+        timeout=30_000,
     )
     screenshot(page, "dashboard-running")
 

@@ -47,7 +47,7 @@ def test_two_node_gpu_job_runs_on_both_nodes(alice: Connection) -> None:
 export TZ=UTC
 srun bash -c 'echo "node=$SLURMD_NODENAME visible=$CUDA_VISIBLE_DEVICES"'
 srun bash -c 'nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i $CUDA_VISIBLE_DEVICES'
-srun bash -c 'PORTAL_FAKE_NVSMI_NA=power.draw nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i 0'
+srun bash -c 'PORTAL_FAKE_NVSMI_NA=power.draw nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i $CUDA_VISIBLE_DEVICES'
 """
     alice.upload(f"{name}.sbatch", script.encode(), mode=0o700)
     submitted = alice.run(f"sbatch --parsable {shlex.quote(name + '.sbatch')}")

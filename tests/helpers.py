@@ -141,5 +141,6 @@ def bearer(token: str | None) -> Client:
 def screenshot(page: object, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+    # A full-page shot on a busy machine can take longer than Playwright's 30 s default.
+    page.screenshot(path=str(path), full_page=True, timeout=120_000)  # type: ignore[attr-defined]
     return path

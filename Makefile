@@ -22,13 +22,16 @@ lock: install  ## recompile requirements/prod.txt and requirements/dev.txt from 
 	.venv/bin/uv pip compile -q pyproject.toml --extra dev -c requirements/prod.txt $(LOCK_OPTS) $(LOCK_ARGS) -o requirements/dev.txt
 	$(PYTHON) bin/dev install
 
+# `make bench BENCH_ARGS=--quick`: small sizes, as the suite runs them (tests/benches).
+BENCH_ARGS ?=
+
 bench: install  ## benchmarks, ours beside the naive way (needs root for the sandbox)
 	.venv/bin/python manage.py sandbox up --no-register
-	.venv/bin/python bench/poll.py
-	.venv/bin/python bench/agent_poll.py
-	.venv/bin/python bench/series.py
-	.venv/bin/python bench/latency.py
-	.venv/bin/python bench/joblist.py
+	.venv/bin/python bench/poll.py $(BENCH_ARGS)
+	.venv/bin/python bench/agent_poll.py $(BENCH_ARGS)
+	.venv/bin/python bench/series.py $(BENCH_ARGS)
+	.venv/bin/python bench/latency.py $(BENCH_ARGS)
+	.venv/bin/python bench/joblist.py $(BENCH_ARGS)
 
 lint: install
 	.venv/bin/ruff check .

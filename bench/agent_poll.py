@@ -5,6 +5,7 @@ directories in alice's home, polls them both ways, checks both read the same byt
 prints a table and removes the directories.
 """
 
+import os
 import shlex
 import statistics
 import sys
@@ -13,13 +14,16 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchdb import QUICK
 
 from clusters.agent import AgentCommand, AgentRequest, FileRead, ensure_agent, run_agent
 from clusters.sandbox.config import SSH_HOST, SSH_PORT
 from clusters.ssh import Connection, Endpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = (10, 100, 1000)
+SIZES = (10,) if QUICK else (10, 100, 1000)
 NAIVE_BUDGET_S = 60.0  # past this, the naive poll is extrapolated, not run
 LOG_BYTES = 4096  # per file; each poll asks for the second half
 OFFSET = LOG_BYTES // 2
@@ -27,14 +31,15 @@ AGENT_REPEATS = 3
 
 
 def alice_endpoint() -> Endpoint:
-    host_key = (ROOT / ".sandbox/ssh/ssh_host_ed25519_key.pub").read_text().split()
+    state = Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox"))
+    host_key = (state / "ssh/ssh_host_ed25519_key.pub").read_text().split()
     return Endpoint(
         cluster_name="sandbox",
         host=SSH_HOST,
         port=SSH_PORT,
         host_key=" ".join(host_key[:2]),
         username="alice",
-        private_key=(ROOT / ".sandbox/keys/alice_ed25519").read_text(),
+        private_key=(state / "keys/alice_ed25519").read_text(),
     )
 
 

@@ -1,6 +1,10 @@
-"""The benchmarks' own database, `portal_bench` on the local PostgreSQL, made if missing."""
+"""The benchmarks' own database, `portal_bench` on the local PostgreSQL, made if missing;
+and `--quick` (or BENCH_QUICK=1): small sizes, so that the suite runs every bench."""
 
 import os
+import sys
+
+QUICK = "--quick" in sys.argv[1:] or os.environ.get("BENCH_QUICK") == "1"
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings.test"
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench")
@@ -15,3 +19,10 @@ def ensure_database() -> None:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def delete_jobs_without_charges(**filters: object) -> None:
+    """Delete the bench's jobs, except those the ledger charged (its rows are immutable)."""
+    from jobs.models import Job
+
+    Job.objects.filter(**filters).exclude(attempts__usage_charge__isnull=False).delete()

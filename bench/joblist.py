@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_joblist")
 
-from benchdb import ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
 
-JOBS = 100_000
+JOBS = 2_000 if QUICK else 100_000
 PROJECTS = 5  # the user is a member of the first three: 60,000 jobs to list
 MEMBER_OF = 3
-REPEATS = 30
+REPEATS = 3 if QUICK else 30
+DEEP_PAGE = 10 if QUICK else 600  # the page a deep "Next" link leads past
 BATCH = 5_000
 
 
@@ -35,9 +36,9 @@ def _fill() -> None:
     from django.utils import timezone
 
     from clusters.models import Cluster
+    from devtools.keys import new_key_pair
     from jobs.models import Job, State, Template
     from projects.models import Membership, Project
-    from tests.keys import new_key_pair
 
     user, _ = User.objects.get_or_create(username="bench-user")
     others = [User.objects.get_or_create(username=f"bench-{i}")[0] for i in range(4)]
@@ -178,7 +179,7 @@ def main() -> None:
     access = access_for(user=user)
     deep_job = (
         Job.objects.filter(project_id__in=access.project_ids).order_by("-id")[
-            600 * 50 - 1 : 600 * 50
+            DEEP_PAGE * 50 - 1 : DEEP_PAGE * 50
         ]
     ).get()
     from jobs.listing import _encode
@@ -187,7 +188,7 @@ def main() -> None:
     assert job_page(access=access, filters=Filters(), after=deep_cursor).jobs
     scenarios = [
         ("first page", {}, 1),
-        ("page 601", {"after": deep_cursor}, 601),
+        (f"page {DEEP_PAGE + 1}", {"after": deep_cursor}, DEEP_PAGE + 1),
         ("finished + text", {"state": "finished", "q": "llama"}, 1),
         ("sorted by name", {"sort": "name"}, 1),
     ]

@@ -7,8 +7,8 @@ with 100 clients on one job, each phase on its own job, against a real Celery
 worker with beat and a real daphne at default settings (POLL_INTERVAL 1 s).
 
 Needs root and the sandbox cluster (`manage.py sandbox up`); uses its own database
-`portal_bench` on the local PostgreSQL and Redis database 10 (so that a test run
-on database 9 does not share its queue).  Run: `.venv/bin/python bench/latency.py`.
+`portal_bench` on the local PostgreSQL and Redis database 15 (so that a test run
+does not share its queue).  Run: `.venv/bin/python bench/latency.py [--quick]`.
 """
 
 import asyncio
@@ -16,9 +16,7 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,19 +25,27 @@ from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from types import FrameType
-from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
 
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/10")
+from devtools.servers import (  # noqa: E402
+    Daphne,
+    Server,
+    celery_worker,
+    purge_queue,
+    running,
+    server_env,
+)
 
-LINES = 150  # one every PERIOD seconds: 30 s of output per job
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+
+LINES = 25 if QUICK else 150  # one every PERIOD seconds: 30 s of output per job
 PERIOD = 0.2
 START_DELAY = 3.0  # the job waits this long before its first line, so every client is in
-CLIENTS = (1, 100)
+CLIENTS = (1, 5) if QUICK else (1, 100)
 GOAL_P95 = 1.5
 PHASE_TIMEOUT = 75.0  # from submission to the last line, per phase
 QUIET_AFTER_FINAL = 3.0  # a client stops this long after it saw a final state
@@ -55,97 +61,16 @@ for seq in range({LINES}):
 '"""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-class Services:
-    """The Celery worker with embedded beat and daphne, as subprocesses on `portal_bench`."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = _free_port()
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "portal.settings.test",
-            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        }
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[IO[bytes]] = []
-
-    def _spawn(self, name: str, args: list[str]) -> None:
-        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the child
-        self.logs.append(log)
-        # A session of its own: Ctrl-C reaches the bench only, which cancels the
-        # job while the worker still runs, and then stops them itself.
-        self.procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", *args],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-
-    def start(self) -> None:
-        subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
-            cwd=ROOT,
-            env=self.env,
-            check=True,
-            capture_output=True,
-        )
-        self._spawn(
-            "worker",
-            [
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--beat",
-                f"--schedule={self.workdir / 'beat-schedule'}",
-                "--concurrency=2",
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                f"bench-latency-{os.getpid()}@localhost",
-            ],
-        )
-        self._spawn(
-            "daphne", ["daphne", "-b", "127.0.0.1", "-p", str(self.port), "portal.asgi:application"]
-        )
-        deadline = time.monotonic() + 30
-        while not _answers(self.port):
-            if time.monotonic() > deadline or self.procs[-1].poll() is not None:
-                raise RuntimeError(f"daphne did not start; see {self.workdir / 'daphne.log'}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        for log in self.logs:
-            log.close()
+def _services(workdir: Path) -> tuple[Server, Daphne]:
+    """The Celery worker with embedded beat and daphne, on `portal_bench`, at default settings."""
+    env = server_env(
+        database_url=os.environ["DATABASE_URL"],
+        redis_url=os.environ["REDIS_URL"],
+        tag=os.environ.get("PORTAL_TEST_RUN", "bench"),
+    )
+    purge_queue(env)
+    worker = celery_worker(env, workdir, name=f"bench-latency-{os.getpid()}")
+    return worker, Daphne(env, workdir)
 
 
 @dataclass
@@ -324,40 +249,39 @@ def main() -> None:
     jobs: list[Job] = []
     columns: dict[int, dict[str, str]] = {}
     workdir = Path(tempfile.mkdtemp(prefix="bench-latency-"))
-    services = Services(workdir)
+    worker, daphne = _services(workdir)
     started = time.monotonic()
     try:
-        services.start()
-        origin = f"http://127.0.0.1:{services.port}"
-        for count in CLIENTS:
-            job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
-            jobs.append(job)
-            url = f"ws://127.0.0.1:{services.port}/ws/jobs/{job.pk}/"
-            clients = asyncio.run(_watch(url, headers, origin, count))
-            columns[count] = _column(clients)
-            errors = sorted({c.error for c in clients if c.error})
-            for error in errors[:3]:
-                print(f"{count} clients: {error}", file=sys.stderr)
-            codes = sorted({code for c in clients for code in c.close_codes})
-            if codes:
-                print(f"{count} clients: server closed with codes {codes}", file=sys.stderr)
+        with running(worker, daphne):
+            try:
+                for count in CLIENTS:
+                    job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
+                    jobs.append(job)
+                    url = f"ws://127.0.0.1:{daphne.port}/ws/jobs/{job.pk}/"
+                    clients = asyncio.run(_watch(url, headers, daphne.url, count))
+                    columns[count] = _column(clients)
+                    errors = sorted({c.error for c in clients if c.error})
+                    for error in errors[:3]:
+                        print(f"{count} clients: {error}", file=sys.stderr)
+                    codes = sorted({code for c in clients for code in c.close_codes})
+                    if codes:
+                        print(f"{count} clients: server closed with codes {codes}", file=sys.stderr)
+            finally:
+                for job in jobs:
+                    job_cancel(job=job, user=user)  # nothing to do for a finished job
+                deadline = time.monotonic() + 30
+                live = Attempt.objects.filter(job__in=jobs).exclude(state__in=FINAL)
+                while live.exists() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                stuck = [a.slurm_job_id for a in live if a.slurm_job_id]
+                if stuck:  # the worker did not get to it: scancel as alice directly
+                    account = ClusterAccount.objects.get(cluster=cluster, username="alice")
+                    with Connection(account_endpoint(account=account)) as alice:
+                        alice.run(f"scancel {' '.join(stuck)}", timeout=60)
     finally:
-        try:
-            for job in jobs:
-                job_cancel(job=job, user=user)  # nothing to do for a finished job
-            deadline = time.monotonic() + 20
-            live = Attempt.objects.filter(job__in=jobs).exclude(state__in=FINAL)
-            while live.exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            stuck = [a.slurm_job_id for a in live if a.slurm_job_id]
-            if stuck:  # the worker did not get to it: scancel as alice directly
-                account = ClusterAccount.objects.get(cluster=cluster, username="alice")
-                with Connection(account_endpoint(account=account)) as alice:
-                    alice.run(f"scancel {' '.join(stuck)}", timeout=60)
-        finally:
-            services.stop()
-            Job.objects.filter(project=project).delete()
-            session.delete()
+        # Jobs the ledger charged stay (its rows are immutable), as in a real portal.
+        delete_jobs_without_charges(pk__in=[job.pk for job in jobs])
+        session.delete()
 
     names = [f"{n} client" + ("s" if n > 1 else "") for n in CLIENTS]
     width = max(len(row) for row in columns[CLIENTS[0]])

@@ -2,7 +2,7 @@
 `squeue` per job (Open OnDemand's Job Composer way), measured in the same run.
 
 Needs root and the sandbox cluster (`manage.py sandbox up`); uses its own database
-`portal_bench` on the local PostgreSQL.  Run: `.venv/bin/python bench/poll.py`.
+`portal_bench` on the local PostgreSQL.  Run: `.venv/bin/python bench/poll.py [--quick]`.
 """
 
 import shlex
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
 
 
 def main() -> None:
@@ -32,10 +32,9 @@ def main() -> None:
     from clusters.selectors import account_endpoint
     from clusters.services import cluster_register_sandbox
     from clusters.ssh import Connection, stats
-    from jobs.models import Job
+    from devtools import held_jobs
     from jobs.polling import cluster_poll
     from projects.models import Project
-    from tests.e2e import held_jobs
 
     call_command("migrate", verbosity=0)
     cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
@@ -47,8 +46,8 @@ def main() -> None:
     header = ("live jobs", "portal s", "portal cmds", "naive s", "naive cmds")
     print(" | ".join(f"{title:>11}" for title in header))
     print("-" * 71)
-    for count in (10, 100, 1000):
-        Job.objects.filter(project=project).delete()
+    for count in (10,) if QUICK else (10, 100, 1000):
+        delete_jobs_without_charges(project=project)
         ids = held_jobs.submit_held(alice, count, f"bench-{uuid.uuid4().hex[:6]}")
         try:
             held_jobs.register(
@@ -81,7 +80,7 @@ def main() -> None:
             print(" | ".join(f"{cell:>11}" for cell in row))
         finally:
             alice.run(f"scancel {' '.join(ids)}", timeout=120)
-    Job.objects.filter(project=project).delete()
+    delete_jobs_without_charges(project=project)
     alice.close()
 
 

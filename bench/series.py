@@ -20,12 +20,13 @@ from typing import TypeVar
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
 
-POINTS = 1_000_000
+POINTS = 20_000 if QUICK else 1_000_000
 BATCH = 500  # points per series per poll, the upper end of what a poll brings
-REPEATS = 5
-ZOOM = (495_000.0, 505_000.0)  # 1% of the steps
+REPEATS = 1 if QUICK else 5
+OTHERS = 20 if QUICK else 299  # attempts whose poll cycle is timed
+ZOOM = (POINTS * 0.495, POINTS * 0.505)  # 1% of the steps
 T = TypeVar("T")
 
 
@@ -49,19 +50,29 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from jobs.models import Job
+    from clusters.models import Cluster
+    from devtools.keys import new_key_pair
+    from jobs.models import Attempt, Job
     from monitoring.models import Series
     from monitoring.series import series_append, series_read
     from projects.models import Project
-    from tests.jobs import factories
 
     call_command("migrate", verbosity=0)
     tag = uuid.uuid4().hex[:6]
     user = User.objects.create_user(f"bench-{tag}")
     project = Project.objects.create(slug=f"bench-{tag}", name="Bench", slurm_account="bench")
-    cluster = factories.cluster(f"bench-{tag}")
-    _, attempt = factories.job(project, user, cluster)
-    others = [factories.job(project, user, cluster)[1] for _ in range(299)]
+    cluster = Cluster.objects.create(
+        name=f"bench-{tag}", ssh_host="login", host_key=new_key_pair()[1]
+    )
+
+    def new_attempt() -> Attempt:
+        job = Job.objects.create(
+            project=project, user=user, cluster=cluster, name="train", command="python train.py"
+        )
+        return Attempt.objects.create(job=job, number=1)
+
+    attempt = new_attempt()
+    others = [new_attempt() for _ in range(OTHERS)]
     try:
         rng = np.random.default_rng(0)
         xs = np.arange(POINTS, dtype=np.float64)
@@ -86,7 +97,7 @@ def main() -> None:
             for metric in ("utilization", "memory_used", "temperature", "power", "sm_clock")
         ]
         cycle_ms = []
-        for second in range(20):  # 20 polls: one compaction per series in there
+        for second in range(3 if QUICK else 20):  # 20 polls: one compaction per series in there
             cycle = [(a.pk, name, 1.7e9 + second, 50.0) for a in others for name in names]
             started = time.perf_counter()
             series_append(points=cycle)

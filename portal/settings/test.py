@@ -8,8 +8,30 @@ os.environ.setdefault("FIELD_ENCRYPTION_KEYS", "cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lL
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
 
-from .base import *  # noqa: F403
-from .base import DATABASES
+
+def _redis_for_xdist_worker() -> None:
+    """Under pytest-xdist, worker gwN takes the Redis database N + 1 after the configured one.
+
+    pytest-django gives each worker its own test database; this gives it its own
+    queue and channel layer too. The servers a worker starts inherit the result
+    (and the marker, so that they do not shift it again).
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or os.environ.get("PORTAL_REDIS_WORKER") == worker:
+        return
+    base, _, db = os.environ["REDIS_URL"].rstrip("/").rpartition("/")
+    number = int(db or 0) + 1 + int(worker[2:])
+    if number > 15:
+        raise RuntimeError(f"{worker} would need Redis database {number}: lower REDIS_URL's")
+    os.environ["REDIS_URL"] = f"{base}/{number}"
+    os.environ.pop("CELERY_BROKER_URL", None)
+    os.environ["PORTAL_REDIS_WORKER"] = worker
+
+
+_redis_for_xdist_worker()
+
+from .base import *  # noqa: E402, F403
+from .base import DATABASES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

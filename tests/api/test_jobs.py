@@ -11,8 +11,8 @@ from django.utils import timezone
 from clusters.status import ClusterStatus, PartitionStatus
 from jobs.models import Attempt, Job, JobEvent, State
 from projects.models import Quota
-from tests.api.conftest import Tokens, bearer
-from tests.jobs import factories
+from tests import factories
+from tests.helpers import Tokens, bearer
 
 SPEC = {
     "project": "vision",
@@ -24,6 +24,9 @@ SPEC = {
     "time_limit": "00:30:00",
     "total_steps": 100,
 }
+
+# Every submitter here submits through the shared service account.
+pytestmark = pytest.mark.usefixtures("service_account")
 
 
 def _post(client: Client, path: str, body: dict[str, object]):

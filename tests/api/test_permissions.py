@@ -15,7 +15,7 @@ from django.test import Client
 
 from jobs.models import Job
 from portal import api_urls
-from tests.api.conftest import Tokens, bearer
+from tests.helpers import Tokens, bearer
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
 

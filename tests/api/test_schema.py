@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from jobs.models import Job
-from tests.api.conftest import Tokens
+from tests.helpers import Tokens
 
 MAX_EXAMPLES = 10
 # Schemathesis's coverage cases (boundary and invalid values of every parameter) are

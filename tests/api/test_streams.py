@@ -1,5 +1,6 @@
 """Server-sent event streams: what they send, where they end, and resuming after a drop."""
 
+import asyncio
 import json
 
 from asgiref.sync import async_to_sync
@@ -10,7 +11,7 @@ from jobs.models import Attempt, Job, State
 from monitoring import streams
 from monitoring.series import series_append
 from monitoring.streams import utf8_complete
-from tests.api.conftest import LOG, Tokens, bearer
+from tests.helpers import LOG, Tokens, bearer
 
 
 def _finish(job: Job) -> Attempt:
@@ -19,13 +20,20 @@ def _finish(job: Job) -> Attempt:
     return attempt
 
 
+STREAM_TIMEOUT = 60  # seconds for a whole finished stream
+
+
 def _events(response) -> list[tuple[str | None, str, dict]]:
     """(id, event, data) of each event of a finished stream."""
     assert response.status_code == 200, response.content
     assert response["Content-Type"] == "text/event-stream"
 
-    async def read() -> bytes:
+    async def read_all() -> bytes:
         return b"".join([chunk async for chunk in response.streaming_content])
+
+    async def read() -> bytes:
+        # A stream that does not end fails this test, rather than hanging the run.
+        return await asyncio.wait_for(read_all(), STREAM_TIMEOUT)
 
     events = []
     for block in async_to_sync(read)().decode().split("\n\n"):

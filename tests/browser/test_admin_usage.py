@@ -9,9 +9,8 @@ import pytest
 from django.utils import timezone
 
 from projects.models import Membership, Project, Quota, UsageCharge
-from tests.browser.conftest import screenshot
-from tests.conftest import PASSWORD
-from tests.jobs import factories
+from tests import factories
+from tests.helpers import PASSWORD, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -1,9 +1,8 @@
 import pytest
 
 from clusters.models import Cluster, ClusterAccount
-from tests.browser.conftest import screenshot
-from tests.conftest import PASSWORD
-from tests.keys import new_key_pair
+from devtools.keys import new_key_pair
+from tests.helpers import PASSWORD, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,17 +12,7 @@ from django.contrib.auth.models import User
 from clusters.models import Cluster
 from jobs.models import Job, State
 from projects.models import Project
-from tests.browser.conftest import screenshot
-from tests.conftest import PASSWORD
-from tests.e2e.conftest import (  # noqa: F401 - fixtures
-    EXAMPLE,
-    alice,
-    asgi_server,
-    celery_worker,
-    researcher,
-    sandbox_cluster,
-    wait_for,
-)
+from tests.helpers import PASSWORD, screenshot, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
@@ -61,11 +51,11 @@ def _preview_ready(page) -> None:
 
 
 def test_command_job_through_the_form_errors_clone_and_pages(
-    asgi_server,  # noqa: F811
-    celery_worker,  # noqa: F811
-    researcher: User,  # noqa: F811
+    asgi_server,
+    celery_worker,
+    researcher: User,
     project: Project,
-    sandbox_cluster: Cluster,  # noqa: F811
+    sandbox_cluster: Cluster,
     page,
 ) -> None:
     _log_in(page, asgi_server, researcher)
@@ -109,11 +99,13 @@ def test_command_job_through_the_form_errors_clone_and_pages(
         125_000_000,
         "export GREETING=hello",
     )
-    # The badge follows the job live, without a reload.
+    # The badge follows the job live, without a reload. On a busy cluster the job may
+    # wait its turn in Slurm: first the job, with a generous deadline, then the page.
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.COMPLETED, 240, "the job to end")
     page.wait_for_function(
         "() => document.getElementById('job-state').textContent.trim().toUpperCase()"
         " === 'COMPLETED'",
-        timeout=90_000,
+        timeout=30_000,
     )
     wait_for(lambda: "from the form" in page.locator("#log").inner_text(), 30, "the job's log")
     # A finished job offers no cancel, live and after a reload.
@@ -166,19 +158,14 @@ def test_command_job_through_the_form_errors_clone_and_pages(
 
 
 def test_ddp_job_from_its_template_runs_and_is_cancelled(
-    asgi_server,  # noqa: F811
-    celery_worker,  # noqa: F811
-    researcher: User,  # noqa: F811
+    asgi_server,
+    celery_worker,
+    researcher: User,
     project: Project,
-    sandbox_cluster: Cluster,  # noqa: F811
-    alice,  # noqa: F811
+    sandbox_cluster: Cluster,
+    example_trainer: str,
     page,
 ) -> None:
-    if alice.run("command -v torchrun").exit_status != 0:
-        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
-
     _log_in(page, asgi_server, researcher)
     page.goto(f"{asgi_server}/jobs/new/")
     page.locator("#id_partition option", has_text="gpu").first.wait_for(state="attached")
@@ -189,7 +176,7 @@ def test_ddp_job_from_its_template_runs_and_is_cancelled(
         nodes="2",
         gpus_per_node="1",
         time_limit="0:10:00",
-        command="portal-examples/ddp_train.py --steps 3000 --sleep 0.1 --log-every 5",
+        command=f"{example_trainer} --steps 3000 --sleep 0.1 --log-every 5",
         model_params="1M",
     )
     script = page.locator("#script")
@@ -202,10 +189,12 @@ def test_ddp_job_from_its_template_runs_and_is_cancelled(
     # The dashboard, opened while the job starts, follows its state without a reload.
     page.goto(f"{asgi_server}/")
     page.locator(f'[data-job-state="{job.pk}"]').first.wait_for()
+    # Two nodes may take a while on a busy cluster: the job first, then the page.
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.RUNNING, 240, "the job to run")
     page.wait_for_function(
         "id => document.querySelector(`[data-job-state='${id}']`).textContent === 'Running'",
         arg=job.pk,
-        timeout=120_000,
+        timeout=30_000,
     )
     screenshot(page, "dashboard-running")
 

@@ -17,9 +17,12 @@ from portal_client.sse import parse_events
 
 from jobs.models import Attempt, Job, State
 from monitoring import streams
-from tests.api.conftest import LOG, Tokens, store_log
+from tests.helpers import LOG, Tokens, store_log
 
-pytestmark = pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous"),
+    pytest.mark.usefixtures("service_account"),  # the shared account every submitter uses
+]
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ the notebook test (test_notebook.py), through this same client.
 
 import time
 
+import httpx
 import pytest
 from portal_client import Portal
 
@@ -76,7 +77,10 @@ def test_client_submits_follows_reads_loss_and_cancels(
 def _first_event_of_a_left_stream(portal: Portal, job_id: int) -> str:
     """Open the job's log stream, read one event and hang up."""
     for _ in range(50):
-        with portal.http.stream("GET", f"jobs/{job_id}/attempts/1/log/stream") as response:
+        # Its own read timeout: a stream that sends nothing fails the test, not the run.
+        with portal.http.stream(
+            "GET", f"jobs/{job_id}/attempts/1/log/stream", timeout=httpx.Timeout(30.0)
+        ) as response:
             if response.status_code == 429:
                 time.sleep(0.1)  # the server has not yet seen an earlier hang-up
                 continue

@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 from accounts.services import token_issue
 from jobs.models import Job, State
 from monitoring.series import series_read
-from tests.clients.conftest import CLIENT_SRC, upload_example
+from tests.helpers import CLIENT_SRC, upload_example
 
 pytestmark = pytest.mark.sandbox
 

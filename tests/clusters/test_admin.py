@@ -3,15 +3,7 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster, ClusterAccount
-from tests.keys import new_key_pair
-
-
-@pytest.fixture
-def cluster(db: None) -> Cluster:
-    _, host_key = new_key_pair()
-    return Cluster.objects.create(
-        name="alps", ssh_host="login.alps.example", host_key=host_key, gpu_model="H200"
-    )
+from devtools.keys import new_key_pair
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from clusters.slurm import drain_argv
-from tests.jobs import factories
+from tests import factories
 
 URL = "/clusters/{}/nodes/{}/drain/"
 

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from clusters.hostkeys import fingerprint, parse_host_key
-from tests.keys import new_key_pair
+from devtools.keys import new_key_pair
 
 
 def test_fingerprint_matches_ssh_keygen(tmp_path) -> None:

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.helpers import wait_for
+
 SCRIPT = Path(__file__).resolve().parents[2] / "clusters" / "sandbox" / "nvidia_smi.py"
 TIMESTAMP = r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}"
 UUID = r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -127,23 +129,27 @@ def test_loop_emits_flushed_batches_until_killed():
         text=True,
         env={**os.environ, "SLURMD_NODENAME": "n2"},
     )  # fmt: skip
+    lines: list[str] = []
     try:
-        time.sleep(2.5)
+        # Three batches of two lines (one per GPU), each flushed when it is made, however
+        # long the start took; the read blocks a second at most (then the next batch).
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while len(lines) < 6 and time.monotonic() < deadline and proc.poll() is None:
+            lines.append(proc.stdout.readline().rstrip("\n"))
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=10)
-    lines = out.splitlines()
-    # Batches at t=0, 1, 2: three of two lines each (allow one late start).
-    assert len(lines) in (4, 6), out
-    assert all(MONITOR_LINE.match(line) for line in lines), out
+        proc.communicate(timeout=30)
+    assert proc.returncode is not None  # killed, it stops
+    assert len(lines) == 6, lines
+    assert all(MONITOR_LINE.match(line) for line in lines), lines
     stamps = sorted({line.split(", ")[0] for line in lines})
-    assert len(stamps) == len(lines) // 2
+    assert len(stamps) == 3
 
 
 def test_values_vary_over_time():
     first = query("utilization.gpu,power.draw")
-    time.sleep(1.2)
-    assert query("utilization.gpu,power.draw") != first
+    wait_for(lambda: query("utilization.gpu,power.draw") != first, 30, "the values to change")
 
 
 def test_summary_and_list_without_query():

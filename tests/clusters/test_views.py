@@ -1,7 +1,6 @@
 """The cluster page: who may see it, and one shared Slurm read per cluster per interval."""
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
@@ -17,13 +16,12 @@ from clusters.slurm import Node
 from clusters.ssh import stats
 from clusters.status import ClusterStatus, PartitionStatus, cluster_status
 from projects.models import Project, Quota
-from tests.e2e.conftest import sandbox_cluster  # noqa: F401 - fixture
-from tests.jobs import factories
+from tests import factories
 
 
 @pytest.fixture
-def cluster(db: None) -> Iterator[Cluster]:
-    cluster = factories.cluster("alps")
+def status_read(cluster: Cluster) -> None:
+    """The cluster's status as a read would leave it in the cache."""
     node = Node(
         name="n1", state="MIXED", cpus=64, memory_mb=512000, gpus=8, gpus_used=3,
         partitions=("gpu",), reason="",
@@ -41,25 +39,27 @@ def cluster(db: None) -> Iterator[Cluster]:
         ),
         600,
     )
-    yield cluster
-    cache.clear()
 
 
 @pytest.mark.parametrize("name", ["cluster-page", "cluster-status"])
-def test_logged_out_visitor_is_sent_to_login(client: Client, cluster: Cluster, name: str) -> None:
+def test_logged_out_visitor_is_sent_to_login(
+    client: Client, cluster: Cluster, status_read: None, name: str
+) -> None:
     response = client.get(reverse(name, args=[cluster.name]))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
 
 
 @pytest.mark.parametrize("name", ["cluster-page", "cluster-status"])
-def test_outsider_is_refused(client: Client, outsider: User, cluster: Cluster, name: str) -> None:
+def test_outsider_is_refused(
+    client: Client, outsider: User, cluster: Cluster, status_read: None, name: str
+) -> None:
     client.force_login(outsider)
     assert client.get(reverse(name, args=[cluster.name])).status_code == 404
 
 
 def test_member_sees_partitions_nodes_gpus_and_queue(
-    client: Client, member: User, cluster: Cluster
+    client: Client, member: User, cluster: Cluster, status_read: None
 ) -> None:
     client.force_login(member)
     page = client.get(reverse("cluster-page", args=["alps"]))
@@ -73,7 +73,7 @@ def test_member_sees_partitions_nodes_gpus_and_queue(
 
 
 def test_a_quota_naming_other_clusters_hides_this_one(
-    client: Client, member: User, staff: User, project: Project, cluster: Cluster
+    client: Client, member: User, staff: User, project: Project, cluster: Cluster, status_read: None
 ) -> None:
     other = factories.cluster("bern")
     Quota.objects.get(project=project).allowed_clusters.add(other)
@@ -87,7 +87,7 @@ def test_a_quota_naming_other_clusters_hides_this_one(
 @pytest.mark.sandbox
 @pytest.mark.django_db(transaction=True)
 def test_viewers_share_one_slurm_read_per_interval(
-    sandbox_cluster: Cluster,  # noqa: F811
+    sandbox_cluster: Cluster,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cache.clear()

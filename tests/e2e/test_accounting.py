@@ -18,8 +18,8 @@ from jobs.services import job_cancel, job_submit
 from projects.mirror import mirror_apply
 from projects.models import Reservation, UsageCharge
 from projects.selectors import project_usage
-from tests.e2e.conftest import wait_for
-from tests.jobs.factories import spec
+from tests.factories import spec
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.sandbox
 

@@ -14,6 +14,7 @@ from clusters.agent import (
     run_agent,
 )
 from clusters.ssh import CommandResult, Connection
+from tests.helpers import slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -59,7 +60,7 @@ def test_first_run_installs_the_agent_then_each_poll_is_one_command(alice: Conne
 
 
 def test_squeue_through_the_agent_lists_alices_jobs(alice: Connection) -> None:
-    name = f"e2e-agent-{uuid.uuid4().hex[:8]}"
+    name = slurm_name("e2e-agent")
     submitted = alice.run(
         f"sbatch --parsable --job-name={shlex.quote(name)} --time=00:02:00 --wrap 'sleep 60'"
     )

@@ -3,7 +3,6 @@
 import re
 import shlex
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from clusters.models import Cluster
 from clusters.sandbox import pyenv
 from clusters.sandbox.config import Paths
 from clusters.ssh import Connection
+from tests.helpers import slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -62,7 +62,7 @@ def test_two_node_ddp_job_trains_and_checkpoints(
 ) -> None:
     if not pyenv.ready(Paths.of(settings.SANDBOX_STATE_DIR)):
         pytest.skip(f"job python: {pyenv.describe(Paths.of(settings.SANDBOX_STATE_DIR))}")
-    name = f"e2e-ddp-{uuid.uuid4().hex[:8]}"
+    name = slurm_name("e2e-ddp")
     run_dir = f"portal-runs/{name}"  # relative to alice's home, where ssh and sftp start
     q = shlex.quote
     alice.run(f"mkdir -p -m 700 {q(run_dir)}")

@@ -2,17 +2,14 @@
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from jobs.models import Attempt, State
 from monitoring.series import series_names, series_read
-from tests.e2e.conftest import submit_ddp_example, wait_for
+from tests.helpers import submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 
 
 def test_ddp_example_trains_on_two_nodes(

@@ -16,9 +16,8 @@ from django.test import Client
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.models import Checkpoint, Series
-from tests.e2e.conftest import EXAMPLE, wait_for
-from tests.e2e.test_resume import attempt_shell, run_file
-from tests.jobs.factories import spec
+from tests.factories import spec
+from tests.helpers import attempt_shell, run_file, upload_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -42,8 +41,7 @@ def _submit_failing(alice, researcher, project, cluster, *, log: str, max_restar
 
 
 def _submit_long_trainer(alice, researcher, project, cluster) -> Job:
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
+    trainer = upload_example(alice)
     return job_submit(
         user=researcher,
         project=project,
@@ -51,7 +49,7 @@ def _submit_long_trainer(alice, researcher, project, cluster) -> Job:
         spec=spec(
             name="checkpoints on the warning",
             template=Template.TORCHRUN,
-            command="portal-examples/ddp_train.py --steps 500 --checkpoint-every 0 --sleep 0.1",
+            command=f"{trainer} --steps 500 --checkpoint-every 0 --sleep 0.1",
             nodes=1,
             gpus_per_node=1,
         ),

@@ -10,8 +10,9 @@ from clusters.models import Cluster
 from clusters.ssh import Connection
 from jobs.models import Attempt, Job, JobEvent, State
 from jobs.services import job_cancel, job_submit
-from tests.e2e.conftest import POLL_INTERVAL, wait_for
-from tests.jobs.factories import spec
+from tests.factories import spec
+from tests.fixtures.servers import POLL_INTERVAL
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.sandbox
 

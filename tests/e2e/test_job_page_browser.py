@@ -6,14 +6,11 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Attempt, State
-from tests.browser.conftest import browser, page, screenshot  # noqa: F401
-from tests.conftest import PASSWORD
-from tests.e2e.conftest import submit_ddp_example, wait_for
+from tests.helpers import PASSWORD, screenshot, submit_ddp_example, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "ddp_train.py"
 
 
 def _points(browser_page, chart: str) -> int:
@@ -32,7 +29,7 @@ def test_ddp_job_page_grows_live(
     project,
     sandbox_cluster,
     alice,
-    page,  # noqa: F811
+    page,
 ) -> None:
     job = submit_ddp_example(
         alice,

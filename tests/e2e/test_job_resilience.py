@@ -10,13 +10,13 @@ from clusters import sandbox
 from clusters.sandbox import config, daemons
 from clusters.slurm import Slurm
 from clusters.ssh import SSHError
+from devtools.keys import new_key_pair
 from jobs.models import Attempt, Job, State
 from jobs.polling import cluster_poll
 from jobs.services import job_submit
 from jobs.submission import SubmitRetry, attempt_submit
-from tests.e2e.conftest import wait_for
-from tests.jobs.factories import spec
-from tests.keys import new_key_pair
+from tests.factories import spec
+from tests.helpers import wait_for
 
 # Stops sshd and shims sbatch for everyone: no other sandbox test runs meanwhile.
 pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]

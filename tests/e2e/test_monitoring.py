@@ -15,8 +15,8 @@ from jobs.services import job_submit
 from monitoring.logs import _trim, log_read, log_read_any
 from monitoring.models import LogFile
 from monitoring.series import series_names, series_read
-from tests.e2e.conftest import wait_for
-from tests.jobs.factories import spec
+from tests.factories import spec
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.sandbox
 

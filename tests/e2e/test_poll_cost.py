@@ -1,14 +1,13 @@
 """A poll costs one SSH command per cluster account, whatever the number of live jobs."""
 
-import uuid
-
 import pytest
 
 from clusters.models import ClusterAccount
 from clusters.ssh import stats
+from devtools import held_jobs
 from jobs.models import Attempt, State
 from jobs.polling import cluster_poll
-from tests.e2e import held_jobs
+from tests.helpers import slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -19,7 +18,7 @@ def test_two_hundred_live_jobs_cost_one_command(
     # The session's Celery worker polls active clusters too; keep it off this one.
     sandbox_cluster.is_active = False
     sandbox_cluster.save(update_fields=["is_active"])
-    tag = f"cost-{uuid.uuid4().hex[:8]}"
+    tag = slurm_name("cost")
     slurm_ids = held_jobs.submit_held(alice, 200, tag)
     try:
         account = ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice")

@@ -23,7 +23,7 @@ from jobs.models import Attempt, FailureClass, Job, JobEvent, State
 from monitoring.models import Checkpoint
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
-from tests.e2e.conftest import submit_ddp_example, wait_for
+from tests.helpers import submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 

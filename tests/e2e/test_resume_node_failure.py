@@ -20,9 +20,8 @@ from clusters.sandbox.config import Paths
 from jobs.models import Attempt, FailureClass, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.models import Checkpoint
-from tests.e2e.conftest import EXAMPLE, wait_for
-from tests.e2e.test_resume import attempt_processes, run_file
-from tests.jobs.factories import spec
+from tests.factories import spec
+from tests.helpers import attempt_processes, run_file, wait_for
 
 # Kills a node's slurmd: no other sandbox test runs meanwhile.
 pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
@@ -54,13 +53,9 @@ def _kill_job_on_node(attempt: Attempt) -> None:
 
 
 def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
-    celery_worker, researcher, project, sandbox_cluster, alice
+    celery_worker, researcher, project, sandbox_cluster, example_trainer
 ) -> None:
     paths = Paths.of(settings.SANDBOX_STATE_DIR)
-    if alice.run("command -v torchrun").exit_status != 0:
-        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
-    alice.run("mkdir -p -m 700 portal-examples")
-    alice.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
     job = job_submit(
         user=researcher,
         project=project,
@@ -68,8 +63,7 @@ def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
         spec=spec(
             name="survives a node failure",
             template=Template.TORCHRUN,
-            command=f"portal-examples/ddp_train.py --steps {STEPS} --checkpoint-every 2 "
-            "--sleep 0.25",
+            command=f"{example_trainer} --steps {STEPS} --checkpoint-every 2 --sleep 0.25",
             nodes=1,
             gpus_per_node=1,
             max_restarts=1,

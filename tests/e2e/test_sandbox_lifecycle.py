@@ -3,7 +3,6 @@
 import os
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -45,9 +44,7 @@ def test_down_stops_only_its_own_processes_and_up_restores(sandbox_info) -> None
         assert bystander.poll() is None
         assert sandbox.down(state_dir) == []  # harmless when nothing runs
 
-        started = time.monotonic()
         info = sandbox.up(state_dir)
-        assert time.monotonic() - started < 60
         assert info.host_key == sandbox_info.host_key  # the pinned key survives a restart
         assert all(_pids(state_dir).values())
     finally:

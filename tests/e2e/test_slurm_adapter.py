@@ -9,6 +9,7 @@ import pytest
 
 from clusters.slurm import Slurm, SlurmError, SqueueRow
 from clusters.ssh import Connection
+from tests.helpers import slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -32,7 +33,7 @@ def _wait_for(slurm: Slurm, job_id: str, states: set[str], timeout: float = 15) 
 
 def test_submit_find_queue_cancel(alice: Connection) -> None:
     slurm = Slurm(alice)
-    name = f"adapter-{uuid.uuid4().hex[:8]}"
+    name = slurm_name("adapter")
     job_id = slurm.submit(_upload_script(alice, name, "--time=2"))
     try:
         assert job_id.isdigit()
@@ -60,7 +61,7 @@ def test_queue_of_unknown_or_no_jobs_is_empty(alice: Connection) -> None:
 
 
 def test_bad_partition_names_slurms_message(alice: Connection) -> None:
-    name = f"adapter-{uuid.uuid4().hex[:8]}"
+    name = slurm_name("adapter")
     path = _upload_script(alice, name, "--partition=nope")
     with pytest.raises(SlurmError, match="Invalid partition name specified") as caught:
         Slurm(alice).submit(path)
@@ -70,7 +71,7 @@ def test_bad_partition_names_slurms_message(alice: Connection) -> None:
 
 def test_cancel_of_another_users_job_is_refused(alice: Connection, bob: Connection) -> None:
     alice_slurm = Slurm(alice)
-    job_id = alice_slurm.submit(_upload_script(alice, f"adapter-{uuid.uuid4().hex[:8]}", "--hold"))
+    job_id = alice_slurm.submit(_upload_script(alice, slurm_name("adapter"), "--hold"))
     try:
         with pytest.raises(SlurmError, match="Access/permission denied"):
             Slurm(bob).cancel(job_id)
@@ -105,7 +106,7 @@ def test_hostile_names_run_nothing(alice: Connection) -> None:
     for name in hostile:
         assert slurm.find_by_name(name) == []
     # One such name on a real job comes back exactly, through squeue and the parser.
-    name = f"odd $(touch {canary}) `x` 'q' \"dq\" | ✓ {uuid.uuid4().hex[:6]}"
+    name = slurm_name(f"odd $(touch {canary}) `x` 'q' \"dq\" | ✓")
     submitted = alice.run(
         shlex.join(["sbatch", "--parsable", "--hold", f"--job-name={name}", "--wrap=true"])
     )

@@ -4,8 +4,8 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster
+from devtools.keys import new_key_pair
 from jobs.models import Attempt, Job, State
-from tests.keys import new_key_pair
 
 
 def _jobs(project, user, count: int) -> list[Job]:

@@ -10,7 +10,7 @@ from jobs.specs import validate_spec
 from monitoring.failures import FailureWatcher, expand_nodes
 from monitoring.logs import Delivery, log_files, log_store
 from monitoring.models import Checkpoint
-from tests.jobs import factories
+from tests import factories
 
 RANK_CRASH_LOG = b"""step 20, loss=0.0712
 checkpoint step-20.pt saved (31277 bytes)

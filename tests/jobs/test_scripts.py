@@ -6,7 +6,7 @@ import pytest
 
 from jobs.models import Template
 from jobs.scripts import RunDir, render_batch_script, slurm_time
-from tests.jobs import factories
+from tests import factories
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import pytest
 from jobs.models import Template
 from jobs.specs import validate_spec
 from projects.models import Quota
-from tests.jobs.factories import GPU_PARTITION, spec
+from tests.factories import GPU_PARTITION, spec
 
 PARTITIONS = {"gpu": GPU_PARTITION}
 
@@ -65,8 +65,8 @@ def test_blank_partition_uses_the_default() -> None:
 
 def test_spec_from_job_round_trips_what_clone_needs(project, owner) -> None:
     from jobs.specs import spec_from_job
-    from tests.jobs.factories import cluster
-    from tests.jobs.factories import job as make_job
+    from tests.factories import cluster
+    from tests.factories import job as make_job
 
     original, _ = make_job(
         project, owner, cluster(), model_params=7_000_000, metric_patterns="acc=(?P<acc>[0-9.]+)"
@@ -82,7 +82,7 @@ def test_bad_metric_pattern_and_model_size_name_the_field() -> None:
     from dataclasses import replace
 
     from jobs.specs import validate_spec
-    from tests.jobs.factories import spec as make_spec
+    from tests.factories import spec as make_spec
 
     bad = replace(make_spec(), metric_patterns="no groups here", model_params=0)
     errors = validate_spec(spec=bad, partitions={}, quota=None)

@@ -2,7 +2,7 @@ import pytest
 
 from jobs.models import Attempt, JobEvent, State
 from jobs.states import IllegalTransition, attempt_transition, can_transition
-from tests.jobs import factories
+from tests import factories
 
 
 @pytest.mark.parametrize(

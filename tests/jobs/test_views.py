@@ -1,34 +1,18 @@
 """Job pages: list (filters, keyset pages, pinned queries, bulk cancel), submit form, preview."""
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from clusters.models import Cluster
+from clusters.models import Cluster, ClusterAccount
 from jobs.listing import Filters, access_for, job_page
 from jobs.models import Attempt, Job, State
 from projects.models import Membership, Project
-from tests.jobs import factories
-from tests.jobs.factories import GPU_PARTITION
-
-
-@pytest.fixture
-def cluster(db: None) -> Iterator[Cluster]:
-    cluster = factories.cluster()
-    # The partitions a look-up over SSH would give, so no test here needs a cluster.
-    cache.set(f"clusters:partitions:{cluster.pk}", {"gpu": GPU_PARTITION}, 600)
-    yield cluster
-    cache.clear()
-
-
-@pytest.fixture
-def accounts(cluster: Cluster) -> None:
-    factories.account(cluster, None)
+from tests import factories
+from tests.factories import GPU_PARTITION
 
 
 def _form(cluster: Cluster, project: Project, **overrides: object) -> dict[str, object]:
@@ -93,7 +77,11 @@ def test_outsider_sees_no_jobs_and_cannot_touch_them(
 
 
 def test_outsider_cannot_submit_into_the_project(
-    client: Client, outsider: User, project: Project, cluster: Cluster, accounts: None
+    client: Client,
+    outsider: User,
+    project: Project,
+    cluster: Cluster,
+    service_account: ClusterAccount,
 ) -> None:
     client.force_login(outsider)
     response = client.post(reverse("job-new"), _form(cluster, project))
@@ -110,7 +98,7 @@ def test_viewer_role_cannot_submit(
     django_user_model: type[User],
     project: Project,
     cluster: Cluster,
-    accounts: None,
+    service_account: ClusterAccount,
 ) -> None:
     viewer = django_user_model.objects.create_user("vera")
     Membership.objects.create(user=viewer, project=project, role=Membership.Role.VIEWER)
@@ -280,7 +268,8 @@ def test_states_endpoint_gives_the_live_states(
 
 
 def test_submit_creates_the_job_and_opens_its_page(
-    client: Client, member: User, project: Project, cluster: Cluster, accounts: None,
+    client: Client, member: User, project: Project, cluster: Cluster,
+    service_account: ClusterAccount,
     django_capture_on_commit_callbacks,
 ) -> None:  # fmt: skip
     client.force_login(member)
@@ -295,7 +284,11 @@ def test_submit_creates_the_job_and_opens_its_page(
 
 
 def test_form_shows_inline_errors_naming_what_to_change(
-    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+    client: Client,
+    member: User,
+    project: Project,
+    cluster: Cluster,
+    service_account: ClusterAccount,
 ) -> None:
     client.force_login(member)
     response = client.post(
@@ -316,7 +309,8 @@ def test_form_shows_inline_errors_naming_what_to_change(
 
 
 def test_preview_gives_script_estimate_and_errors_and_writes_nothing(
-    client: Client, member: User, project: Project, cluster: Cluster, accounts: None,
+    client: Client, member: User, project: Project, cluster: Cluster,
+    service_account: ClusterAccount,
     django_assert_max_num_queries,
 ) -> None:  # fmt: skip
     cluster.price_per_gpu_hour = 2
@@ -344,7 +338,11 @@ def test_preview_gives_script_estimate_and_errors_and_writes_nothing(
 
 
 def test_preview_checks_the_cluster_while_other_fields_are_still_wrong(
-    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+    client: Client,
+    member: User,
+    project: Project,
+    cluster: Cluster,
+    service_account: ClusterAccount,
 ) -> None:
     client.force_login(member)
     data = client.post(
@@ -358,7 +356,11 @@ def test_preview_checks_the_cluster_while_other_fields_are_still_wrong(
 
 
 def test_preview_of_torchrun_template_shows_the_launcher(
-    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+    client: Client,
+    member: User,
+    project: Project,
+    cluster: Cluster,
+    service_account: ClusterAccount,
 ) -> None:
     client.force_login(member)
     data = client.post(
@@ -370,7 +372,12 @@ def test_preview_of_torchrun_template_shows_the_launcher(
 
 
 def test_clone_prefills_the_form(
-    client: Client, member: User, owner: User, project: Project, cluster: Cluster, accounts: None
+    client: Client,
+    member: User,
+    owner: User,
+    project: Project,
+    cluster: Cluster,
+    service_account: ClusterAccount,
 ) -> None:
     job, _ = factories.job(
         project, owner, cluster, name="base", command="python x.py", nodes=2, partition="gpu",
@@ -409,7 +416,11 @@ def test_cancel_from_the_job_page(
 
 
 def test_dashboard_lists_running_waiting_and_finished_jobs(
-    client: Client, member: User, project: Project, cluster: Cluster, accounts: None
+    client: Client,
+    member: User,
+    project: Project,
+    cluster: Cluster,
+    service_account: ClusterAccount,
 ) -> None:
     factories.job(project, member, cluster, name="runs", state=State.RUNNING)
     factories.job(project, member, cluster, name="waits", state=State.PENDING)
@@ -446,7 +457,7 @@ def test_fsdp_and_deepspeed_scripts_set_their_environment_before_torchrun(
     member: User,
     project: Project,
     cluster: Cluster,
-    accounts: None,
+    service_account: ClusterAccount,
     template: str,
     line: str,
 ) -> None:
@@ -462,7 +473,7 @@ def test_fsdp_and_deepspeed_scripts_set_their_environment_before_torchrun(
 
 
 def test_new_form_asks_for_no_more_cpus_than_the_default_partition_has(
-    client: Client, member: User, cluster: Cluster, accounts: None
+    client: Client, member: User, cluster: Cluster, service_account: ClusterAccount
 ) -> None:
     client.force_login(member)
     form = client.get(reverse("job-new")).context["form"]

@@ -13,7 +13,7 @@ from monitoring.logs import Delivery, log_files, log_store
 from monitoring.selectors import can_view_job, job_for_viewer
 from monitoring.series import series_append
 from projects.models import Membership, Project
-from tests.jobs import factories
+from tests import factories
 
 LOG = b"epoch 1 loss 0.9\nepoch 2 loss 0.7\n\xff bad byte\nepoch 3 loss 0.5\n"
 # The test client consumes the download's async iterator synchronously, and says so.
@@ -41,13 +41,6 @@ def _log_url(job: Job, number: int = 1, suffix: str = "") -> str:
 
 def _body(response: HttpResponseBase) -> bytes:
     return b"".join(response)
-
-
-@pytest.fixture
-def viewer(django_user_model: type[User], project: Project) -> User:
-    user = django_user_model.objects.create_user(username="vera")
-    Membership.objects.create(user=user, project=project, role=Membership.Role.VIEWER)
-    return user
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from django.test.utils import CaptureQueriesContext
 from clusters.agent import AgentReply, Listing, ListingEntry
 from monitoring.checkpoints import checkpoints_ingest, listing_key
 from monitoring.models import Checkpoint
-from tests.jobs import factories
+from tests import factories
 
 
 def _reply(attempts, names: list[tuple[str, int]], *, truncated: bool = False) -> AgentReply:

@@ -14,7 +14,7 @@ from jobs.models import Attempt, Job, State
 from monitoring.models import LogFile, Series
 from portal.asgi import application
 from projects.models import Membership, Project
-from tests.jobs import factories
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -190,7 +190,7 @@ def oom_job(project, owner, member):
     from datetime import UTC, datetime
 
     from monitoring.models import Checkpoint
-    from tests.jobs import factories
+    from tests import factories
 
     job, attempt = factories.job(project, owner, factories.cluster(), max_restarts=2)
     found = _diagnose("cuda_oom.log")

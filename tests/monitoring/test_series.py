@@ -1,7 +1,6 @@
 """The chunked series store, on the real PostgreSQL test database."""
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,7 @@ from monitoring import series
 from monitoring.models import Series, SeriesChunk
 from monitoring.models.series import CHUNK_SIZE
 from projects.models import Project
-from tests.jobs import factories
+from tests import factories
 
 
 @pytest.fixture
@@ -188,7 +187,7 @@ def test_series_go_with_their_attempt(attempts: list[Attempt]) -> None:
     assert SeriesChunk.objects.count() == 1
 
 
-def test_a_million_points_read_fast_with_spikes_kept(attempts: list[Attempt]) -> None:
+def test_a_million_points_read_downsampled_with_spikes_kept(attempts: list[Attempt]) -> None:
     one = attempts[0]
     n = 1_000_000
     rng = np.random.default_rng(2)
@@ -199,10 +198,8 @@ def test_a_million_points_read_fast_with_spikes_kept(attempts: list[Attempt]) ->
     series.series_append(points=points(one, "loss", xs, ys))
 
     series.series_read(attempt_id=one.pk, name="loss")  # warm
-    started = time.perf_counter()
+    # How fast: bench/series.py measures it.
     read = series.series_read(attempt_id=one.pk, name="loss", max_points=2000)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, elapsed  # ~15 ms here; bench/series.py measures it precisely
     assert len(read.xs) <= 2000 and read.total == n and read.downsampled
     assert (read.xs[0], read.ys[0]) == (0.0, ys[0])
     assert (read.xs[-1], read.ys[-1]) == (n - 1.0, ys[-1])

@@ -13,7 +13,7 @@ from monitoring.stragglers import (
     attempt_stragglers,
     find_stragglers,
 )
-from tests.jobs import factories
+from tests import factories
 
 POLICY = StragglerPolicy(window_seconds=60, window_steps=20, min_points=5)
 

@@ -1,7 +1,4 @@
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,9 +6,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from devtools import servers
 from portal.celery import app
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.servers import live_env
+from tests.helpers import wait_for
 
 
 def test_celery_is_configured_for_at_least_once_json_tasks() -> None:
@@ -26,37 +24,24 @@ def test_celery_is_configured_for_at_least_once_json_tasks() -> None:
 
 
 @pytest.fixture(scope="module")
-def worker() -> Iterator[str]:
-    """A real Celery worker process on the test Redis."""
-    hostname = f"test-{os.getpid()}@localhost"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--pool=solo",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel=WARNING",
-            "-n",
-            hostname,
-        ],
-        cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"},
+def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Celery worker process on the test Redis; its name."""
+    env = live_env()  # this xdist worker's Redis database
+    name = f"test-{os.getpid()}"
+    worker = servers.celery_worker(
+        env, Path(tmp_path_factory.mktemp("celery")), name=name, beat=False, pool="solo"
     )
-    try:
-        yield hostname
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with servers.running(worker):
+        yield f"{name}@localhost"
 
 
 def test_a_real_worker_answers_over_redis(worker: str) -> None:
-    deadline = time.monotonic() + 30
     replies: list[dict[str, Any]] | None = []
-    while time.monotonic() < deadline and not replies:
+
+    def answered() -> bool:
+        nonlocal replies
         replies = app.control.ping(destination=[worker], timeout=1.0)
+        return bool(replies)
+
+    wait_for(answered, 60, f"the worker {worker} to answer a ping")
     assert replies == [{worker: {"ok": "pong"}}]

@@ -1,7 +1,7 @@
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import PASSWORD
+from tests.helpers import PASSWORD
 
 
 def test_front_page_sends_visitors_to_the_login_form(client: Client, db: None) -> None:

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from projects.models import Project, Quota, QuotaChange, UsageCharge
-from tests.jobs import factories
+from tests import factories
 
 REPORT = "admin:projects_usagecharge_report"
 

@@ -12,7 +12,7 @@ from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from projects.models import Quota, Reservation
 from projects.selectors import project_usage
-from tests.jobs import factories
+from tests import factories
 
 SUBMISSIONS = 50
 

@@ -22,7 +22,7 @@ from projects.models import (
 from projects.periods import period_bounds
 from projects.selectors import project_usage
 from projects.services import attempt_reserve, attempt_settle, notification_preference_set
-from tests.jobs import factories
+from tests import factories
 
 PARTITIONS = {"gpu": factories.GPU_PARTITION}
 

@@ -13,7 +13,7 @@ from jobs.services import job_cancel, job_submit
 from projects.models import Project, Quota, Reservation
 from projects.selectors import project_usage
 from projects.services import attempt_reserve
-from tests.jobs import factories
+from tests import factories
 
 PARTITIONS = {"gpu": factories.GPU_PARTITION}
 

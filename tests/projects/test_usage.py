@@ -12,7 +12,7 @@ from projects.estimate import job_estimate
 from projects.models import Project, Quota, Reservation, UsageCharge
 from projects.periods import period_bounds
 from projects.selectors import project_usage, projects_usage, usage_by_day
-from tests.jobs import factories
+from tests import factories
 
 
 def _charge(project, user, cluster, *, hours: str, ended_at: datetime) -> UsageCharge:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from jobs.models import State
 from projects.models import Project, UsageCharge
-from tests.jobs import factories
+from tests import factories
 
 
 def test_logged_out_visitor_is_sent_to_login(client: Client, project: Project) -> None:

@@ -19,7 +19,8 @@ def submit_held(connection: Connection, count: int, tag: str) -> list[str]:
         "--output=/dev/null --wrap true || exit 1; done"
     )
     result = connection.run(f"sh -c {shlex.quote(script)}", timeout=300)
-    assert result.exit_status == 0, result.error_text
+    if result.exit_status != 0:
+        raise RuntimeError(f"sbatch --hold failed: {result.error_text}")
     return [line.split(";")[0] for line in result.text.split()]
 
 

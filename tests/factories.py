@@ -1,4 +1,4 @@
-"""Rows for job tests, built directly (no factory library needed for so few)."""
+"""Rows for tests, built directly: the one place that knows how (no factory library for so few)."""
 
 from datetime import timedelta
 
@@ -6,10 +6,10 @@ from django.contrib.auth.models import User
 
 from clusters.inventory import PartitionLimits
 from clusters.models import Cluster, ClusterAccount
+from devtools.keys import new_key_pair
 from jobs.models import Attempt, Job, Template
 from jobs.specs import JobSpec
 from projects.models import Project
-from tests.keys import new_key_pair
 
 GPU_PARTITION = PartitionLimits(
     name="gpu",
@@ -39,9 +39,11 @@ def spec(**overrides: object) -> JobSpec:
     return JobSpec(**values)  # type: ignore[arg-type]
 
 
-def cluster(name: str = "alps") -> Cluster:
+def cluster(name: str = "alps", **fields: object) -> Cluster:
     _, host_key = new_key_pair()
-    return Cluster.objects.create(name=name, ssh_host="login", host_key=host_key)
+    values: dict[str, object] = {"ssh_host": f"login.{name}.example", "host_key": host_key}
+    values.update(fields)
+    return Cluster.objects.create(name=name, **values)
 
 
 def account(cluster: Cluster, user: User | None) -> ClusterAccount:

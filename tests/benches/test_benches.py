@@ -1,0 +1,57 @@
+"""Every benchmark runs at small sizes (`--quick`) in the suite, so that none can rot unnoticed.
+
+What they measure is not asserted here (timings live in bench/); that each runs to
+its end and prints its table is. They run on this worker's test database, which
+the transactional test flushes afterwards, and its Redis database.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.helpers import ROOT
+
+BENCH = ROOT / "bench"
+ON_THE_SANDBOX = ("agent_poll.py", "latency.py", "poll.py")
+DATABASE_ONLY = ("joblist.py", "series.py")
+
+
+def _run_quick(name: str) -> str:
+    db = connection.settings_dict
+    user, host, port = db["USER"] or "postgres", db["HOST"] or "127.0.0.1", db["PORT"] or 5432
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{user}@{host}:{port}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "SANDBOX_STATE_DIR": str(settings.SANDBOX_STATE_DIR),
+    }
+    done = subprocess.run(
+        [sys.executable, str(BENCH / name), "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_every_bench_is_run_here() -> None:
+    benches = {path.name for path in BENCH.glob("*.py")} - {"benchdb.py"}
+    assert benches == {*ON_THE_SANDBOX, *DATABASE_ONLY}
+
+
+@pytest.mark.parametrize("name", DATABASE_ONLY)
+def test_bench_runs_quick(name: str, transactional_db: None) -> None:
+    assert "|" in _run_quick(name)  # its table
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("name", ON_THE_SANDBOX)
+def test_sandbox_bench_runs_quick(name: str, transactional_db: None, sandbox_info) -> None:
+    assert "|" in _run_quick(name)

@@ -1,0 +1,146 @@
+"""Plain functions and constants that tests share (fixtures live in tests/fixtures/)."""
+
+import os
+import shlex
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import account_endpoint
+from clusters.ssh import Connection
+from devtools.servers import wait_until
+from jobs.models import Attempt, Job, Template
+from jobs.services import job_submit
+from monitoring.logs import Delivery, log_files, log_store
+from projects.models import Project
+from tests.factories import spec
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSWORD = "correct horse battery staple"
+EXAMPLE = ROOT / "examples" / "ddp_train.py"
+CLIENT_SRC = ROOT / "clients" / "python"
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+LOG = b"step 1 loss 0.9\nstep 2 loss 0.7\nstep 3 loss 0.5\n"
+# Set once per run by the controller (tests/fixtures/run.py); xdist workers inherit it.
+RUN_TAG_VARIABLE = "PORTAL_TEST_RUN"
+
+
+def run_tag() -> str:
+    """This run's marker: in the names of the Slurm jobs it makes, in its servers' environment."""
+    return os.environ.get(RUN_TAG_VARIABLE, "tlocal")
+
+
+def worker_tag() -> str:
+    """This run's and this xdist worker's marker (tests on one worker run one at a time)."""
+    return f"{run_tag()}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+
+
+def slurm_name(prefix: str) -> str:
+    """A Slurm job name that says which run and worker made it (see tests/fixtures/sandbox.py)."""
+    return f"{prefix}-{worker_tag()}-{uuid.uuid4().hex[:6]}"
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    """Poll until `predicate()` is true; fail the test (only it) after `timeout` s."""
+    try:
+        wait_until(predicate, timeout, what)  # type: ignore[arg-type]
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
+
+
+def upload_example(connection: Connection) -> str:
+    """The example trainer in the user's home on the cluster, as a researcher would put it."""
+    if connection.run("command -v torchrun").exit_status != 0:
+        pytest.skip("the sandbox's job environment has no PyTorch (`manage.py sandbox status`)")
+    connection.run("mkdir -p -m 700 portal-examples")
+    connection.upload("portal-examples/ddp_train.py", EXAMPLE.read_bytes(), mode=0o600)
+    return "portal-examples/ddp_train.py"
+
+
+def submit_ddp_example(
+    alice: Connection, researcher: User, project: Project, cluster: Cluster, *, name: str, args: str
+) -> Job:
+    """The example trainer on 2 nodes x 1 GPU through the torchrun template."""
+    path = upload_example(alice)
+    return job_submit(
+        user=researcher,
+        project=project,
+        cluster=cluster,
+        spec=spec(
+            name=name,
+            template=Template.TORCHRUN,
+            command=f"{path} {args}",
+            nodes=2,
+            gpus_per_node=1,
+        ),
+    )
+
+
+def attempt_processes(attempt: Attempt) -> list[tuple[int, dict[str, str]]]:
+    """(pid, environment) of every process of the attempt on this machine (the sandbox nodes)."""
+    marker = f"PORTAL_ATTEMPT={attempt.uuid}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in raw.split(b"\0"):
+            env = dict(
+                item.decode(errors="replace").partition("=")[::2]
+                for item in raw.split(b"\0")
+                if b"=" in item
+            )
+            found.append((int(entry.name), env))
+    return found
+
+
+def attempt_shell(attempt: Attempt) -> Connection:
+    """A fresh SSH connection as the attempt's account (a long test outlasts an idle one)."""
+    assert attempt.account_id is not None
+    account = ClusterAccount.objects.select_related("cluster").get(pk=attempt.account_id)
+    return Connection(account_endpoint(account=account))
+
+
+def run_file(attempt: Attempt, name: str) -> str:
+    with attempt_shell(attempt) as shell:
+        return shell.run(f"cat {shlex.quote(attempt.run_dir + '/' + name)}").text
+
+
+def store_log(attempt: Attempt, data: bytes, name: str = "stdout.log") -> None:
+    files = log_files(attempt_ids=[attempt.pk], names=[name])
+    offset = files[(attempt.pk, name)].size
+    log_store(files=files, deliveries=[Delivery(attempt.pk, name, offset, data)])
+
+
+@dataclass
+class Tokens:
+    owner: str
+    owner_read: str
+    member: str
+    viewer: str
+    outsider: str
+    expired: str
+    revoked: str
+
+
+def bearer(token: str | None) -> Client:
+    """A client that sends the token as `Authorization: Bearer` (none: anonymous)."""
+    if token is None:
+        return Client()
+    return Client(headers={"Authorization": f"Bearer {token}"})
+
+
+def screenshot(page: object, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    # A full-page shot on a busy machine can take longer than Playwright's 30 s default.
+    page.screenshot(path=str(path), full_page=True, timeout=120_000)  # type: ignore[attr-defined]
+    return path

@@ -21,11 +21,12 @@ from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError
 from clusters.ssh import SSHError, pool
+from portal_lib.errors import PortalError
 
 logger = logging.getLogger(__name__)
 
 
-class DrainError(Exception):
+class DrainError(PortalError):
     """The node could not be drained; the message says why and what to do."""
 
 

@@ -110,12 +110,8 @@ def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
         ],
         listings=listings,
     )
-    try:
-        return run_agent(pool.get(endpoint), request)
-    except SSHError as exc:
-        if exc.retryable:
-            pool.discard(endpoint)
-        raise
+    with pool.session(endpoint) as connection:
+        return run_agent(connection, request)
 
 
 def _mark_unknown(attempts: list[Attempt], why: str) -> int:

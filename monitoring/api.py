@@ -21,9 +21,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.ssh import SSHError
+from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
 from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
-from monitoring.selectors import attempt_for_viewer, job_failures, job_for_viewer
+from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
 
 DEFAULT_LOG_LIMIT = 64 * 1024

@@ -11,7 +11,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from monitoring.selectors import job_for_viewer, job_live_state
+from jobs.access import job_for_viewer
+from monitoring.selectors import job_live_state
 
 # Sent as the close code when the handshake is refused; the 4xxx range is the
 # application's own, and 4403 reads as "forbidden".

@@ -22,15 +22,10 @@ from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
 from jobs.scripts import GPU_FILE_PREFIX, METRICS_FILE, STDOUT_FILE, RunDir
 from monitoring.gpu import GpuParseError, parse_gpu_line
+from monitoring.lines import finish_lines, split_lines
 from monitoring.logs import Delivery, Stored, log_files, log_store
 from monitoring.models import LogFile, Series
-from monitoring.parsers import (
-    MetricPoint,
-    finish_lines,
-    parse_metrics_jsonl,
-    parse_stdout_metrics,
-    split_lines,
-)
+from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 from monitoring.series import series_append
 from monitoring.throughput import dense_transformer_flops_per_token, mfu
 

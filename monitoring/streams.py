@@ -24,13 +24,14 @@ from django.http.response import HttpResponseBase
 from rest_framework import serializers
 from rest_framework.exceptions import AuthenticationFailed
 
+from accounts.access import Viewer
 from accounts.authentication import IdentityThrottle, bearer_token, token_authenticate
 from accounts.models import PersonalToken
+from jobs.access import attempt_for_viewer
 from jobs.models import FINAL_STATES, Attempt
 from monitoring.api import MAX_POINTS_CAP, _log_file_field
 from monitoring.logs import LogSlice, log_read
 from monitoring.models import Series
-from monitoring.selectors import Viewer, attempt_for_viewer
 from monitoring.series import series_read
 
 POLL_SECONDS = 0.5

@@ -3,8 +3,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from jobs.access import job_for_viewer
 from jobs.models import JobEvent
-from monitoring.selectors import job_for_viewer
 
 
 @login_required

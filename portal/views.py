@@ -6,8 +6,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from clusters.status import cached_cluster_status
-from clusters.views import clusters_for_user
 from jobs.models import FINAL_STATES, Job, State
+from projects.access import clusters_for_user
 from projects.selectors import project_list_for_user, projects_usage
 
 RECENT_JOBS = 10

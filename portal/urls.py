@@ -15,7 +15,7 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
     path("clusters/", include("projects.cluster_urls")),
-    path("projects/", include("projects.urls")),
+    path("projects/<slug:slug>/", views.project_page, name="project-page"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),

@@ -6,7 +6,8 @@ from typing import Any
 from clusters.models import Cluster
 from jobs.estimate import job_estimate
 from jobs.models import Attempt, Job
-from jobs.scripts import RunDir, render_batch_script
+from jobs.rundir import RunDir
+from jobs.scripts import render_batch_script
 from jobs.specs import JobSpec
 from projects.models import Project
 

@@ -12,7 +12,8 @@ from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
 from clusters.ssh import Connection, pool
 from jobs.models import Attempt, State
-from jobs.scripts import SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir, render_batch_script
+from jobs.rundir import SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir
+from jobs.scripts import render_batch_script
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
 

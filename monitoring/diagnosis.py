@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs.models import FailureClass, State
-from jobs.scripts import WARNING_MARKER
+from jobs.rundir import WARNING_MARKER
 
 TAIL_BYTES = 64 * 1024  # how much of the end of the log the rules read
 

@@ -17,7 +17,7 @@ from clusters.agent import AgentRequest, FileRead, run_agent
 from clusters.selectors import account_endpoint
 from clusters.ssh import SSHError, pool
 from jobs.models import Attempt
-from jobs.scripts import RunDir
+from jobs.rundir import RunDir
 from monitoring.models import LogChunk, LogFile
 
 # The agent sends at most this much of one file per cycle, so no chunk is larger.

@@ -29,6 +29,7 @@ from accounts.authentication import IdentityThrottle, bearer_token, token_authen
 from accounts.models import PersonalToken
 from jobs.access import attempt_for_viewer
 from jobs.models import FINAL_STATES, Attempt
+from jobs.rundir import GPU_SERIES_PREFIX
 from monitoring.api import MAX_POINTS_CAP, _log_file_field
 from monitoring.logs import LogSlice, log_read
 from monitoring.models import Series
@@ -193,7 +194,9 @@ class MetricStreamQuery(serializers.Serializer[Any]):
 
 def _series_last_x(attempt_id: int, names: list[str]) -> dict[str, float]:
     rows = Series.objects.filter(attempt_id=attempt_id)
-    rows = rows.filter(name__in=names) if names else rows.exclude(name__startswith="gpu/")
+    rows = (
+        rows.filter(name__in=names) if names else rows.exclude(name__startswith=GPU_SERIES_PREFIX)
+    )
     return dict(rows.values_list("name", "last_x"))
 
 

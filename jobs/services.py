@@ -10,11 +10,11 @@ from django.utils import timezone
 
 from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import account_for
 from jobs.access import require_canceller, require_submitter
 from jobs.billing import attempt_reserve
 from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
-from jobs.selectors import account_for
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_transition
 from portal_lib.queueing import queue_on_commit

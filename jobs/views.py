@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster
+from clusters.selectors import account_for
 from jobs.access import job_for_viewer, jobs_visible_to
 from jobs.errors import JobError
 from jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
@@ -26,7 +27,6 @@ from jobs.listing import (
 )
 from jobs.models import FINAL_STATES, State
 from jobs.preview import estimate_for, script_preview
-from jobs.selectors import account_for
 from jobs.services import job_cancel, job_submit
 from jobs.specs import spec_from_job, validate_spec
 from portal_lib.errors import PortalError, form_add_error

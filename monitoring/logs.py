@@ -199,7 +199,8 @@ def log_read_any(*, attempt: Attempt, file: str, offset: int, limit: int) -> Log
         max_bytes_per_file=stop - offset,
     )
     endpoint = account_endpoint(account=attempt.account)
-    chunk = run_agent(pool.get(endpoint), request).files[file]
+    with pool.session(endpoint) as connection:
+        chunk = run_agent(connection, request).files[file]
     if chunk.error:
         raise SSHError(f"Cannot read {file} on the cluster: {chunk.error}", retryable=True)
     data = chunk.data[: stop - offset]

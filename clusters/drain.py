@@ -16,11 +16,13 @@ from django.shortcuts import get_object_or_404, redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from clusters.access import can_drain
 from clusters.models import Cluster
 from clusters.selectors import account_endpoint, account_for
 from clusters.slurm import Slurm, SlurmError
 from clusters.ssh import SSHError, pool
 from portal_lib.errors import PortalError
+from portal_lib.viewers import signed_in
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +35,7 @@ def node_drain(
     *, cluster: Cluster, node: str, reason: str, user: AbstractBaseUser | AnonymousUser
 ) -> None:
     """Drain `node` of `cluster` on behalf of a staff user; DrainError says what went wrong."""
-    if not (isinstance(user, AbstractBaseUser) and user.is_authenticated):
-        raise PermissionDenied("Only staff can drain nodes.")
-    if not getattr(user, "is_staff", False):
+    if not (signed_in(user) and can_drain(user=user)):
         raise PermissionDenied("Only staff can drain nodes.")
     # The staff member's own account on the cluster, else the cluster's service account.
     account = account_for(user=user, cluster=cluster)
@@ -64,7 +64,7 @@ def node_drain(
 @login_required
 @require_POST
 def node_drain_view(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
-    if not request.user.is_staff:
+    if not can_drain(user=request.user):
         raise PermissionDenied("Only staff can drain nodes.")
     target = get_object_or_404(Cluster, name=cluster)
     try:

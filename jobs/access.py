@@ -1,6 +1,6 @@
 """Who may see, submit and cancel jobs: the one place for these rules.
 
-Seeing follows the project (any role) and the staff rule (`accounts.access`);
+Seeing follows the project (any role) and the staff rule (`portal_lib.viewers`);
 submitting needs the owner or member role; cancelling is for the job's
 submitter and the project's owners.
 """
@@ -9,9 +9,9 @@ from collections.abc import Collection
 
 from django.db.models import QuerySet
 
-from accounts.access import Viewer, sees_everything, signed_in
 from jobs.errors import JobPermissionRefused
 from jobs.models import Attempt, Job
+from portal_lib.viewers import Viewer, sees_everything, signed_in
 from projects.access import can_submit_in, member_of, membership, owns
 from projects.models import Project
 

@@ -13,10 +13,10 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import F, Q, QuerySet
 
-from accounts.access import sees_everything
 from clusters.models import Cluster
 from jobs.access import can_cancel
 from jobs.models import FINAL_STATES, Job, State
+from portal_lib.viewers import sees_everything
 from projects.access import projects_visible_to
 from projects.models import Membership, Project
 

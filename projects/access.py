@@ -2,8 +2,8 @@
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from accounts.access import Viewer, sees_everything, signed_in
 from clusters.models import Cluster
+from portal_lib.viewers import Viewer, sees_everything, signed_in
 from projects.models import Membership, Project, Quota
 
 SUBMIT_ROLES = (Membership.Role.OWNER, Membership.Role.MEMBER)

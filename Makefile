@@ -37,3 +37,4 @@ lint: install
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy .
+	.venv/bin/lint-imports

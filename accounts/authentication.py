@@ -3,6 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -85,8 +86,6 @@ class TokenRateThrottle(SimpleRateThrottle):
 
     def get_rate(self) -> str | None:
         # Read per request, so a setting changed in a test or at run time applies.
-        from django.conf import settings
-
         rates = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {})
         rate = rates.get(self.scope) if isinstance(rates, dict) else None
         return str(rate) if rate else None

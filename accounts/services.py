@@ -9,13 +9,14 @@ from django.utils import timezone
 
 from accounts.models import PersonalToken
 from accounts.tokens import token_digest, token_new
+from portal_lib.errors import PortalError
 
 MAX_TOKEN_DAYS = 366
 DEFAULT_TOKEN_DAYS = 90
 PREFIX_TRIES = 5
 
 
-class TokenError(ValueError):
+class TokenError(PortalError):
     """A token request the user can fix; the message says what to change."""
 
 

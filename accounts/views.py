@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from accounts.forms import TokenForm
 from accounts.selectors import tokens_of
 from accounts.services import TokenError, token_issue, token_revoke
+from portal_lib.errors import form_add_error
 
 
 @login_required
@@ -29,7 +30,7 @@ def token_page(request: HttpRequest) -> HttpResponse:
                     days=form.cleaned_data["days"],
                 )
             except TokenError as exc:
-                form.add_error(None, str(exc))
+                form_add_error(form, exc)
             else:
                 new_token = issued
                 form = TokenForm()

@@ -11,42 +11,34 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from clusters.models import Cluster, ClusterAccount
-from clusters.selectors import account_endpoint
+from clusters.access import can_drain
+from clusters.models import Cluster
+from clusters.selectors import account_endpoint, account_for
 from clusters.slurm import Slurm, SlurmError
 from clusters.ssh import SSHError, pool
+from portal_lib.errors import PortalError
+from portal_lib.viewers import signed_in
 
 logger = logging.getLogger(__name__)
 
 
-class DrainError(Exception):
+class DrainError(PortalError):
     """The node could not be drained; the message says why and what to do."""
-
-
-def drain_account(*, cluster: Cluster, user: AbstractBaseUser) -> ClusterAccount | None:
-    """The staff member's own account on the cluster, else the cluster's service account."""
-    accounts = ClusterAccount.objects.select_related("cluster").filter(
-        Q(user_id=user.pk) | Q(user__isnull=True), cluster=cluster
-    )
-    by_kind = {account.user_id is None: account for account in accounts}
-    return by_kind.get(False) or by_kind.get(True)
 
 
 def node_drain(
     *, cluster: Cluster, node: str, reason: str, user: AbstractBaseUser | AnonymousUser
 ) -> None:
     """Drain `node` of `cluster` on behalf of a staff user; DrainError says what went wrong."""
-    if not (isinstance(user, AbstractBaseUser) and user.is_authenticated):
+    if not (signed_in(user) and can_drain(user=user)):
         raise PermissionDenied("Only staff can drain nodes.")
-    if not getattr(user, "is_staff", False):
-        raise PermissionDenied("Only staff can drain nodes.")
-    account = drain_account(cluster=cluster, user=user)
+    # The staff member's own account on the cluster, else the cluster's service account.
+    account = account_for(user=user, cluster=cluster)
     if account is None:
         raise DrainError(
             f"Cluster {cluster.name} has no account to run scontrol as: register your own "
@@ -54,7 +46,8 @@ def node_drain(
         )
     why = f"{reason.strip() or 'drained from the portal'} (by {user.get_username()} via portal)"
     try:
-        Slurm(pool.get(account_endpoint(account=account))).drain(node, why)
+        with pool.session(account_endpoint(account=account)) as connection:
+            Slurm(connection).drain(node, why)
     except ValueError as exc:
         raise DrainError(f"Cannot drain {node!r}: {exc}.") from exc
     except SlurmError as exc:
@@ -71,7 +64,7 @@ def node_drain(
 @login_required
 @require_POST
 def node_drain_view(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
-    if not request.user.is_staff:
+    if not can_drain(user=request.user):
         raise PermissionDenied("Only staff can drain nodes.")
     target = get_object_or_404(Cluster, name=cluster)
     try:

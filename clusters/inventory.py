@@ -6,10 +6,11 @@ from datetime import timedelta
 
 from django.core.cache import cache
 
+from clusters.errors import ClusterError
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
-from clusters.slurm import Node, Partition, Slurm, SlurmError
-from clusters.ssh import SSHError, pool
+from clusters.slurm import Node, Partition, Slurm
+from clusters.ssh import pool
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +58,10 @@ def cluster_partitions(*, cluster: Cluster, account: ClusterAccount) -> dict[str
     if cached is not None:
         return cached
     try:
-        slurm = Slurm(pool.get(account_endpoint(account=account)))
-        limits = partition_limits(slurm.partitions(), slurm.nodes())
-    except (SSHError, SlurmError) as exc:
+        with pool.session(account_endpoint(account=account)) as connection:
+            slurm = Slurm(connection)
+            limits = partition_limits(slurm.partitions(), slurm.nodes())
+    except ClusterError as exc:
         logger.warning("cannot read the partitions of cluster %s: %s", cluster.name, exc)
         return {}
     cache.set(key, limits, INVENTORY_TTL)

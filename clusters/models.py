@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from clusters.hostkeys import fingerprint, parse_host_key, validate_host_key
-from portal.crypto import EncryptedTextField
+from portal_lib.crypto import EncryptedTextField
 
 
 class Cluster(models.Model):

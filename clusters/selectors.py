@@ -1,4 +1,7 @@
-from clusters.models import ClusterAccount
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
+
+from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Endpoint
 
 
@@ -13,3 +16,12 @@ def account_endpoint(*, account: ClusterAccount) -> Endpoint:
         username=account.username,
         private_key=account.private_key,
     )
+
+
+def account_for(*, user: AbstractBaseUser, cluster: Cluster) -> ClusterAccount | None:
+    """The user's own account on the cluster, else the cluster's shared service account."""
+    accounts = ClusterAccount.objects.select_related("cluster").filter(
+        Q(user_id=user.pk) | Q(user__isnull=True), cluster=cluster
+    )
+    by_kind = {account.user_id is None: account for account in accounts}
+    return by_kind.get(False) or by_kind.get(True)

@@ -10,11 +10,14 @@ import os
 import select
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NoReturn, Self
 
 import paramiko
 
+from clusters.errors import ClusterError
 from clusters.hostkeys import fingerprint, parse_host_key
 
 logger = logging.getLogger(__name__)
@@ -24,12 +27,8 @@ COMMAND_TIMEOUT = 30.0
 KEEPALIVE_INTERVAL = 15
 
 
-class SSHError(Exception):
+class SSHError(ClusterError):
     """An SSH failure; `retryable` says whether trying again later can help."""
-
-    def __init__(self, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.retryable = retryable
 
 
 class HostKeyMismatch(SSHError):
@@ -280,6 +279,19 @@ class _Pool:
             connection = Connection(endpoint)
             self._connections[endpoint] = connection
             return connection
+
+    @contextmanager
+    def session(self, endpoint: Endpoint) -> Iterator[Connection]:
+        """The endpoint's pooled connection; one that fails in a retryable way is discarded.
+
+        The one place a broken connection leaves the pool: callers never discard by hand.
+        """
+        try:
+            yield self.get(endpoint)
+        except SSHError as exc:
+            if exc.retryable:
+                self.discard(endpoint)
+            raise
 
     def discard(self, endpoint: Endpoint) -> None:
         with self._lock:

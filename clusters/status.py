@@ -15,11 +15,12 @@ from django.core.cache import cache
 from django.db.models import F
 from django.utils import timezone
 
+from clusters.errors import ClusterError
 from clusters.inventory import INVENTORY_TTL, partition_limits
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
-from clusters.slurm import Node, Partition, Slurm, SlurmError, squeue_argv, squeue_result
-from clusters.ssh import SSHError, pool
+from clusters.slurm import Node, Partition, Slurm, squeue_argv, squeue_result
+from clusters.ssh import pool
 
 logger = logging.getLogger(__name__)
 
@@ -131,12 +132,14 @@ def read_cluster_status(cluster: Cluster) -> ClusterStatus:
     if account is None:
         return ClusterStatus(cluster=cluster.name, read_at=None, error="No account to read with.")
     try:
-        slurm = Slurm(pool.get(account_endpoint(account=account)))
-        partitions = slurm.partitions()
-        nodes = slurm.nodes()
-        command = shlex.join(squeue_argv())
-        rows = squeue_result(slurm.connection.run(command, timeout=slurm.timeout), command=command)
-    except (SSHError, SlurmError) as exc:
+        with pool.session(account_endpoint(account=account)) as connection:
+            slurm = Slurm(connection)
+            partitions = slurm.partitions()
+            nodes = slurm.nodes()
+            command = shlex.join(squeue_argv())
+            result = slurm.connection.run(command, timeout=slurm.timeout)
+            rows = squeue_result(result, command=command)
+    except ClusterError as exc:
         logger.warning("cannot read the status of cluster %s: %s", cluster.name, exc)
         return ClusterStatus(
             cluster=cluster.name, read_at=timezone.now(), error=f"Cannot reach the cluster: {exc}"

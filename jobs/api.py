@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db.models import OuterRef, QuerySet, Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.fields import empty
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -21,12 +21,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.models import Cluster
-from jobs.errors import JobError
+from jobs.access import job_for_viewer, jobs_visible_to, require_submitter
 from jobs.models import DEFAULT_RESTART_ON, Attempt, Job, JobEvent, State, Template
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec, spec_from_job
-from monitoring.selectors import job_for_viewer
-from projects.models import Membership, Project
+from projects.access import projects_of_member
+from projects.models import Project
 
 # Fields another issue may add to Attempt (failure diagnosis) and Job (restart
 # policy); shown when the model has them.
@@ -197,10 +197,10 @@ def _latest_attempt() -> Subquery:
     )
 
 
-def jobs_of_member(*, user: User) -> QuerySet[Job]:
-    """Jobs of the projects the user is a member of (any role); staff too see only theirs."""
+def jobs_listed(*, user: User) -> QuerySet[Job]:
+    """The jobs the caller may see (jobs.access), with what a row shows."""
     return (
-        Job.objects.filter(project__memberships__user=user)
+        jobs_visible_to(user=user)
         .select_related("project", "cluster", "user")
         .annotate(latest_attempt=_latest_attempt())
     )
@@ -218,22 +218,10 @@ def _job_or_404(request: Request, job_id: int) -> Job:
 
 
 def _submit(*, user: User, project: Project, cluster: Cluster, spec: JobSpec) -> Job:
-    try:
-        job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
-    except JobError as exc:
-        # Field errors as DRF gives them; a refusal without a field under non_field_errors.
-        raise ValidationError(exc.errors or {"non_field_errors": [exc.message]}) from None
+    # A refusal (JobError) answers through the API's one exception handler.
+    job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
     job.latest_attempt = 1  # type: ignore[attr-defined]
     return job
-
-
-def _require_submitter(user: User, project: Project) -> None:
-    membership = Membership.objects.filter(user=user, project=project).first()
-    if membership is None or not membership.can_submit:
-        raise PermissionDenied(
-            f"You cannot submit jobs in project {project.slug}: ask one of its owners to make "
-            "you a member."
-        )
 
 
 class JobCursorPagination(CursorPagination):
@@ -250,7 +238,7 @@ class JobListCreateView(generics.GenericAPIView[Job]):
     pagination_class = JobCursorPagination
 
     def get_queryset(self) -> QuerySet[Job]:
-        return jobs_of_member(user=self.request.user)  # type: ignore[arg-type]
+        return jobs_listed(user=self.request.user)  # type: ignore[arg-type]
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         # The browsable API's form posts a submission.
@@ -289,10 +277,10 @@ class JobListCreateView(generics.GenericAPIView[Job]):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         user: User = request.user  # type: ignore[assignment]
-        project = Project.objects.filter(slug=values.pop("project"), memberships__user=user).first()
+        project = projects_of_member(user=user).filter(slug=values.pop("project")).first()
         if project is None:
             raise ValidationError({"project": ["No such project among yours; give its slug."]})
-        _require_submitter(user, project)
+        require_submitter(user=user, project=project)
         cluster = Cluster.objects.filter(name=values.pop("cluster")).first()
         if cluster is None:
             raise ValidationError(
@@ -314,10 +302,7 @@ class JobCancelView(APIView):
     def post(self, request: Request, job_id: int) -> Response:
         """Cancel the job's live attempt (its submitter or a project owner)."""
         job = _job_or_404(request, job_id)
-        try:
-            job_cancel(job=job, user=request.user)  # type: ignore[arg-type]
-        except JobError as exc:
-            raise PermissionDenied(exc.message) from None
+        job_cancel(job=job, user=request.user)  # type: ignore[arg-type]
         job.refresh_from_db(fields=["state", "updated_at"])
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
@@ -330,7 +315,7 @@ class JobCloneView(APIView):
         """Submit a copy of the job, with any of its spec fields changed."""
         job = _job_or_404(request, job_id)
         user: User = request.user  # type: ignore[assignment]
-        _require_submitter(user, job.project)
+        require_submitter(user=user, project=job.project)
         changes = JobCloneSerializer(data=request.data)
         changes.is_valid(raise_exception=True)
         spec = dataclasses.replace(spec_from_job(job), **changes.validated_data)

@@ -1,7 +1,11 @@
-class JobError(Exception):
-    """A request the user can fix; `errors` maps fields to what to change."""
+"""The jobs app's members of the error family (portal_lib.errors)."""
 
-    def __init__(self, message: str, *, errors: dict[str, list[str]] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.errors = errors or {}
+from portal_lib.errors import PermissionRefused, PortalError
+
+
+class JobError(PortalError):
+    """A job request the user can fix; `errors` maps fields to what to change."""
+
+
+class JobPermissionRefused(JobError, PermissionRefused):
+    """The user may not submit or cancel here; the message says who may."""

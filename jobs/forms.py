@@ -12,7 +12,8 @@ from clusters.models import Cluster
 from clusters.slurm import parse_time_limit
 from jobs.models import Template
 from jobs.specs import JobSpec
-from projects.models import Membership, Project
+from projects.access import submittable_projects
+from projects.models import Project
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMbBtT]?)\s*$")
 _SIZE_FACTORS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
@@ -20,14 +21,6 @@ TIME_FORMATS = (
     "minutes (90), hours:minutes:seconds (1:30:00) or days-hours:minutes:seconds (2-00:00:00)"
 )
 TIME_LIMIT_HELP = f"As Slurm writes it: {TIME_FORMATS}."
-
-
-def submittable_projects(*, user: User) -> QuerySet[Project]:
-    """Projects where the user may submit (owner or member)."""
-    return Project.objects.filter(
-        memberships__user=user,
-        memberships__role__in=(Membership.Role.OWNER, Membership.Role.MEMBER),
-    ).order_by("slug")
 
 
 def usable_clusters(*, user: User) -> QuerySet[Cluster]:
@@ -207,12 +200,6 @@ class JobForm(forms.Form):
             time_limit=data["time_limit"],
             partition=(data["partition"] or "").strip(),
         )
-
-    def add_spec_errors(self, errors: dict[str, list[str]]) -> None:
-        for name, messages in errors.items():
-            target = name if name in self.fields else None
-            for message in messages:
-                self.add_error(target, message)
 
 
 def initial_from_spec(spec: JobSpec) -> dict[str, Any]:

@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from clusters.models import Cluster
+from jobs.access import can_cancel
 from jobs.models import FINAL_STATES, Job, State
+from portal_lib.viewers import sees_everything
+from projects.access import projects_visible_to
 from projects.models import Membership, Project
 
 PAGE_SIZE = 50
@@ -87,10 +90,12 @@ class Filters:
 
 @dataclass(frozen=True)
 class Access:
-    """The user's memberships: what they may list, and where they may cancel any job."""
+    """What the user may list (jobs.access's rule, read once) and where they own the project."""
 
+    user: User
     projects: list[Project]
     owner_of: frozenset[int]
+    every_project: bool = False  # the staff rule: every job is listed
 
     @property
     def project_ids(self) -> list[int]:
@@ -108,21 +113,22 @@ class JobPage:
 
 
 def access_for(*, user: User) -> Access:
-    """One query: the user's projects and the ones they own."""
+    """One query: the user's projects and the ones they own (staff: every project, two)."""
     memberships = list(
         Membership.objects.filter(user=user).select_related("project").order_by("project__slug")
     )
-    return Access(
-        projects=[m.project for m in memberships],
-        owner_of=frozenset(m.project_id for m in memberships if m.role == Membership.Role.OWNER),
-    )
+    owner_of = frozenset(m.project_id for m in memberships if m.role == Membership.Role.OWNER)
+    if sees_everything(user):
+        projects = list(projects_visible_to(user=user).order_by("slug"))
+        return Access(user=user, projects=projects, owner_of=owner_of, every_project=True)
+    return Access(user=user, projects=[m.project for m in memberships], owner_of=owner_of)
 
 
-def can_cancel(*, user: User, access: Access, job: Job) -> bool:
-    """The submitter or an owner of the job's project, while the job has not finished."""
+def can_cancel_now(*, access: Access, job: Job) -> bool:
+    """Whether the list offers to cancel the job: jobs.access's rule, while it has not finished."""
     if job.state in FINAL_STATES:
         return False
-    return job.user_id == user.pk or job.project_id in access.owner_of
+    return can_cancel(user=access.user, job=job, owner_of=access.owner_of)
 
 
 def _encode(value: object, pk: int) -> str:
@@ -143,10 +149,13 @@ def _decode(cursor: str) -> tuple[object, int] | None:
 
 def filtered_jobs(*, access: Access, filters: Filters, clusters: list[Cluster]) -> QuerySet[Job]:
     """Jobs of the user's projects matching the filters (no query runs here)."""
-    project_ids = access.project_ids
+    jobs = Job.objects.all()
+    if not access.every_project:
+        jobs = jobs.filter(project_id__in=access.project_ids)
     if filters.project:
-        project_ids = [p.pk for p in access.projects if p.slug == filters.project]
-    jobs = Job.objects.filter(project_id__in=project_ids)
+        jobs = jobs.filter(
+            project_id__in=[p.pk for p in access.projects if p.slug == filters.project]
+        )
     if filters.state in STATE_GROUPS:
         jobs = jobs.filter(state__in=STATE_GROUPS[filters.state])
     elif filters.state:
@@ -169,8 +178,6 @@ def _sorted(jobs: QuerySet[Job], sort: str) -> tuple[QuerySet[Job], str, bool]:
     order = SORTS[sort]
     key = order.lstrip("-")
     if key == "total_gpus_sort":
-        from django.db.models import F
-
         jobs = jobs.annotate(total_gpus_sort=F("nodes") * F("gpus_per_node"))
     return jobs, key, order.startswith("-")
 

@@ -22,7 +22,7 @@ from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, SqueueRow, squeue_argv, squeue_result
 from clusters.ssh import CommandResult, SSHError, pool
 from jobs.models import FINAL_STATES, Attempt, State
-from jobs.scripts import EXIT_CODE_FILE, RunDir
+from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
@@ -85,7 +85,7 @@ def cluster_poll(*, cluster_id: int) -> PollResult:
 
 
 def _exit_key(attempt: Attempt) -> str:
-    return f"{attempt.uuid}/{EXIT_CODE_FILE}"
+    return file_key(attempt.uuid, EXIT_CODE_FILE)
 
 
 def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
@@ -110,12 +110,8 @@ def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
         ],
         listings=listings,
     )
-    try:
-        return run_agent(pool.get(endpoint), request)
-    except SSHError as exc:
-        if exc.retryable:
-            pool.discard(endpoint)
-        raise
+    with pool.session(endpoint) as connection:
+        return run_agent(connection, request)
 
 
 def _mark_unknown(attempts: list[Attempt], why: str) -> int:

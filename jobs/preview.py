@@ -4,8 +4,10 @@ from decimal import Decimal
 from typing import Any
 
 from clusters.models import Cluster
+from jobs.estimate import job_estimate
 from jobs.models import Attempt, Job
-from jobs.scripts import RunDir, render_batch_script
+from jobs.rundir import RunDir
+from jobs.scripts import render_batch_script
 from jobs.specs import JobSpec
 from projects.models import Project
 
@@ -34,8 +36,6 @@ def script_preview(*, project: Project, cluster: Cluster, spec: JobSpec) -> str:
 
 def estimate_for(*, project: Project, cluster: Cluster, spec: JobSpec) -> dict[str, Any]:
     """The quota estimate as JSON: GPU-hours reserved, cost, budget left before and after."""
-    from projects.estimate import job_estimate
-
     estimate = job_estimate(project=project, cluster=cluster, spec=spec)
     return {
         "gpu_hours": _number(estimate.gpu_hours),

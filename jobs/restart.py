@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs.errors import JobError
 from jobs.models import NEVER_RESTART, Attempt, FailureClass, Job, JobEvent, State
-from projects.services import attempt_reserve
+from jobs.services import attempt_start
 
 logger = logging.getLogger(__name__)
 
@@ -98,43 +98,28 @@ def attempt_restart(
             if decision.why:
                 _note(attempt, decision.why)
             return None
-        new = Attempt(
-            job=job,
-            number=attempt.number + 1,
-            account=attempt.account,
-            resume_from=resume_from,
-            excluded_nodes=_excluded(attempt, failed_node, job.exclude_failed_nodes),
-        )
-        try:
-            with transaction.atomic():
-                new.save()
-                # Charged once per attempt: the restart holds its own reservation.
-                attempt_reserve(attempt=new)
-        except JobError as exc:
-            _note(attempt, f"Not restarted: {exc.message}")
-            return None
+        excluded = _excluded(attempt, failed_node, job.exclude_failed_nodes)
         where = f"from {resume_from}" if resume_from else "from the start (no checkpoint yet)"
         if resume_step is not None and resume_from:
             where = f"from step {resume_step} ({resume_from})"
-        without = (
-            f", without node {failed_node}" if failed_node in new.excluded_nodes.split(",") else ""
-        )
+        without = f", without node {failed_node}" if failed_node in excluded.split(",") else ""
         reason = (
             f"Restart {attempt.number}/{job.max_restarts} after {_label(failure_class)} "
             f"on attempt {attempt.number}: resuming {where}{without}."
         )
-        now = timezone.now()
-        JobEvent.objects.create(
-            job=job, attempt=new, time=now, to_state=State.QUEUED, reason=reason
-        )
-        Job.objects.filter(pk=job.pk).update(state=State.QUEUED, updated_at=now)
-        attempt_id = new.pk
-        transaction.on_commit(lambda: _submit(attempt_id))
+        try:
+            # The same start as the first submission: row, reservation, event, queued task.
+            new = attempt_start(
+                job=job,
+                number=attempt.number + 1,
+                account=attempt.account,
+                reason=reason,
+                resume_from=resume_from,
+                excluded_nodes=excluded,
+            )
+        except JobError as exc:
+            _note(attempt, f"Not restarted: {exc.message}")
+            return None
+        Job.objects.filter(pk=job.pk).update(state=State.QUEUED, updated_at=timezone.now())
     logger.info("job %s: attempt %s restarts attempt %s", job.pk, new.number, attempt.number)
     return new
-
-
-def _submit(attempt_id: int) -> None:
-    from jobs.tasks import submit_attempt
-
-    submit_attempt.delay(attempt_id)

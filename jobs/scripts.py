@@ -7,46 +7,26 @@ never into a command line), or as data, always through `shlex.quote`.
 
 import re
 import shlex
-from dataclasses import dataclass
 from datetime import timedelta
 
 from jobs.models import Attempt, Job, Template
-
-STDOUT_FILE = "stdout.log"
-EXIT_CODE_FILE = "exit_code"
-METRICS_FILE = "metrics.jsonl"
-CHECKPOINT_DIR = "checkpoints"
-SCRIPT_FILE = "job.sbatch"
-# Written first thing by the running job: a submission retry that finds nothing in
-# squeue (the job ended and aged out) adopts the job by this id, not run it twice.
-SLURM_JOB_ID_FILE = "slurm_job_id"
-GPU_FILE_PREFIX = "gpu-"  # gpu-<node>.csv, one per node
-GPU_SAMPLE_SECONDS = 1
-# Slurm's warning before the time limit goes to the batch shell, which passes it on
-# to the job's steps: the trainer checkpoints and exits before it is killed.
-WARNING_SIGNAL = "USR1"
-# The batch shell prints this when the warning arrives; the diagnosis reads it.
-WARNING_MARKER = f"portal: SIG{WARNING_SIGNAL} before the time limit"
-_NODE_LIST = re.compile(r"^[A-Za-z0-9_.\[\],-]+$")
-# What the per-node sampler asks nvidia-smi for, in this order.
-GPU_QUERY_FIELDS = (
-    "timestamp",
-    "index",
-    "uuid",
-    "utilization.gpu",
-    "memory.used",
-    "memory.total",
-    "temperature.gpu",
-    "power.draw",
+from jobs.rundir import (
+    CHECKPOINT_DIR,
+    EXIT_CODE_FILE,
+    GPU_FILE_PREFIX,
+    GPU_FILE_SUFFIX,
+    GPU_QUERY_FIELDS,
+    GPU_SAMPLER_LOG,
+    METRICS_FILE,
+    SLURM_JOB_ID_FILE,
+    STDOUT_FILE,
+    WARNING_MARKER,
+    WARNING_SIGNAL,
+    RunDir,
 )
 
-
-@dataclass(frozen=True)
-class RunDir:
-    path: str  # absolute, on the cluster's shared filesystem
-
-    def file(self, name: str) -> str:
-        return f"{self.path.rstrip('/')}/{name}"
+GPU_SAMPLE_SECONDS = 1
+_NODE_LIST = re.compile(r"^[A-Za-z0-9_.\[\],-]+$")
 
 
 def slurm_time(limit: timedelta) -> str:
@@ -144,14 +124,14 @@ def _gpu_sampler(job: Job) -> list[str]:
         'ids="${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}"; '
         f"exec env TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
         f' -l {GPU_SAMPLE_SECONDS} ${{ids:+-i "$ids"}}'
-        f' >> "$PORTAL_RUN_DIR/{GPU_FILE_PREFIX}$SLURMD_NODENAME.csv"'
+        f' >> "$PORTAL_RUN_DIR/{GPU_FILE_PREFIX}$SLURMD_NODENAME{GPU_FILE_SUFFIX}"'
     )
     return [
         "# GPU sampler: one per node, sharing the job's resources, ending with the job.",
         "if command -v nvidia-smi >/dev/null 2>&1; then",
         "  srun --overlap --mem=0 --ntasks-per-node=1 --cpus-per-task=1 \\",
         f"    bash -c {shlex.quote(sampler)} \\",
-        '    2>> "$PORTAL_RUN_DIR/gpu-sampler.log" &',
+        f'    2>> "$PORTAL_RUN_DIR/{GPU_SAMPLER_LOG}" &',
         "  PORTAL_SAMPLER_PID=$!",
         "fi",
         "",

@@ -1,4 +1,4 @@
-"""Writes on jobs: submit, cancel, and re-driving what got stuck."""
+"""Writes on jobs: submit, start an attempt, cancel, and re-driving what got stuck."""
 
 import logging
 from datetime import timedelta
@@ -9,16 +9,21 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.inventory import PartitionLimits, cluster_partitions
-from clusters.models import Cluster
+from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import account_for
+from jobs.access import require_canceller, require_submitter
+from jobs.billing import attempt_reserve
 from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
-from jobs.selectors import account_for, membership_for
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_transition
+from portal_lib.queueing import queue_on_commit
 from projects.models import Project, Quota
-from projects.services import attempt_reserve
 
 logger = logging.getLogger(__name__)
+
+SUBMIT_ATTEMPT = "jobs.tasks.submit_attempt"
+CANCEL_ATTEMPT = "jobs.tasks.cancel_attempt"
 
 
 def job_submit(
@@ -30,12 +35,7 @@ def job_submit(
     partitions: dict[str, PartitionLimits] | None = None,
 ) -> Job:
     """Check the request, record the job and its first attempt, and queue the submission."""
-    membership = membership_for(user=user, project_id=project.pk)
-    if membership is None or not membership.can_submit:
-        raise JobError(
-            f"You cannot submit jobs in project {project.slug}: ask one of its owners to "
-            "add you as a member."
-        )
+    require_submitter(user=user, project=project)
     if not cluster.is_active:
         raise JobError(f"Cluster {cluster.name} is not taking jobs; choose another cluster.")
     account = account_for(user=user, cluster=cluster)
@@ -59,31 +59,50 @@ def job_submit(
             **spec.job_fields(),
             state=State.QUEUED,
         )
-        attempt = Attempt.objects.create(job=job, number=1, account=account)
-        # Under the project's quota lock; a refusal rolls the job back.
-        attempt_reserve(attempt=attempt)
-        JobEvent.objects.create(
-            job=job,
-            attempt=attempt,
-            time=timezone.now(),
-            to_state=State.QUEUED,
-            reason=f"Submitted by {user.get_username()}.",
+        attempt_start(
+            job=job, number=1, account=account, reason=f"Submitted by {user.get_username()}."
         )
-        _queue_submission(attempt.pk)
     return job
 
 
-def _queue_submission(attempt_id: int) -> None:
-    from jobs.tasks import submit_attempt
+def attempt_start(
+    *,
+    job: Job,
+    number: int,
+    account: ClusterAccount | None,
+    reason: str,
+    resume_from: str = "",
+    excluded_nodes: str = "",
+) -> Attempt:
+    """A new attempt of the job: its row, its reservation, its event and its queued submission.
 
-    transaction.on_commit(lambda: submit_attempt.delay(attempt_id))
+    One transaction: a quota refusal (a JobError saying why) leaves nothing behind. Used by
+    the first submission and by every restart.
+    """
+    with transaction.atomic():
+        attempt = Attempt.objects.create(
+            job=job,
+            number=number,
+            account=account,
+            resume_from=resume_from,
+            excluded_nodes=excluded_nodes,
+        )
+        # Under the project's quota lock; each attempt holds its own reservation.
+        attempt_reserve(attempt=attempt)
+        JobEvent.objects.create(
+            job=job, attempt=attempt, time=timezone.now(), to_state=State.QUEUED, reason=reason
+        )
+        _queue_submission(attempt.pk)
+    return attempt
+
+
+def _queue_submission(attempt_id: int) -> None:
+    queue_on_commit(SUBMIT_ATTEMPT, attempt_id)
 
 
 def job_cancel(*, job: Job, user: User) -> None:
     """Cancel the job's live attempt: at once if Slurm has not got it, else via scancel."""
-    membership = membership_for(user=user, project_id=job.project_id)
-    if not (job.user_id == user.pk or (membership and membership.role == "owner")):
-        raise JobError("Only the job's submitter or a project owner can cancel it.")
+    require_canceller(user=user, job=job)
     with transaction.atomic():
         attempt = (
             Attempt.objects.select_for_update()
@@ -106,10 +125,7 @@ def job_cancel(*, job: Job, user: User) -> None:
             )
             return
         if attempt.slurm_job_id:
-            attempt_id = attempt.pk
-            from jobs.tasks import cancel_attempt
-
-            transaction.on_commit(lambda: cancel_attempt.delay(attempt_id))
+            queue_on_commit(CANCEL_ATTEMPT, attempt.pk)
         # Still SUBMITTING: the submission cancels the job once it has its id.
 
 

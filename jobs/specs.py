@@ -18,8 +18,9 @@ from jobs.models import (
     Job,
     Template,
 )
-from monitoring.parsers import validate_pattern
+from jobs.patterns import validate_pattern
 from projects.models import Quota
+from projects.quota import describe, limit_errors
 
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
 _NAME = re.compile(r"^[\w.+-][\w .+-]{0,127}$")
@@ -58,11 +59,6 @@ def spec_from_job(job: Job) -> JobSpec:
     values = {f.name: getattr(job, f.name) for f in fields(JobSpec)}
     values["restart_on"] = tuple(job.restart_on or ())
     return JobSpec(**values)
-
-
-def describe(limit: timedelta) -> str:
-    hours = limit.total_seconds() / 3600
-    return f"{hours:g} h" if hours < 48 else f"{hours / 24:g} days"
 
 
 def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
@@ -172,19 +168,12 @@ def validate_spec(
             )
 
     if quota is not None:
-        total = spec.nodes * spec.gpus_per_node
-        if quota.max_gpus_per_job is not None and total > quota.max_gpus_per_job:
-            add(
-                "gpus_per_node",
-                f"This job asks for {total} GPUs; the project allows at most "
-                f"{quota.max_gpus_per_job} per job.",
-            )
-        if spec.time_limit > quota.max_wall_time:
-            add(
-                "time_limit",
-                f"The project allows at most {describe(quota.max_wall_time)} per job; "
-                "shorten the time limit.",
-            )
+        limits = limit_errors(
+            gpus=spec.nodes * spec.gpus_per_node, time_limit=spec.time_limit, quota=quota
+        )
+        for field, messages in limits.items():
+            for message in messages:
+                add(field, message)
     return errors
 
 

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from jobs.billing import attempt_settle
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
 
 _SLURM_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, *FINAL_STATES}) - {
@@ -78,8 +79,6 @@ def attempt_transition(
     latest = Attempt.objects.filter(job_id=OuterRef("pk")).order_by("-number").values("state")[:1]
     Job.objects.filter(pk=attempt.job_id).update(state=Subquery(latest), updated_at=at)
     if to in FINAL_STATES:
-        from projects.services import attempt_settle
-
         # Frees the attempt's GPUs and charges what it used, in this transaction.
         attempt_settle(attempt=attempt)
     return True

@@ -7,11 +7,13 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
-from clusters.ssh import Connection, SSHError, pool
+from clusters.ssh import Connection, pool
 from jobs.models import Attempt, State
-from jobs.scripts import SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir, render_batch_script
+from jobs.rundir import SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir
+from jobs.scripts import render_batch_script
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
 
@@ -51,15 +53,13 @@ def attempt_submit(*, attempt_id: int) -> None:
         return
     endpoint = account_endpoint(account=attempt.account)
     try:
-        connection = pool.get(endpoint)
-        slurm = Slurm(connection)
-        if is_retry and _adopt(attempt, connection, slurm):
-            return
-        submitted_at = timezone.now()
-        slurm_job_id = _upload_and_submit(attempt, connection, slurm)
-    except (SSHError, SlurmError) as exc:
-        if isinstance(exc, SSHError) and exc.retryable:
-            pool.discard(endpoint)
+        with pool.session(endpoint) as connection:
+            slurm = Slurm(connection)
+            if is_retry and _adopt(attempt, connection, slurm):
+                return
+            submitted_at = timezone.now()
+            slurm_job_id = _upload_and_submit(attempt, connection, slurm)
+    except ClusterError as exc:
         if not exc.retryable:
             attempt_transition(attempt=attempt, to=State.FAILED, reason=str(exc))
             return

@@ -11,12 +11,18 @@ from clusters.models import Cluster
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm
 from clusters.ssh import pool
+from jobs.accounting import AccountingNotReady, attempt_charge_from_accounting
+from jobs.billing import charges_reconcile
 from jobs.models import LIVE_STATES, Attempt
+from jobs.notifications import job_end_send
 from jobs.polling import cluster_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
 
 logger = logging.getLogger(__name__)
+
+# slurmdbd records a job's end a moment after slurmctld: wait up to ~5 minutes.
+CHARGE_RETRIES = 8
 
 
 @shared_task(
@@ -35,7 +41,8 @@ def cancel_attempt(attempt_id: int) -> None:
     attempt = Attempt.objects.select_related("account", "account__cluster").get(pk=attempt_id)
     if attempt.account is None or not attempt.slurm_job_id or attempt.is_finished:
         return
-    Slurm(pool.get(account_endpoint(account=attempt.account))).cancel(attempt.slurm_job_id)
+    with pool.session(account_endpoint(account=attempt.account)) as connection:
+        Slurm(connection).cancel(attempt.slurm_job_id)
 
 
 def _redis() -> redis.Redis:
@@ -72,3 +79,23 @@ def poll_active_clusters() -> None:
 @shared_task(ignore_result=True)
 def reconcile_attempts() -> None:
     attempts_reconcile()
+
+
+@shared_task(bind=True, max_retries=CHARGE_RETRIES)
+def charge_from_accounting(self: Any, attempt_id: int) -> None:
+    try:
+        attempt_charge_from_accounting(
+            attempt_id=attempt_id, last_try=self.request.retries >= CHARGE_RETRIES
+        )
+    except AccountingNotReady as exc:
+        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 60)) from exc
+
+
+@shared_task(ignore_result=True)
+def send_job_end_mail(attempt_id: int) -> None:
+    job_end_send(attempt_id=attempt_id)
+
+
+@shared_task(ignore_result=True)
+def reconcile_charges() -> None:
+    charges_reconcile()

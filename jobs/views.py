@@ -8,10 +8,13 @@ from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster
+from clusters.selectors import account_for
+from jobs.access import job_for_viewer, jobs_visible_to
 from jobs.errors import JobError
 from jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
 from jobs.listing import (
@@ -19,15 +22,14 @@ from jobs.listing import (
     SORTS,
     Filters,
     access_for,
-    can_cancel,
+    can_cancel_now,
     job_page,
 )
-from jobs.models import FINAL_STATES, Job, State
+from jobs.models import FINAL_STATES, State
 from jobs.preview import estimate_for, script_preview
-from jobs.selectors import account_for
 from jobs.services import job_cancel, job_submit
 from jobs.specs import spec_from_job, validate_spec
-from monitoring.selectors import job_for_viewer
+from portal_lib.errors import PortalError, form_add_error
 from projects.models import Project, Quota
 
 MAX_STATE_IDS = 200
@@ -51,7 +53,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         after=request.GET.get("after", ""),
         before=request.GET.get("before", ""),
     )
-    rows = [(job, can_cancel(user=user, access=access, job=job)) for job in page.jobs]
+    rows = [(job, can_cancel_now(access=access, job=job)) for job in page.jobs]
     return render(
         request,
         "jobs/list.html",
@@ -90,10 +92,10 @@ def jobs_cancel(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     access = access_for(user=user)
     ids = [int(i) for i in request.POST.getlist("job") if i.isdigit()][:COUNT_CAP]
-    jobs = Job.objects.filter(pk__in=ids, project_id__in=access.project_ids)
+    jobs = jobs_visible_to(user=user).filter(pk__in=ids)
     cancelled, refused = 0, []
     for job in jobs:
-        if not can_cancel(user=user, access=access, job=job):
+        if not can_cancel_now(access=access, job=job):
             refused.append(f"#{job.pk}")
             continue
         try:
@@ -119,8 +121,6 @@ def jobs_cancel(request: HttpRequest) -> HttpResponse:
 
 
 def _safe_next(request: HttpRequest, default: str) -> str:
-    from django.utils.http import url_has_allowed_host_and_scheme
-
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -155,9 +155,7 @@ def job_states(request: HttpRequest) -> JsonResponse:
     user = _user(request)
     raw = request.GET.get("ids", "")
     ids = [int(i) for i in raw.split(",") if i.strip().isdigit()][:MAX_STATE_IDS]
-    rows = Job.objects.filter(pk__in=ids, project__memberships__user=user).values_list(
-        "pk", "state"
-    )
+    rows = jobs_visible_to(user=user).filter(pk__in=ids).values_list("pk", "state")
     labels = dict(State.choices)
     return JsonResponse(
         {
@@ -205,10 +203,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
                     cluster=form.cleaned_data["cluster"],
                     spec=form.spec(),
                 )
-            except JobError as exc:
-                form.add_spec_errors(exc.errors)
-                if not exc.errors:
-                    form.add_error(None, exc.message)
+            except PortalError as exc:
+                form_add_error(form, exc)
             else:
                 messages.success(request, f"Job #{job.pk} submitted.")
                 return redirect("job-page", job_id=job.pk)

@@ -21,9 +21,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from clusters.ssh import SSHError
+from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
+from jobs.rundir import gpu_series
 from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
-from monitoring.selectors import attempt_for_viewer, job_failures, job_for_viewer
+from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
 
 DEFAULT_LOG_LIMIT = 64 * 1024
@@ -296,12 +298,11 @@ class GpuSamplesView(APIView):
         max_points = _query(GpuQuerySerializer, request)["max_points"]
         gpus: dict[tuple[str, int], dict[str, dict[str, list[float]]]] = {}
         for name in series_names(attempt_id=attempt.pk):
-            parts = name.split("/")
-            # GPU series are named gpu/<node>/<index>/<metric> by the ingest.
-            if len(parts) != 4 or parts[0] != "gpu" or not parts[2].isdigit():
+            gpu = gpu_series(name)
+            if gpu is None:
                 continue
             data = series_read(attempt_id=attempt.pk, name=name, max_points=max_points)
-            gpus.setdefault((parts[1], int(parts[2])), {})[parts[3]] = {"x": data.xs, "y": data.ys}
+            gpus.setdefault((gpu.node, gpu.index), {})[gpu.metric] = {"x": data.xs, "y": data.ys}
         body = [
             {"node": node, "index": index, "metrics": metrics}
             for (node, index), metrics in sorted(gpus.items())

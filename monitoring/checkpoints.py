@@ -15,7 +15,7 @@ from django.db import transaction
 
 from clusters.agent import AgentReply, Listing, ListingEntry, ListingRead
 from jobs.models import Attempt, State
-from jobs.scripts import CHECKPOINT_DIR, RunDir
+from jobs.rundir import CHECKPOINT_DIR, RunDir, file_key
 from monitoring.models import Checkpoint
 
 _NUMBER = re.compile(r"\d+")
@@ -26,7 +26,7 @@ _LISTED_STATES = frozenset({State.RUNNING, State.COMPLETING, State.UNKNOWN})
 
 
 def listing_key(attempt: Attempt) -> str:
-    return f"{attempt.uuid}/{CHECKPOINT_DIR}"
+    return file_key(attempt.uuid, CHECKPOINT_DIR)
 
 
 def checkpoint_dir(attempt: Attempt) -> str:

@@ -11,16 +11,13 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from monitoring.selectors import job_for_viewer, job_live_state
+from jobs.access import job_for_viewer
+from jobs.rundir import job_group
+from monitoring.selectors import job_live_state
 
 # Sent as the close code when the handshake is refused; the 4xxx range is the
 # application's own, and 4403 reads as "forbidden".
 CLOSE_FORBIDDEN = 4403
-
-
-def job_group(job_id: int) -> str:
-    """The channel group the poller sends a job's deltas to."""
-    return f"job.{job_id}"
 
 
 class JobConsumer(AsyncJsonWebsocketConsumer):

@@ -13,7 +13,7 @@ from django.utils import timezone
 from clusters.agent import AgentReply, FileRead, ListingRead
 from jobs.models import Attempt
 from jobs.restart import attempt_restart
-from jobs.scripts import STDOUT_FILE
+from jobs.rundir import STDOUT_FILE, file_key
 from monitoring.checkpoints import (
     checkpoint_path,
     checkpoints_ingest,
@@ -109,7 +109,7 @@ class FailureWatcher:
         for attempt in attempts:
             if not attempt.is_finished or attempt.diagnosed_at is not None:
                 continue
-            chunk = reply.files.get(f"{attempt.uuid}/{STDOUT_FILE}")
+            chunk = reply.files.get(file_key(attempt.uuid, STDOUT_FILE))
             if chunk is not None and chunk.more:
                 continue  # the log is not read to its end yet: diagnose on a later poll
             try:

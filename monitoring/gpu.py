@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from jobs.scripts import GPU_QUERY_FIELDS
+from jobs.rundir import GPU_QUERY_FIELDS
 
 # What nvidia-smi prints for a field the GPU cannot report, even with `nounits`.
 _MISSING = frozenset({"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""})

@@ -20,24 +20,29 @@ from django.db.models import Q
 
 from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
-from jobs.scripts import GPU_FILE_PREFIX, METRICS_FILE, STDOUT_FILE, RunDir
+from jobs.rundir import (
+    GPU_FILE_GLOB,
+    METRICS_FILE,
+    STDOUT_FILE,
+    GpuSeries,
+    RunDir,
+    file_key,
+    gpu_file_node,
+    is_gpu_file,
+    job_group,
+    run_dir_key,
+)
 from monitoring.gpu import GpuParseError, parse_gpu_line
+from monitoring.lines import finish_lines, split_lines
 from monitoring.logs import Delivery, Stored, log_files, log_store
 from monitoring.models import LogFile, Series
-from monitoring.parsers import (
-    MetricPoint,
-    finish_lines,
-    parse_metrics_jsonl,
-    parse_stdout_metrics,
-    split_lines,
-)
+from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 from monitoring.series import series_append
 from monitoring.throughput import dense_transformer_flops_per_token, mfu
 
 logger = logging.getLogger(__name__)
 
 FOLLOWED = (STDOUT_FILE, METRICS_FILE)
-GPU_GLOB = f"{GPU_FILE_PREFIX}*.csv"
 INLINE_LOG_BYTES = 64 * 1024  # larger deltas carry offsets only; the page reads them over REST
 DELTA_POINTS = 2000  # per series per delta
 GPU_FIELDS = (
@@ -48,10 +53,6 @@ GPU_FIELDS = (
 )
 
 Point = tuple[int, str, float, float]
-
-
-def _key(attempt: Attempt, name: str) -> str:
-    return f"{attempt.uuid}/{name}"
 
 
 class MonitoringWatcher:
@@ -65,7 +66,9 @@ class MonitoringWatcher:
         files = log_files(attempt_ids=[a.pk for a in followed], names=FOLLOWED)
         names = _names_by_attempt(files)
         reads = [
-            FileRead(key=_key(a, f.name), path=RunDir(a.run_dir).file(f.name), offset=f.size)
+            FileRead(
+                key=file_key(a.uuid, f.name), path=RunDir(a.run_dir).file(f.name), offset=f.size
+            )
             for a in followed
             for f in (files.get((a.pk, n)) for n in names.get(a.pk, FOLLOWED))
             if f is not None
@@ -74,9 +77,9 @@ class MonitoringWatcher:
         # until there is one per node.
         gpu_files: dict[int, int] = defaultdict(int)
         for attempt_id, name in files:
-            gpu_files[attempt_id] += name.startswith(GPU_FILE_PREFIX)
+            gpu_files[attempt_id] += is_gpu_file(name)
         listings = [
-            ListingRead(key=str(a.uuid), path=a.run_dir)
+            ListingRead(key=run_dir_key(a.uuid), path=a.run_dir)
             for a in followed
             if a.job.gpus_per_node and not a.is_finished and gpu_files[a.pk] < a.job.nodes
         ]
@@ -92,7 +95,7 @@ class MonitoringWatcher:
         names = _names_by_attempt(files)
         for attempt in followed.values():
             for name in names.get(attempt.pk, FOLLOWED):
-                chunk = reply.files.get(_key(attempt, name))
+                chunk = reply.files.get(file_key(attempt.uuid, name))
                 if chunk is None:
                     continue
                 if chunk.more:
@@ -203,11 +206,11 @@ def _discover_gpu_files(
 ) -> None:
     found = []
     for attempt in attempts:
-        listing = reply.listings.get(str(attempt.uuid))
+        listing = reply.listings.get(run_dir_key(attempt.uuid))
         if listing is None or listing.error:
             continue
         for entry in listing.entries:
-            if fnmatch.fnmatch(entry.name, GPU_GLOB) and (attempt.pk, entry.name) not in files:
+            if fnmatch.fnmatch(entry.name, GPU_FILE_GLOB) and (attempt.pk, entry.name) not in files:
                 found.append(LogFile(attempt_id=attempt.pk, name=entry.name))
     if found:
         LogFile.objects.bulk_create(found, ignore_conflicts=True)
@@ -220,7 +223,7 @@ def _discover_gpu_files(
 def _points(
     attempt: Attempt, log_file: LogFile, lines: list[str], *, structured: LogFile | None
 ) -> list[Point]:
-    if log_file.name.startswith(GPU_FILE_PREFIX):
+    if is_gpu_file(log_file.name):
         return _gpu_points(attempt, log_file.name, lines)
     if log_file.name == METRICS_FILE:
         metrics, bad = parse_metrics_jsonl(lines)
@@ -263,7 +266,7 @@ def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
 
 
 def _gpu_points(attempt: Attempt, name: str, lines: list[str]) -> list[Point]:
-    node = name[len(GPU_FILE_PREFIX) : -len(".csv")]
+    node = gpu_file_node(name) or ""
     points: list[Point] = []
     for line in lines:
         if not line.strip():
@@ -276,7 +279,7 @@ def _gpu_points(attempt: Attempt, name: str, lines: list[str]) -> list[Point]:
         for metric, attribute in GPU_FIELDS:
             value = getattr(sample, attribute)
             if value is not None:
-                points.append((attempt.pk, f"gpu/{node}/{sample.index}/{metric}", x, value))
+                points.append((attempt.pk, GpuSeries(node, sample.index, metric).name, x, value))
     return points
 
 
@@ -287,6 +290,6 @@ def _push(deltas: list[dict[str, Any]]) -> None:
     send = async_to_sync(layer.group_send)
     for delta in deltas:
         try:
-            send(f"job.{delta['job']}", delta)
+            send(job_group(delta["job"]), delta)
         except Exception:  # a lost push is caught up over REST; never fail the poll
             logger.exception("push to job %s failed", delta["job"])

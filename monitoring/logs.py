@@ -17,7 +17,7 @@ from clusters.agent import AgentRequest, FileRead, run_agent
 from clusters.selectors import account_endpoint
 from clusters.ssh import SSHError, pool
 from jobs.models import Attempt
-from jobs.scripts import RunDir
+from jobs.rundir import RunDir
 from monitoring.models import LogChunk, LogFile
 
 # The agent sends at most this much of one file per cycle, so no chunk is larger.
@@ -199,7 +199,8 @@ def log_read_any(*, attempt: Attempt, file: str, offset: int, limit: int) -> Log
         max_bytes_per_file=stop - offset,
     )
     endpoint = account_endpoint(account=attempt.account)
-    chunk = run_agent(pool.get(endpoint), request).files[file]
+    with pool.session(endpoint) as connection:
+        chunk = run_agent(connection, request).files[file]
     if chunk.error:
         raise SSHError(f"Cannot read {file} on the cluster: {chunk.error}", retryable=True)
     data = chunk.data[: stop - offset]

@@ -1,8 +1,7 @@
 """Metric points from what a training job writes: the bytes of stdout.log and metrics.jsonl.
 
-Everything here is pure: bytes and strings in, lines and points out. The poller
-hands over only the new bytes of each file per cycle, cut anywhere, so line
-splitting carries its unfinished tail between cycles as plain bytes.
+Everything here is pure: lines in (`monitoring.lines` splits the bytes), points out.
+User patterns are checked by `jobs.patterns` before they are ever compiled.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-MAX_LINE_BYTES = 64 * 1024
+from jobs.patterns import validate_pattern
+
 # User patterns only ever see this much of a line: it bounds the cost of a pattern
 # that backtracks polynomially, which the static check below does not catch.
 MAX_USER_LINE_CHARS = 4096
-MAX_PATTERN_LENGTH = 500
 MAX_NAME_LENGTH = 100
 # A Hugging Face log dict is a few hundred characters; literal_eval sees no more.
 MAX_DICT_CHARS = 4096
@@ -31,92 +30,6 @@ class MetricPoint:
     step: int
     value: float
     time: float | None = None  # unix seconds, when the source says
-
-
-# --- Lines from raw bytes ------------------------------------------------------------------
-
-
-def _is_continuation(byte: int) -> bool:
-    return 0x80 <= byte <= 0xBF
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-def _cut(segment: bytes, max_line: int, out: list[str]) -> bytes:
-    """Emit max_line-byte pieces of an over-long segment; return the rest (<= max_line)."""
-    start = 0
-    while len(segment) - start > max_line:
-        end = start + max_line
-        cut = end
-        # Cut before a UTF-8 sequence rather than through it (lead byte is at most 3 back).
-        while cut > end - 3 and _is_continuation(segment[cut]):
-            cut -= 1
-        if _is_continuation(segment[cut]):
-            cut = end  # not UTF-8 anyway
-        out.append(_decode(segment[start:cut]))
-        start = cut
-    return segment[start:]
-
-
-def _segments(raw: bytes, max_line: int, out: list[str]) -> tuple[bytes, bytes]:
-    """(last non-empty \\r-segment, final segment) of a line, over-long segments cut into out."""
-    last = current = b""
-    for segment in raw.split(b"\r"):
-        current = _cut(segment, max_line, out)
-        if current:
-            last = current
-    return last, current
-
-
-def split_lines(
-    carry: bytes, data: bytes, *, max_line: int = MAX_LINE_BYTES
-) -> tuple[list[str], bytes]:
-    """Complete lines of carry + data, and the new carry (at most max_line + 1 bytes).
-
-    A line is what a terminal would show: the last non-empty `\\r`-segment, so a
-    tqdm bar redrawn a thousand times is one line, its final state; `\\r\\n` ends
-    a line like `\\n`. NUL bytes (a file's unwritten hole on NFS) are dropped,
-    invalid UTF-8 becomes U+FFFD, and a segment longer than max_line bytes is
-    emitted in max_line pieces as it arrives, so the carry never holds more.
-    The result does not depend on where the chunks were cut.
-    """
-    if max_line < 4:
-        raise ValueError("max_line must be at least 4 bytes (one UTF-8 character)")
-    parts = (carry + data.replace(b"\0", b"")).split(b"\n")
-    lines: list[str] = []
-    for raw in parts[:-1]:
-        last, _ = _segments(raw, max_line, lines)
-        lines.append(_decode(last))
-    last, current = _segments(parts[-1], max_line, lines)
-    if current:
-        # Whatever came before the last \r can no longer be the line's final state.
-        return lines, current
-    # Ends in \r: keep the last state, and the \r so that new text starts a new segment.
-    return lines, last + b"\r" if last else b""
-
-
-def finish_lines(carry: bytes, *, max_line: int = MAX_LINE_BYTES) -> list[str]:
-    """The unterminated tail as a last line, for a file that will not grow any more."""
-    return split_lines(carry, b"\n", max_line=max_line)[0] if carry else []
-
-
-class LineSplitter:
-    """split_lines with the carry kept on the object; `carry` is what to store between polls."""
-
-    def __init__(self, carry: bytes = b"", *, max_line: int = MAX_LINE_BYTES) -> None:
-        self.carry = carry
-        self.max_line = max_line
-
-    def feed(self, data: bytes) -> list[str]:
-        lines, self.carry = split_lines(self.carry, data, max_line=self.max_line)
-        return lines
-
-    def finish(self) -> list[str]:
-        lines = finish_lines(self.carry, max_line=self.max_line)
-        self.carry = b""
-        return lines
 
 
 # --- Numbers and names ---------------------------------------------------------------------
@@ -222,145 +135,6 @@ def _default_metrics(line: str) -> tuple[int | None, dict[str, float]]:
         # No step and no loss: configuration echoes, NCCL_* settings, torchrun noise.
         return None, {}
     return step, values
-
-
-# --- User patterns -------------------------------------------------------------------------
-
-_QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})([+?]?)")
-
-
-@dataclass
-class _Group:
-    repeats: bool = False  # holds a quantifier that can backtrack over many characters
-    alternation: bool = False
-    atomic: bool = False
-
-
-def _group_header_end(pattern: str, i: int) -> int:
-    """Index just past `(`, `(?:`, `(?P<name>`, `(?<=`, `(?i:`, ... starting at `(`."""
-    i += 1
-    if not pattern.startswith("?", i):
-        return i
-    i += 1
-    if pattern.startswith("P<", i):
-        return pattern.find(">", i) + 1
-    if pattern.startswith(("<=", "<!"), i):
-        return i + 2
-    if pattern.startswith((":", "=", "!", ">"), i):
-        return i + 1
-    while i < len(pattern) and (pattern[i].isalpha() or pattern[i] == "-"):
-        i += 1  # inline flags: (?i) or (?i:...)
-    return i + 1 if pattern.startswith(":", i) else i
-
-
-def _backtracking_hazard(pattern: str) -> str | None:
-    """Why the (compiling) pattern can take exponential time, by its shape; None if it looks safe.
-
-    Flags a repeated group that itself holds a repetition (`(a+)+`, `(\\w+\\s?)*`) or
-    an alternation (`(a|ab)*`). Possessive quantifiers and atomic groups cannot
-    backtrack, so they are allowed.
-    """
-    stack = [_Group()]
-    closed: _Group | None = None  # the group that the next quantifier would apply to
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        quantified = closed
-        closed = None
-        if char == "\\":
-            i += 2
-        elif char == "[":
-            i += 1
-            if pattern.startswith("^", i):
-                i += 1
-            if pattern.startswith("]", i):
-                i += 1
-            while i < len(pattern) and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-            i += 1
-        elif char == "(":
-            if pattern.startswith("(?#", i):
-                i = pattern.find(")", i) + 1
-                continue
-            if pattern.startswith("(?P=", i):
-                i = pattern.find(")", i) + 1
-                continue
-            stack.append(_Group(atomic=pattern.startswith("(?>", i)))
-            i = _group_header_end(pattern, i)
-            continue
-        elif char == ")":
-            group = stack.pop() if len(stack) > 1 else _Group()
-            if not group.atomic and group.repeats:
-                stack[-1].repeats = True
-            closed = group
-            i += 1
-            continue
-        elif char == "|":
-            stack[-1].alternation = True
-            i += 1
-            continue
-        else:
-            match = _QUANTIFIER.match(pattern, i)
-            if match and (match[0][0] != "{" or match[1] or match[3]):
-                i = match.end()
-                upper = match[3] if match[0][0] == "{" else None
-                bounded_to_one = match[0][0] == "?" or (
-                    match[0][0] == "{" and (upper == "1" or (not match[2] and match[1] in "01"))
-                )
-                if bounded_to_one or match[4] == "+":  # at most once, or possessive
-                    continue
-                if quantified is None or quantified.atomic:
-                    stack[-1].repeats = True
-                    continue
-                if quantified.repeats:
-                    return (
-                        "has a repeated group that contains another repetition, like (a+)+, "
-                        "which can take exponential time; remove one of the two repetitions, "
-                        "or make the inner one possessive (a++) or atomic ((?>...))"
-                    )
-                if quantified.alternation:
-                    return (
-                        "repeats a group with alternatives, like (a|ab)*, which can take "
-                        "exponential time; match the alternatives once, or use an atomic group"
-                    )
-                stack[-1].repeats = True
-                continue
-            i += 1
-    return None
-
-
-def validate_pattern(pattern: str) -> str | None:
-    """None if the pattern is usable as an extra stdout pattern, else what to change."""
-    if not pattern.strip():
-        return "The pattern is empty; enter a regular expression."
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        return (
-            f"The pattern is {len(pattern)} characters long; "
-            f"shorten it to at most {MAX_PATTERN_LENGTH}."
-        )
-    try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        return f"The pattern does not compile: {exc.msg} at position {exc.pos}; fix the expression."
-    groups = set(compiled.groupindex)
-    metrics = groups - {"step", "name", "value"}
-    how = (
-        "use (?P<name>...) and (?P<value>...), or one group per metric "
-        "such as (?P<loss>[-+.\\deE]+), optionally with (?P<step>\\d+)"
-    )
-    if not groups:
-        return f"The pattern has no named groups; {how}."
-    if ("name" in groups) != ("value" in groups):
-        return "The pattern needs both (?P<name>...) and (?P<value>...), or neither."
-    if "value" in groups and metrics:
-        return (
-            "The pattern mixes name/value groups with per-metric groups "
-            f"({', '.join(sorted(metrics))}); use one style."
-        )
-    hazard = _backtracking_hazard(pattern)
-    if hazard:
-        return f"The pattern {hazard}."
-    return None
 
 
 @lru_cache(maxsize=256)

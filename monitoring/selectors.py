@@ -1,62 +1,12 @@
-"""Reads for the live job page: who may see a job, and where its data stands."""
+"""Reads for the live job page: where its data stands (who may see it: jobs.access)."""
 
 from collections import defaultdict
-from typing import Any, TypeGuard
-
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Exists, OuterRef
+from typing import Any
 
 from jobs.models import Attempt, Job
 from monitoring.checkpoints import job_checkpoints
 from monitoring.models import LogFile, Series
 from monitoring.stragglers import StragglerPolicy, attempt_stragglers
-from projects.models import Membership
-
-# What request.user and the WebSocket scope's user can be.
-Viewer = AbstractBaseUser | AnonymousUser
-
-
-def _signed_in(user: Viewer | None) -> TypeGuard[AbstractBaseUser]:
-    # isinstance sees through the lazy user objects of sessions and Channels.
-    return isinstance(user, AbstractBaseUser) and user.is_authenticated and user.is_active
-
-
-def _is_staff(user: AbstractBaseUser) -> bool:
-    return bool(getattr(user, "is_staff", False))
-
-
-def _membership_of(user: AbstractBaseUser, project_ref: str) -> Exists:
-    # Any role in the job's project lets a user look.
-    return Exists(Membership.objects.filter(project=OuterRef(project_ref), user_id=user.pk))
-
-
-def can_view_job(*, user: Viewer | None, job: Job) -> bool:
-    """Members of the job's project (any role) and staff; one query for a non-staff member."""
-    if not _signed_in(user):
-        return False
-    if _is_staff(user):
-        return True
-    return Membership.objects.filter(user_id=user.pk, project_id=job.project_id).exists()
-
-
-def job_for_viewer(*, user: Viewer | None, job_id: int) -> Job | None:
-    """The job with what its page shows, or None when it is missing or not the user's to see."""
-    if not _signed_in(user):
-        return None
-    jobs = Job.objects.select_related("project", "cluster", "user").filter(pk=job_id)
-    if not _is_staff(user):
-        jobs = jobs.filter(_membership_of(user, "project_id"))
-    return jobs.first()
-
-
-def attempt_for_viewer(*, user: Viewer | None, job_id: int, number: int) -> Attempt | None:
-    """One attempt of a job the user may see, with its job, in one query."""
-    if not _signed_in(user):
-        return None
-    attempts = Attempt.objects.select_related("job").filter(job_id=job_id, number=number)
-    if not _is_staff(user):
-        attempts = attempts.filter(_membership_of(user, "job__project_id"))
-    return attempts.first()
 
 
 def job_live_state(*, job_id: int) -> dict[str, Any]:

@@ -44,20 +44,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from django.db import connection, transaction
 from django.db.models import BinaryField, Case, F, Q, QuerySet, Subquery, When
 
+from monitoring.chunks import Piece, compact, decode, encode, split
+from monitoring.downsample import SUMMARY_RUN, Floats, downsample, summary
 from monitoring.models.series import CHUNK_SIZE, Series, SeriesChunk
 
 log = logging.getLogger(__name__)
 
-Floats = npt.NDArray[np.float64]
 Key = tuple[int, str]
 Row = tuple[Any, ...]  # values of one SQL row
 
 FANOUT = 16  # chunks of one level merged at once
-SUMMARY_RUN = 64  # points per min/max pair in a chunk's summary
 # Summaries stand in for raw points once each output bucket spans this many runs.
 RUNS_PER_BUCKET = 8
 NAME_MAX = Series._meta.get_field("name").max_length or 200
@@ -86,88 +85,7 @@ class ReadPlan:
     summarised_count: int
 
 
-# --- downsampling (pure) -------------------------------------------------------------
-
-
-def downsample(xs: npt.ArrayLike, ys: npt.ArrayLike, max_points: int) -> tuple[Floats, Floats]:
-    """At most `max_points` points in x order: the first, the last, and each bucket's
-    min and max.
-
-    Buckets are (max_points - 2) // 2 equal slices of the x range, not of the point
-    index: a chart maps x linearly to pixels, so an x bucket is a pixel column.  With
-    irregular x (GPU samples with gaps) a gap yields empty buckets rather than buckets
-    that span it and join samples minutes apart.  Ys must be finite.
-    """
-    xs = np.asarray(xs, dtype=np.float64)
-    ys = np.asarray(ys, dtype=np.float64)
-    if xs.ndim != 1 or xs.shape != ys.shape:
-        raise ValueError("xs and ys must be 1-D arrays of the same length")
-    if max_points < 2:
-        raise ValueError("max_points must be at least 2 (the first and the last point)")
-    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):
-        order = np.argsort(xs, kind="stable")
-        xs, ys = xs[order], ys[order]
-    n = len(xs)
-    if n <= max_points:
-        return xs, ys
-    buckets = (max_points - 2) // 2
-    keep = [np.array([0, n - 1])]
-    if buckets:
-        span = xs[-1] - xs[0]
-        if span > 0:
-            bucket = ((xs - xs[0]) * (buckets / span)).astype(np.int64)
-            np.minimum(bucket, buckets - 1, out=bucket)
-        else:
-            bucket = np.zeros(n, dtype=np.int64)
-        starts = np.flatnonzero(np.diff(bucket, prepend=-1))
-        keep.extend(_run_extremes(ys, starts))
-    index = np.unique(np.concatenate(keep))
-    return xs[index], ys[index]
-
-
-def _run_extremes(ys: Floats, starts: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
-    """Index of the first minimum and of the first maximum of each run `starts` begins."""
-    lengths = np.diff(starts, append=len(ys))
-    run = np.repeat(np.arange(len(starts)), lengths)
-    found = []
-    for reduce in (np.minimum, np.maximum):
-        hits = np.flatnonzero(ys == np.repeat(reduce.reduceat(ys, starts), lengths))
-        found.append(hits[np.diff(run[hits], prepend=-1) != 0])
-    return tuple(found)
-
-
-def _summary(xs: Floats, ys: Floats) -> tuple[Floats, Floats]:
-    if len(ys) <= 2:
-        return xs, ys
-    if len(ys) <= SUMMARY_RUN:  # most appends: skip the per-run machinery
-        index = np.unique([int(ys.argmin()), int(ys.argmax())])
-        return xs[index], ys[index]
-    lows, highs = _run_extremes(ys, np.arange(0, len(ys), SUMMARY_RUN))
-    index = np.unique(np.concatenate((lows, highs)))
-    return xs[index], ys[index]
-
-
-def _encode(xs: Floats, ys: Floats) -> bytes:
-    return np.concatenate((xs, ys)).astype("<f8", copy=False).tobytes()
-
-
-def _decode(blob: bytes | memoryview) -> tuple[Floats, Floats]:
-    values = np.frombuffer(blob, dtype="<f8")
-    half = len(values) // 2
-    return values[:half], values[half:]
-
-
 # --- appending -----------------------------------------------------------------------
-
-
-@dataclass
-class _Piece:
-    """Points of one chunk in memory; `id` is set when it is already stored."""
-
-    level: int
-    xs: Floats
-    ys: Floats
-    id: int | None = None
 
 
 def series_append(*, points: Iterable[tuple[int, str, float, float]]) -> int:
@@ -179,17 +97,17 @@ def series_append(*, points: Iterable[tuple[int, str, float, float]]) -> int:
         series = _upsert_series(batches)
         due = {series_id: key for key, (series_id, is_due) in series.items() if is_due}
         merged = _merge_plan(due, batches) if due else None
-        stored: dict[int, list[_Piece]] = defaultdict(list)
+        stored: dict[int, list[Piece]] = defaultdict(list)
         if merged is not None:
             rows = merged.order_by("id").values_list("id", "series_id", "level", "data")
             for chunk_id, series_id, level, data in rows:
-                stored[series_id].append(_Piece(level, *_decode(data), id=chunk_id))
+                stored[series_id].append(Piece(level, *decode(data), id=chunk_id))
         chunks: list[Row] = []
         for key, (xs, ys) in batches.items():
             series_id, is_due = series[key]
-            pieces = _split(_Piece(0, xs, ys))
+            pieces = split(Piece(0, xs, ys))
             if is_due:
-                pieces = _compact([*stored[series_id], *pieces])
+                pieces = compact([*stored[series_id], *pieces])
             chunks.extend(_chunk(series_id, piece) for piece in pieces)
         if merged is not None:
             merged.delete()
@@ -348,44 +266,7 @@ def _merge_plan(
     return SeriesChunk.objects.filter(chosen, count__lt=CHUNK_SIZE)
 
 
-def _compact(pieces: list[_Piece]) -> list[_Piece]:
-    """Merge the pieces as `_merge_plan` decided (it chose which stored pieces to load):
-    each level that has a stored piece, or is level 0, merges into the next one up.
-    """
-    levels: dict[int, list[_Piece]] = defaultdict(list)
-    for piece in pieces:
-        levels[piece.level].append(piece)
-    merging = {0} | {piece.level for piece in pieces if piece.id is not None}
-    new: list[_Piece] = []
-    level = 0
-    while levels:
-        group = levels.pop(level, [])
-        if level in merging:
-            xs = np.concatenate([piece.xs for piece in group])
-            ys = np.concatenate([piece.ys for piece in group])
-            for piece in _split(_Piece(level + 1, xs, ys)):
-                (levels[level + 1] if len(piece.xs) < CHUNK_SIZE else new).append(piece)
-        else:
-            new.extend(group)
-        level += 1
-    return new
-
-
-def _split(piece: _Piece) -> list[_Piece]:
-    """Sort by x (stable) and cut into full chunks and a remainder."""
-    xs, ys = piece.xs, piece.ys
-    if len(xs) > 1 and np.any(xs[1:] < xs[:-1]):
-        order = np.argsort(xs, kind="stable")
-        xs, ys = xs[order], ys[order]
-    if len(xs) <= CHUNK_SIZE:
-        return [_Piece(piece.level, xs, ys, piece.id)]
-    return [
-        _Piece(piece.level, xs[start : start + CHUNK_SIZE], ys[start : start + CHUNK_SIZE])
-        for start in range(0, len(xs), CHUNK_SIZE)
-    ]
-
-
-def _chunk(series_id: int, piece: _Piece) -> Row:
+def _chunk(series_id: int, piece: Piece) -> Row:
     """A row of `_CHUNK_COLUMNS`."""
     return (
         series_id,
@@ -395,8 +276,8 @@ def _chunk(series_id: int, piece: _Piece) -> Row:
         float(piece.xs[-1]),
         float(piece.ys.min()),
         float(piece.ys.max()),
-        _encode(piece.xs, piece.ys),
-        _encode(*_summary(piece.xs, piece.ys)),
+        encode(piece.xs, piece.ys),
+        encode(*summary(piece.xs, piece.ys)),
     )
 
 
@@ -472,7 +353,7 @@ def _read_once(
     total = plan.summarised_count
     xs_parts, ys_parts = [], []
     for chunk_id, blob in rows:
-        xs, ys = _decode(blob)
+        xs, ys = decode(blob)
         if chunk_id in raw:
             inside = (xs >= lo) & (xs <= hi)
             if not inside.all():

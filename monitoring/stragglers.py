@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from jobs.models import Attempt, State
+from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
 from monitoring.models import Series
 from monitoring.series import series_read
 
-_GPU = re.compile(r"^gpu/(?P<node>[^/]+)/(?P<index>\d+)/(?P<metric>utilization|temperature)$")
+_WATCHED_GPU_METRICS = ("utilization", "temperature")
 _PACE = re.compile(r"^steps_per_sec/(?P<node>[^/]+)$")
 
 UTILIZATION, STEP_RATE, HOT = "gpu_utilization", "step_rate", "gpu_hot"
@@ -156,24 +157,24 @@ def attempt_stragglers(
     policy = policy or StragglerPolicy.from_settings()
     rows = list(
         Series.objects.filter(attempt_id=attempt.pk)
-        .filter(name__regex=r"^(gpu/|steps_per_sec/)")
+        .filter(name__regex=rf"^({GPU_SERIES_PREFIX}|steps_per_sec/)")
         .values_list("name", "last_x")
     )
-    gpu_now = max((x for n, x in rows if n.startswith("gpu/")), default=0.0)
+    gpu_now = max((x for n, x in rows if n.startswith(GPU_SERIES_PREFIX)), default=0.0)
     pace_now = max((x for n, x in rows if n.startswith("steps_per_sec/")), default=0.0)
     utilization, temperature, pace = [], [], []
     multi_node = attempt.job.nodes > 1
     for name, _last_x in rows:
-        gpu = _GPU.match(name)
-        if gpu:
+        gpu = gpu_series(name)
+        if gpu is not None and gpu.metric in _WATCHED_GPU_METRICS:
             window = _window(
                 attempt.pk,
                 name,
                 gpu_now - policy.window_seconds,
-                gpu["node"],
-                int(gpu["index"]),
+                gpu.node,
+                gpu.index,
             )
-            if gpu["metric"] == "temperature":
+            if gpu.metric == "temperature":
                 temperature.append(window)
             elif multi_node:
                 utilization.append(window)

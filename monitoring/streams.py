@@ -26,11 +26,12 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.authentication import IdentityThrottle, bearer_token, token_authenticate
 from accounts.models import PersonalToken
+from jobs.access import attempt_for_viewer
 from jobs.models import FINAL_STATES, Attempt
+from jobs.rundir import GPU_SERIES_PREFIX
 from monitoring.api import MAX_POINTS_CAP, _log_file_field
 from monitoring.logs import LogSlice, log_read
 from monitoring.models import Series
-from monitoring.selectors import Viewer, attempt_for_viewer
 from monitoring.series import series_read
 
 POLL_SECONDS = 0.5
@@ -159,12 +160,10 @@ async def log_events(attempt_id: int, file: str, offset: int) -> AsyncIterator[b
 
 async def log_stream(request: HttpRequest, job_id: int, number: int) -> HttpResponseBase:
     """GET: follow an attempt's log file as server-sent events (resume with Last-Event-ID)."""
-    user = await _viewer(request)
-    if isinstance(user, JsonResponse):
-        return user
-    attempt = await _attempt(user, job_id, number)
-    if attempt is None:
-        return _error(404, "Not found.")
+    found = await _viewer_attempt(request, job_id, number)
+    if isinstance(found, JsonResponse):
+        return found
+    user, attempt = found
     params = request.GET.dict()
     if last := request.headers.get("Last-Event-ID"):
         params["offset"] = last
@@ -192,7 +191,9 @@ class MetricStreamQuery(serializers.Serializer[Any]):
 
 def _series_last_x(attempt_id: int, names: list[str]) -> dict[str, float]:
     rows = Series.objects.filter(attempt_id=attempt_id)
-    rows = rows.filter(name__in=names) if names else rows.exclude(name__startswith="gpu/")
+    rows = (
+        rows.filter(name__in=names) if names else rows.exclude(name__startswith=GPU_SERIES_PREFIX)
+    )
     return dict(rows.values_list("name", "last_x"))
 
 
@@ -257,12 +258,10 @@ def _resume_point(last_event_id: str) -> dict[str, float] | None:
 
 async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpResponseBase:
     """GET: follow an attempt's metric series as server-sent events (resume with Last-Event-ID)."""
-    user = await _viewer(request)
-    if isinstance(user, JsonResponse):
-        return user
-    attempt = await _attempt(user, job_id, number)
-    if attempt is None:
-        return _error(404, "Not found.")
+    found = await _viewer_attempt(request, job_id, number)
+    if isinstance(found, JsonResponse):
+        return found
+    user, attempt = found
     query = MetricStreamQuery(data=request.GET)
     if not query.is_valid():
         return _error(400, query.errors)
@@ -282,8 +281,17 @@ async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpR
 # --- shared -------------------------------------------------------------------------------
 
 
-async def _attempt(user: Viewer, job_id: int, number: int) -> Attempt | None:
-    return await sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
+async def _viewer_attempt(
+    request: HttpRequest, job_id: int, number: int
+) -> tuple[AbstractBaseUser, Attempt] | JsonResponse:
+    """The caller and the attempt, or the refusal: 401/429 for the caller, 404 for the attempt."""
+    user = await _viewer(request)
+    if isinstance(user, JsonResponse):
+        return user
+    attempt = await sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
+    if attempt is None:
+        return _error(404, "Not found.")
+    return user, attempt
 
 
 def _slot_key(user_id: int) -> str:

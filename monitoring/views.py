@@ -3,8 +3,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from jobs.access import job_for_viewer
 from jobs.models import JobEvent
-from monitoring.selectors import job_for_viewer
+from jobs.rundir import page_formats
 
 
 @login_required
@@ -22,6 +23,8 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
         "logUrl": reverse("attempt-log", kwargs=attempt_kwargs),
         "seriesUrl": reverse("attempt-series-names", kwargs=attempt_kwargs),
         "wsUrl": f"/ws/jobs/{job.pk}/",
+        # File and series names the page matches, from the one module that defines them.
+        "formats": page_formats(),
     }
     return render(
         request,

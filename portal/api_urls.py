@@ -2,9 +2,9 @@
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from clusters import api as clusters_api
 from jobs import api as jobs_api
 from projects import api as projects_api
+from projects import cluster_api as clusters_api
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("projects/", projects_api.ProjectListView.as_view(), name="api-projects"),

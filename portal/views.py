@@ -1,14 +1,24 @@
+from datetime import timedelta
+
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
 
 from clusters.status import cached_cluster_status
-from clusters.views import clusters_for_user
 from jobs.models import FINAL_STATES, Job, State
-from projects.selectors import project_list_for_user, projects_usage
+from projects.access import clusters_for_user, projects_visible_to
+from projects.models import Membership
+from projects.selectors import (
+    project_list_for_user,
+    project_usage,
+    projects_usage,
+    usage_by_day,
+)
 
 RECENT_JOBS = 10
 _RUNNING = frozenset({State.RUNNING, State.COMPLETING})
@@ -56,3 +66,52 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+RECENT_PROJECT_JOBS = 20
+USAGE_DAYS = 60
+
+
+@login_required
+@require_GET
+def project_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The project page: members and roles, quota and usage over time, the latest jobs.
+
+    Here, not in projects: it shows jobs, and projects knows nothing of jobs.
+    """
+    user = request.user
+    assert isinstance(user, User)  # noqa: S101 - behind login_required
+    project = projects_visible_to(user=user).select_related("quota").filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project, or you are not one of its members.")
+    members = list(
+        Membership.objects.filter(project=project).select_related("user").order_by("role", "user")
+    )
+    jobs = list(
+        Job.objects.filter(project=project)
+        .select_related("cluster", "user")
+        .defer("command", "setup", "metric_patterns")
+        .order_by("-id")[:RECENT_PROJECT_JOBS]
+    )
+    usage = project_usage(project=project)
+    since = min(
+        timezone.localdate(usage.period_start), timezone.localdate() - timedelta(days=USAGE_DAYS)
+    )
+    days = usage_by_day(project=project, since=since)
+    chart = {
+        "days": [day.isoformat() for day, _ in days],
+        "gpu_hours": [float(hours) for _, hours in days],
+        "budget": float(usage.budget_gpu_hours) if usage.has_quota else None,
+    }
+    return render(
+        request,
+        "projects/detail.html",
+        {
+            "project": project,
+            "members": members,
+            "jobs": jobs,
+            "usage": usage,
+            "chart": chart,
+            "is_owner": any(m.user_id == user.pk and m.role == "owner" for m in members),
+        },
+    )

@@ -13,7 +13,6 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from clusters.models import Cluster
-from projects.estimate import fmt_hours
 from projects.mirror import MirrorError, mirror_apply, mirror_plan
 from projects.models import (
     BudgetAlert,
@@ -25,6 +24,7 @@ from projects.models import (
     Reservation,
     UsageCharge,
 )
+from projects.quota import fmt_hours
 from projects.quota_audit import quota_changes_record, quota_snapshot
 from projects.reports import usage_report_view
 from projects.selectors import Usage, projects_usage

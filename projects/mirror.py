@@ -9,15 +9,16 @@ the quota's period.
 import shlex
 from dataclasses import dataclass
 
+from clusters.errors import ClusterError
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
-from clusters.slurm import SlurmError
 from clusters.slurm.accounting import account_add_argv, gpu_minutes_limit_argv, run_sacctmgr
-from clusters.ssh import SSHError, pool
+from clusters.ssh import pool
+from portal_lib.errors import PortalError
 from projects.models import Project, Quota
 
 
-class MirrorError(Exception):
+class MirrorError(PortalError):
     """The mirror cannot be applied; the message says what to change."""
 
 
@@ -75,11 +76,9 @@ def mirror_apply(*, project: Project, cluster: Cluster) -> list[str]:
         raise MirrorError(plan.why_not)
     endpoint = account_endpoint(account=operator_account(cluster))
     try:
-        connection = pool.get(endpoint)
-        for argv in plan.argvs:
-            run_sacctmgr(connection, argv)
-    except (SSHError, SlurmError) as exc:
-        if isinstance(exc, SSHError) and exc.retryable:
-            pool.discard(endpoint)
+        with pool.session(endpoint) as connection:
+            for argv in plan.argvs:
+                run_sacctmgr(connection, argv)
+    except ClusterError as exc:
         raise MirrorError(f"sacctmgr on {cluster.name} failed: {exc}") from exc
     return plan.commands

@@ -10,6 +10,7 @@ from django.db.models import Count, DecimalField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
+from projects.access import projects_of_member
 from projects.models import Project, Quota, Reservation, UsageCharge
 from projects.periods import period_bounds
 
@@ -19,7 +20,7 @@ HOURS = Decimal("0.01")
 
 def project_list_for_user(*, user: User) -> QuerySet[Project]:
     """Projects the user belongs to, with their quota, in one query."""
-    return Project.objects.filter(memberships__user=user).select_related("quota")
+    return projects_of_member(user=user).select_related("quota")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import clusters.hostkeys
 import django.core.validators
 import django.db.models.deletion
-import portal.crypto
+import portal_lib.crypto
 from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('username', models.CharField(help_text='The user name on the cluster.', max_length=32, validators=[django.core.validators.RegexValidator('^[a-z_][a-z0-9_.-]*$', "A POSIX user name: lower-case letters, digits, '_', '.', '-'.")])),
-                ('private_key', portal.crypto.EncryptedTextField(help_text='OpenSSH private key; encrypted at rest.')),
+                ('private_key', portal_lib.crypto.EncryptedTextField(help_text='OpenSSH private key; encrypted at rest.')),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='accounts', to='clusters.cluster')),

@@ -1,14 +1,15 @@
 """The one exception type Slurm failures raise, and the cases callers tell apart."""
 
+from clusters.errors import ClusterError
 
-class SlurmError(Exception):
+
+class SlurmError(ClusterError):
     """A Slurm command failed; `retryable` says whether trying again later can help."""
 
     def __init__(self, command: str, message: str, *, retryable: bool) -> None:
-        super().__init__(f"`{command}` failed: {message}")
+        super().__init__(f"`{command}` failed: {message}", retryable=retryable)
         self.command = command
         self.slurm_message = message
-        self.retryable = retryable
 
 
 class AccountingDisabled(SlurmError):

@@ -4,6 +4,7 @@ from typing import Any
 
 from django import template
 
+from clusters.access import can_drain
 from jobs.models import Job
 from monitoring.selectors import job_failures
 
@@ -18,7 +19,7 @@ def job_failures_cards(context: dict[str, Any], job: Job) -> dict[str, Any]:
         **job_failures(job=job),
         "job": job,
         # Draining is for staff; the endpoint checks again.
-        "can_drain": bool(getattr(user, "is_staff", False)),
+        "can_drain": can_drain(user=user),
         "request": request,
         "csrf_token": context.get("csrf_token"),
     }

@@ -96,7 +96,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "portal.staticfinders.PlotlyFinder",
+    "portal_lib.staticfinders.PlotlyFinder",
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -157,7 +157,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     },
     # Ended attempts whose charge task was lost: charged from the portal's times.
     "reconcile-reservations": {
-        "task": "projects.tasks.reconcile_reservations",
+        "task": "jobs.tasks.reconcile_charges",
         "schedule": 300.0,
         "options": {"expires": 300.0},
     },
@@ -202,6 +202,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     # `format` is a parameter of our own endpoints, not DRF's renderer switch.
     "URL_FORMAT_OVERRIDE": None,
+    # The error family (portal_lib.errors) answers with its own status and message.
+    "EXCEPTION_HANDLER": "portal_lib.drf.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU training-job portal API",

@@ -7,6 +7,8 @@
   const follow = document.getElementById("log-follow");
   const search = document.getElementById("log-search");
   const matches = document.getElementById("log-matches");
+  const formats = config.formats; // file and series names, from jobs/rundir.py
+  const GPU_SERIES = new RegExp(formats.gpuSeriesPattern);
   const MAX_LOG_CHARS = 2000000; // the console keeps the tail; the download has all
   const GPU_METRICS = ["utilization", "memory_used", "temperature", "power"];
   const GPU_TITLES = {
@@ -75,7 +77,7 @@
   }
 
   function onLogDelta(log) {
-    if (log.file !== "stdout.log" || log.end <= logEnd) return;
+    if (log.file !== formats.logFile || log.end <= logEnd) return;
     if (log.offset === logEnd && typeof log.text === "string") appendLog(log.text, log.end);
     else fetchLog(logEnd); // a gap or a large delta: read it over REST
   }
@@ -89,8 +91,8 @@
   }
 
   function gpuParts(name) {
-    const parts = name.split("/"); // gpu/<node>/<index>/<metric>
-    return parts.length === 4 && parts[0] === "gpu" ? { node: parts[1], index: parts[2], metric: parts[3] } : null;
+    const parts = GPU_SERIES.exec(name); // gpu/<node>/<index>/<metric>
+    return parts ? { node: parts[1], index: parts[2], metric: parts[3] } : null;
   }
 
   const METRIC_TITLES = { "chart-throughput": "Throughput and MFU", "chart-other": "Other metrics" };

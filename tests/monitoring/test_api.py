@@ -7,10 +7,10 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpResponseBase
 from django.test import Client
 
+from jobs.access import can_view_job, job_for_viewer
 from jobs.models import Attempt, Job
 from monitoring import api
 from monitoring.logs import Delivery, log_files, log_store
-from monitoring.selectors import can_view_job, job_for_viewer
 from monitoring.series import series_append
 from projects.models import Membership, Project
 from tests import factories

@@ -2,16 +2,9 @@ import json
 
 import pytest
 
-from monitoring.parsers import (
-    MAX_LINE_BYTES,
-    LineSplitter,
-    MetricPoint,
-    finish_lines,
-    parse_metrics_jsonl,
-    parse_stdout_metrics,
-    split_lines,
-    validate_pattern,
-)
+from jobs.patterns import validate_pattern
+from monitoring.lines import MAX_LINE_BYTES, LineSplitter, finish_lines, split_lines
+from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 
 # The shape of a real 2-GPU torchrun + ddp_train stdout.log (stderr merged in by Slurm),
 # with a tqdm bar, a Hugging Face-style dict, a Lightning bar and the usual noise.

@@ -34,7 +34,7 @@ def everything(attempt: Attempt, name: str, **bounds: float) -> series.SeriesDat
 def check_chunks() -> None:
     """Each stored chunk holds what its bounds say, sorted by x."""
     for chunk in SeriesChunk.objects.all():
-        xs, ys = series._decode(bytes(chunk.data))
+        xs, ys = series.decode(bytes(chunk.data))
         assert len(xs) == chunk.count <= CHUNK_SIZE
         assert np.all(np.diff(xs) >= 0)
         assert (xs[0], xs[-1], ys.min(), ys.max()) == (

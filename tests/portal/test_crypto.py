@@ -4,7 +4,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from clusters.models import Cluster, ClusterAccount
-from portal import crypto
+from portal_lib import crypto
 
 KEY_TEXT = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-material-1234\n-----END OPENSSH PRIVATE KEY-----\n"

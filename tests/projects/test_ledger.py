@@ -8,6 +8,7 @@ from django.core import mail
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from jobs.billing import attempt_reserve, attempt_settle
 from jobs.models import Attempt, State
 from jobs.services import job_cancel, job_submit
 from jobs.states import attempt_transition
@@ -21,7 +22,7 @@ from projects.models import (
 )
 from projects.periods import period_bounds
 from projects.selectors import project_usage
-from projects.services import attempt_reserve, attempt_settle, notification_preference_set
+from projects.services import notification_preference_set
 from tests import factories
 
 PARTITIONS = {"gpu": factories.GPU_PARTITION}
@@ -164,7 +165,7 @@ def test_period_rollover_gives_a_fresh_budget(submitter, project, cluster, no_su
 def test_accounting_cluster_holds_the_hours_until_sacct_answers(
     submitter, project, cluster, no_submission, monkeypatch, django_capture_on_commit_callbacks
 ) -> None:
-    from projects import tasks
+    from jobs import tasks
 
     asked: list[int] = []
     monkeypatch.setattr(tasks.charge_from_accounting, "delay", asked.append)

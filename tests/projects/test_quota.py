@@ -7,12 +7,12 @@ import pytest
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
+from jobs.billing import attempt_reserve
 from jobs.errors import JobError
 from jobs.models import Attempt, Job, State
 from jobs.services import job_cancel, job_submit
 from projects.models import Project, Quota, Reservation
 from projects.selectors import project_usage
-from projects.services import attempt_reserve
 from tests import factories
 
 PARTITIONS = {"gpu": factories.GPU_PARTITION}

@@ -1,8 +1,8 @@
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.settings.base import env
 from projects.services import demo_data_create
 
 
@@ -10,7 +10,7 @@ class Command(BaseCommand):
     help = "Create the demo users (admin, alice, bob) and the demo project; idempotent."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        password = env("DEMO_PASSWORD", default="")
+        password = os.environ.get("DEMO_PASSWORD", "")
         if not password:
             raise CommandError("Set DEMO_PASSWORD (make run writes one into .env).")
         project = demo_data_create(password=password)

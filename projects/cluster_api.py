@@ -1,4 +1,7 @@
-"""Clusters over REST: what each offers (partitions) and how many GPUs are free now."""
+"""Clusters over REST: what each offers (partitions) and how many GPUs are free now.
+
+Here rather than in clusters: who may list clusters is a project rule (projects.access).
+"""
 
 from typing import Any
 
@@ -11,7 +14,7 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from clusters.status import cluster_status
-from projects.models import Membership
+from projects.access import in_any_project
 
 
 class PartitionSerializer(serializers.Serializer[Any]):
@@ -59,8 +62,7 @@ class ClusterListView(APIView):
     def get(self, request: Request) -> Response:
         """Clusters taking jobs, their partitions and free GPUs (read at most every few s)."""
         # Infrastructure, not a project's data; still only for people in a project.
-        in_a_project = Membership.objects.filter(user_id=request.user.pk or 0).exists()
-        if not (in_a_project or request.user.is_staff):
+        if not in_any_project(user=request.user):
             raise PermissionDenied("Clusters are listed for members of a project.")
         clusters = Cluster.objects.filter(is_active=True).order_by("name")
         return Response(ClusterSerializer([_row(c) for c in clusters], many=True).data)

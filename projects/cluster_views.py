@@ -1,30 +1,17 @@
-"""The cluster page: partitions, nodes, GPUs and queue, from the shared cached status."""
+"""The cluster page: partitions, nodes, GPUs and queue, from the shared cached status.
+
+Here rather than in clusters: who may see a cluster is a quota rule (projects.access).
+"""
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from clusters.models import Cluster
 from clusters.status import cluster_status
-from projects.models import Membership, Quota
-
-
-def clusters_for_user(*, user: User) -> QuerySet[Cluster]:
-    """Clusters one of the user's projects may use (a quota naming no clusters allows all)."""
-    clusters = Cluster.objects.order_by("name")
-    if user.is_staff:
-        return clusters
-    mine = Membership.objects.filter(user=user)
-    unrestricted = mine.filter(
-        Q(project__quota__isnull=True) | Q(project__quota__allowed_clusters__isnull=True)
-    )
-    allowed = Quota.allowed_clusters.through.objects.filter(
-        quota__project__memberships__user=user, cluster_id=OuterRef("pk")
-    )
-    return clusters.filter(Q(Exists(unrestricted)) | Q(Exists(allowed)))
+from projects.access import clusters_for_user
 
 
 def _cluster_for(request: HttpRequest, name: str) -> Cluster:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from clusters import views
+from projects import cluster_views as views
 
 urlpatterns = [
     path("<slug:name>/", views.cluster_page, name="cluster-page"),

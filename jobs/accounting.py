@@ -9,9 +9,10 @@ from clusters.selectors import account_endpoint
 from clusters.slurm import AccountingDisabled, SlurmError
 from clusters.slurm.accounting import job_accounting
 from clusters.ssh import SSHError, pool
+from jobs.billing import attempt_charge
 from jobs.models import Attempt
 from projects.models import UsageCharge
-from projects.services import Measured, attempt_charge
+from projects.services import Measured
 
 logger = logging.getLogger(__name__)
 
@@ -27,15 +28,14 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
     since = (attempt.submitted_at or attempt.created_at) - timedelta(minutes=5)
     endpoint = account_endpoint(account=attempt.account)
     try:
-        row = job_accounting(
-            pool.get(endpoint),
-            job_id=attempt.slurm_job_id,
-            since=since,
-            name=attempt.slurm_job_name,
-        )
+        with pool.session(endpoint) as connection:
+            row = job_accounting(
+                connection,
+                job_id=attempt.slurm_job_id,
+                since=since,
+                name=attempt.slurm_job_name,
+            )
     except SSHError as exc:
-        if exc.retryable:
-            pool.discard(endpoint)
         raise AccountingNotReady(str(exc)) from exc
     if row is None or row.end_time is None:
         raise AccountingNotReady(f"sacct has no finished record of job {attempt.slurm_job_id}")

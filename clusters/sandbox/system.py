@@ -11,7 +11,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from .config import USERS, Paths
+from .config import NVIDIA_MAJOR, USERS, Paths
 
 
 class SandboxError(RuntimeError):
@@ -121,8 +121,6 @@ def ensure_munge_key(paths: Paths) -> None:
 
 def ensure_gpu_devices(paths: Paths, nodes: tuple[str, ...], per_node: int) -> None:
     """Character devices as GPU files: Slurm sets CUDA_VISIBLE_DEVICES only for those."""
-    from .config import NVIDIA_MAJOR
-
     minor = 0
     for node in nodes:
         for index in range(per_node):

@@ -121,6 +121,20 @@ class _RejectUnpinned(paramiko.RejectPolicy):
         raise _mismatch(self.endpoint, key)
 
 
+def _send_input(channel: paramiko.Channel, data: bytes) -> None:
+    """Send a command's stdin; a command that ended before reading it all is no lost connection.
+
+    A command can exit before it reads its input (a missing script, an early error):
+    the server then closes the channel and the send fails, but the exit status and
+    the output of the command have arrived and say what happened.
+    """
+    try:
+        channel.sendall(data)
+    except OSError:
+        if not channel.exit_status_ready():
+            raise
+
+
 class Connection:
     """One authenticated SSH connection to a cluster login node."""
 
@@ -196,8 +210,9 @@ class Connection:
             channel = self._transport.open_session(timeout=timeout)
             channel.exec_command(command)
             if stdin:
-                channel.sendall(stdin)
-            channel.shutdown_write()
+                _send_input(channel, stdin)
+            if not channel.closed:
+                channel.shutdown_write()
             out, err = bytearray(), bytearray()
             while True:
                 remaining = deadline - time.monotonic()

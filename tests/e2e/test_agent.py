@@ -42,6 +42,19 @@ def run_dir(alice: Connection) -> Iterator[str]:
     alice.run(f"rm -rf {shlex.quote(path)}")
 
 
+def test_a_command_that_exits_before_reading_its_input_still_gives_its_status(
+    alice: Connection,
+) -> None:
+    """A missing agent script exits at once; the reply must say so, not "connection lost"."""
+    # More than one SSH window, so the send is still going on when the command has ended.
+    big = b"x" * (8 * 1024 * 1024)
+    for _ in range(3):
+        result = alice.run("python3 -I .portal/no-such-agent.py", stdin=big, timeout=60)
+        assert result.exit_status == 2 and b"No such file" in result.stderr
+    assert alice.run("true", stdin=big, timeout=60).exit_status == 0
+    assert alice.is_alive  # the connection is fine for the next command
+
+
 def test_first_run_installs_the_agent_then_each_poll_is_one_command(alice: Connection) -> None:
     alice.run(f"rm -f {shlex.quote(agent_remote_path())}")
     counting = CountingConnection(alice)

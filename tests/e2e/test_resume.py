@@ -10,7 +10,6 @@ import os
 import re
 import shlex
 import signal
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -23,32 +22,11 @@ from jobs.models import Attempt, FailureClass, Job, JobEvent, State
 from monitoring.models import Checkpoint
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
-from tests.helpers import submit_ddp_example, wait_for
+from tests.helpers import attempt_processes, submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 
 STEPS = 30
-
-
-def attempt_processes(attempt: Attempt) -> list[tuple[int, dict[str, str]]]:
-    """(pid, environment) of every process of the attempt on this machine (the sandbox nodes)."""
-    marker = f"PORTAL_ATTEMPT={attempt.uuid}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker in raw.split(b"\0"):
-            env = dict(
-                item.decode(errors="replace").partition("=")[::2]
-                for item in raw.split(b"\0")
-                if b"=" in item
-            )
-            found.append((int(entry.name), env))
-    return found
 
 
 def kill_rank(attempt: Attempt, rank: int) -> str:

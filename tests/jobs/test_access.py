@@ -36,13 +36,6 @@ EXPECTED = {
 
 
 @pytest.fixture
-def viewer(django_user_model: type[User], project: Project) -> User:
-    user = django_user_model.objects.create_user(username="vera")
-    Membership.objects.create(user=user, project=project, role=Membership.Role.VIEWER)
-    return user
-
-
-@pytest.fixture
 def anonymous() -> AnonymousUser:
     return AnonymousUser()
 

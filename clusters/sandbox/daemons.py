@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -165,23 +166,39 @@ def start(daemon: Daemon, paths: Paths, timeout: float = 15) -> int:
 
 
 def stop(daemon: Daemon, timeout: float = 10) -> bool:
-    """SIGTERM the daemon from its pid file; SIGKILL if it lingers. True if it ran."""
+    """SIGTERM the daemon from its pid file; SIGKILL if it lingers. True if it ran.
+
+    Returns once the process is gone, not once its pid file is: some daemons
+    remove the file early in their shutdown, and on a busy machine the rest
+    of it can take seconds.
+    """
     pid = running_pid(daemon)
     if pid is None:
         return False
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if running_pid(daemon) is None:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
+    if not _gone(pid, timeout):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _gone(pid, timeout)
     # Daemons do not always remove their pid file; a stale one would
     # mislead the next `up` once the pid is reused.
     daemon.pid_file.unlink(missing_ok=True)
     return True
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    """Wait until `pid` has exited (a zombie counts as exited); False if it still runs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 def reconfigure(paths: Paths, timeout: float = 20) -> None:

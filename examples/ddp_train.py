@@ -328,4 +328,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without the interpreter's teardown: gloo's worker threads can still hold
+    # work there and abort the process (SIGABRT, "terminate called without an active
+    # exception") after a run that finished well (pytorch/pytorch#179291 describes it).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -45,6 +45,11 @@ def slurm_name(prefix: str) -> str:
     return f"{prefix}-{worker_tag()}-{uuid.uuid4().hex[:6]}"
 
 
+# How long a test waits for a job that must first be scheduled: on the shared sandbox
+# (4 GPUs, 4 CPUs) other workers' jobs may hold it, and a busy machine slows everything.
+QUEUE_WAIT = 240
+
+
 def wait_for(predicate: object, timeout: float, what: str) -> None:
     """Poll until `predicate()` is true; fail the test (only it) after `timeout` s."""
     try:

@@ -19,7 +19,7 @@ from projects.mirror import mirror_apply
 from projects.models import Reservation, UsageCharge
 from projects.selectors import project_usage
 from tests.factories import spec
-from tests.helpers import wait_for
+from tests.helpers import QUEUE_WAIT, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -46,7 +46,7 @@ def test_accounting_cluster_charges_sacct_elapsed_and_nothing_for_a_cancelled_pe
     sandbox_cluster.save()
     # 2 GPUs on one node for ~5 s, and a job needing all 4 GPUs that must wait behind it.
     short = _submit(researcher, project, sandbox_cluster, command="sleep 5", gpus_per_node=2)
-    wait_for(lambda: _attempt(short).state == State.RUNNING, 60, "the short job to run")
+    wait_for(lambda: _attempt(short).state == State.RUNNING, QUEUE_WAIT, "the short job to run")
     waiting = _submit(
         researcher, project, sandbox_cluster, command="true", nodes=2, gpus_per_node=2
     )
@@ -94,7 +94,9 @@ def test_cluster_without_accounting_charges_the_portals_times(
         researcher, project, sandbox_cluster, command="sleep 3", time_limit=timedelta(hours=2)
     )
     assert project_usage(project=project).reserved_gpu_hours == Decimal("2")
-    wait_for(lambda: UsageCharge.objects.filter(attempt__job=job).exists(), 60, "the charge")
+    wait_for(
+        lambda: UsageCharge.objects.filter(attempt__job=job).exists(), QUEUE_WAIT, "the charge"
+    )
     attempt = _attempt(job)
     charge = UsageCharge.objects.get(attempt=attempt)
     assert charge.source == UsageCharge.Source.PORTAL

@@ -12,7 +12,7 @@ from jobs.models import Attempt, Job, JobEvent, State
 from jobs.services import job_cancel, job_submit
 from tests.factories import spec
 from tests.fixtures.servers import POLL_INTERVAL
-from tests.helpers import wait_for
+from tests.helpers import QUEUE_WAIT, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -37,7 +37,7 @@ def test_command_job_runs_to_completion(
     celery_worker, researcher, project, sandbox_cluster, alice
 ) -> None:
     job = _submit(researcher, project, sandbox_cluster, command="id -un\necho done-$((6 * 7))")
-    wait_for(lambda: _state(job) == State.COMPLETED, 60, "the job to complete")
+    wait_for(lambda: _state(job) == State.COMPLETED, QUEUE_WAIT, "the job to complete")
     attempt = _attempt(job)
     job.refresh_from_db()
     assert job.state == State.COMPLETED
@@ -63,10 +63,10 @@ def test_exit_status_cancel_and_time_limit(
         researcher, project, sandbox_cluster, command="sleep 600", time_limit=timedelta(minutes=1)
     )
 
-    wait_for(lambda: _state(failing) == State.FAILED, 60, "exit 3 to fail the job")
+    wait_for(lambda: _state(failing) == State.FAILED, QUEUE_WAIT, "exit 3 to fail the job")
     assert _attempt(failing).exit_code == 3
 
-    wait_for(lambda: _state(sleeper) == State.RUNNING, 60, "the sleeper to run")
+    wait_for(lambda: _state(sleeper) == State.RUNNING, QUEUE_WAIT, "the sleeper to run")
     job_cancel(job=sleeper, user=researcher)
     wait_for(
         lambda: _state(sleeper) == State.CANCELLED, 2 * POLL_INTERVAL + 3, "cancel within two polls"
@@ -92,7 +92,7 @@ def test_hostile_text_runs_nothing_unintended(
     job = _submit(
         researcher, project, sandbox_cluster, name="safe name.v2+x", command=command, setup=setup
     )
-    wait_for(lambda: _state(job) == State.COMPLETED, 60, "the job to complete")
+    wait_for(lambda: _state(job) == State.COMPLETED, QUEUE_WAIT, "the job to complete")
     output = _output(alice, _attempt(job))
     assert f"$(touch {canary}-1)" in output
     assert f"`touch {canary}-2`" in output

@@ -16,7 +16,7 @@ from monitoring.logs import _trim, log_read, log_read_any
 from monitoring.models import LogFile
 from monitoring.series import series_names, series_read
 from tests.factories import spec
-from tests.helpers import wait_for
+from tests.helpers import QUEUE_WAIT, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -63,7 +63,7 @@ def test_log_metrics_and_gpu_samples_arrive(
         cluster=sandbox_cluster,
         spec=spec(command=_trainer(8, 0.4), gpus_per_node=2),
     )
-    wait_for(lambda: _finished(job), 90, "the job to finish and its files to be read")
+    wait_for(lambda: _finished(job), QUEUE_WAIT, "the job to finish and its files to be read")
     attempt = Attempt.objects.get(job=job)
     assert attempt.state == State.COMPLETED
     remote = _assert_log_identical(alice, attempt)
@@ -101,7 +101,9 @@ def test_log_is_byte_identical_across_an_sshd_restart(
         cluster=sandbox_cluster,
         spec=spec(command=_trainer(30, 0.3), gpus_per_node=1),
     )
-    wait_for(lambda: Job.objects.get(pk=job.pk).state == State.RUNNING, 60, "the job to run")
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).state == State.RUNNING, QUEUE_WAIT, "the job to run"
+    )
     time.sleep(2)
     try:
         daemons.stop(_sshd())
@@ -109,7 +111,7 @@ def test_log_is_byte_identical_across_an_sshd_restart(
         time.sleep(3)
     finally:
         sandbox.up(settings.SANDBOX_STATE_DIR)
-    wait_for(lambda: _finished(job), 90, "the job to finish and its files to be read")
+    wait_for(lambda: _finished(job), QUEUE_WAIT, "the job to finish and its files to be read")
     attempt = Attempt.objects.get(job=job)
     assert attempt.state == State.COMPLETED
     # The fixture's connection died with sshd; the check needs a new one.
@@ -132,7 +134,7 @@ def test_trimmed_log_bytes_are_read_back_from_the_cluster(
             gpus_per_node=0,
         ),
     )
-    wait_for(lambda: _finished(job), 60, "the job to finish and its files to be read")
+    wait_for(lambda: _finished(job), QUEUE_WAIT, "the job to finish and its files to be read")
     attempt = Attempt.objects.select_related("account__cluster").get(job=job)
     remote = _remote_bytes(alice, attempt.run_dir + "/stdout.log")
     # Keep only the last kilobyte here, as a long log would.

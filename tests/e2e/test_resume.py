@@ -8,21 +8,17 @@ the job completes with its step count continuing from there.
 
 import os
 import re
-import shlex
 import signal
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from clusters.models import ClusterAccount
-from clusters.selectors import account_endpoint
-from clusters.ssh import Connection
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
 from monitoring.models import Checkpoint
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
-from tests.helpers import attempt_processes, submit_ddp_example, wait_for
+from tests.helpers import attempt_processes, run_file, submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -38,18 +34,6 @@ def kill_rank(attempt: Attempt, rank: int) -> str:
     pid, env = workers[0]
     os.kill(pid, signal.SIGKILL)
     return env["SLURMD_NODENAME"]
-
-
-def attempt_shell(attempt: Attempt) -> Connection:
-    """A fresh SSH connection as the attempt's account (a long test outlasts an idle one)."""
-    assert attempt.account_id is not None
-    account = ClusterAccount.objects.select_related("cluster").get(pk=attempt.account_id)
-    return Connection(account_endpoint(account=account))
-
-
-def run_file(attempt: Attempt, name: str) -> str:
-    with attempt_shell(attempt) as shell:
-        return shell.run(f"cat {shlex.quote(attempt.run_dir + '/' + name)}").text
 
 
 def test_a_killed_rank_resumes_from_the_latest_checkpoint(

@@ -1,115 +1,41 @@
-"""The static check of a user's extra stdout pattern (a job spec's `metric_patterns`).
+"""The check of a user's extra stdout patterns (a job spec's `metric_patterns`).
 
-Pure and at the jobs layer: the spec check refuses a bad pattern at submit,
-and monitoring's parser compiles only patterns that pass it.
+Pure and at the jobs layer: the spec check refuses bad patterns at submit, and
+monitoring (`monitoring.user_patterns`) compiles only patterns that pass it.
+User patterns run on RE2, whose matching time is linear in the line whatever the
+pattern, so a pattern is refused for what RE2 cannot compile (backreferences,
+lookarounds, possessive quantifiers), never for its shape.
 """
 
-import re
-from dataclasses import dataclass
+import re2
 
 MAX_PATTERN_LENGTH = 500
+MAX_PATTERNS = 20
+# RE2's memory for one compiled pattern; a 500-character pattern needs far less
+# unless it nests counted repetitions (`(a{100}){100}`), which this refuses.
+MAX_PATTERN_MEMORY = 1 << 20
 
-_QUANTIFIER = re.compile(r"(?:[*+?]|\{(\d*)(,?)(\d*)\})([+?]?)")
-
-
-@dataclass
-class _Group:
-    repeats: bool = False  # holds a quantifier that can backtrack over many characters
-    alternation: bool = False
-    atomic: bool = False
-
-
-def _group_header_end(pattern: str, i: int) -> int:
-    """Index just past `(`, `(?:`, `(?P<name>`, `(?<=`, `(?i:`, ... starting at `(`."""
-    i += 1
-    if not pattern.startswith("?", i):
-        return i
-    i += 1
-    if pattern.startswith("P<", i):
-        return pattern.find(">", i) + 1
-    if pattern.startswith(("<=", "<!"), i):
-        return i + 2
-    if pattern.startswith((":", "=", "!", ">"), i):
-        return i + 1
-    while i < len(pattern) and (pattern[i].isalpha() or pattern[i] == "-"):
-        i += 1  # inline flags: (?i) or (?i:...)
-    return i + 1 if pattern.startswith(":", i) else i
+_HOW = (
+    "use (?P<name>...) and (?P<value>...), or one group per metric "
+    "such as (?P<loss>[-+.\\deE]+), optionally with (?P<step>\\d+)"
+)
 
 
-def _backtracking_hazard(pattern: str) -> str | None:
-    """Why the (compiling) pattern can take exponential time, by its shape; None if it looks safe.
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.max_mem = MAX_PATTERN_MEMORY
+    options.log_errors = False
+    return options
 
-    Flags a repeated group that itself holds a repetition (`(a+)+`, `(\\w+\\s?)*`) or
-    an alternation (`(a|ab)*`). Possessive quantifiers and atomic groups cannot
-    backtrack, so they are allowed.
-    """
-    stack = [_Group()]
-    closed: _Group | None = None  # the group that the next quantifier would apply to
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        quantified = closed
-        closed = None
-        if char == "\\":
-            i += 2
-        elif char == "[":
-            i += 1
-            if pattern.startswith("^", i):
-                i += 1
-            if pattern.startswith("]", i):
-                i += 1
-            while i < len(pattern) and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-            i += 1
-        elif char == "(":
-            if pattern.startswith("(?#", i):
-                i = pattern.find(")", i) + 1
-                continue
-            if pattern.startswith("(?P=", i):
-                i = pattern.find(")", i) + 1
-                continue
-            stack.append(_Group(atomic=pattern.startswith("(?>", i)))
-            i = _group_header_end(pattern, i)
-            continue
-        elif char == ")":
-            group = stack.pop() if len(stack) > 1 else _Group()
-            if not group.atomic and group.repeats:
-                stack[-1].repeats = True
-            closed = group
-            i += 1
-            continue
-        elif char == "|":
-            stack[-1].alternation = True
-            i += 1
-            continue
-        else:
-            match = _QUANTIFIER.match(pattern, i)
-            if match and (match[0][0] != "{" or match[1] or match[3]):
-                i = match.end()
-                upper = match[3] if match[0][0] == "{" else None
-                bounded_to_one = match[0][0] == "?" or (
-                    match[0][0] == "{" and (upper == "1" or (not match[2] and match[1] in "01"))
-                )
-                if bounded_to_one or match[4] == "+":  # at most once, or possessive
-                    continue
-                if quantified is None or quantified.atomic:
-                    stack[-1].repeats = True
-                    continue
-                if quantified.repeats:
-                    return (
-                        "has a repeated group that contains another repetition, like (a+)+, "
-                        "which can take exponential time; remove one of the two repetitions, "
-                        "or make the inner one possessive (a++) or atomic ((?>...))"
-                    )
-                if quantified.alternation:
-                    return (
-                        "repeats a group with alternatives, like (a|ab)*, which can take "
-                        "exponential time; match the alternatives once, or use an atomic group"
-                    )
-                stack[-1].repeats = True
-                continue
-            i += 1
-    return None
+
+def compile_pattern(pattern: str) -> re2._Regexp:
+    """The RE2 program of a pattern; raises re2.error for one RE2 refuses."""
+    return re2.compile(pattern, _options())
+
+
+def _compile_error(exc: Exception) -> str:
+    raw = exc.args[0] if exc.args else str(exc)
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
 
 
 def validate_pattern(pattern: str) -> str | None:
@@ -122,17 +48,18 @@ def validate_pattern(pattern: str) -> str | None:
             f"shorten it to at most {MAX_PATTERN_LENGTH}."
         )
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        return f"The pattern does not compile: {exc.msg} at position {exc.pos}; fix the expression."
+        compiled = compile_pattern(pattern)
+    except re2.error as exc:
+        return (
+            f"The pattern cannot be compiled by RE2 ({_compile_error(exc)}); patterns run on "
+            "RE2, which has no backreferences, lookarounds, atomic groups or possessive "
+            "quantifiers, and nested repeat counts such as (a{100}){100} are limited to 1000 in "
+            "all: rewrite it without them."
+        )
     groups = set(compiled.groupindex)
     metrics = groups - {"step", "name", "value"}
-    how = (
-        "use (?P<name>...) and (?P<value>...), or one group per metric "
-        "such as (?P<loss>[-+.\\deE]+), optionally with (?P<step>\\d+)"
-    )
     if not groups:
-        return f"The pattern has no named groups; {how}."
+        return f"The pattern has no named groups; {_HOW}."
     if ("name" in groups) != ("value" in groups):
         return "The pattern needs both (?P<name>...) and (?P<value>...), or neither."
     if "value" in groups and metrics:
@@ -140,7 +67,24 @@ def validate_pattern(pattern: str) -> str | None:
             "The pattern mixes name/value groups with per-metric groups "
             f"({', '.join(sorted(metrics))}); use one style."
         )
-    hazard = _backtracking_hazard(pattern)
-    if hazard:
-        return f"The pattern {hazard}."
     return None
+
+
+def pattern_lines(text: str) -> list[str]:
+    """The patterns of a `metric_patterns` field: one per non-blank line, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def validate_patterns(text: str) -> list[str]:
+    """Every problem with a `metric_patterns` field, each naming what to change."""
+    patterns = pattern_lines(text)
+    problems = []
+    if len(patterns) > MAX_PATTERNS:
+        problems.append(
+            f"There are {len(patterns)} patterns; keep at most {MAX_PATTERNS} "
+            "(one pattern can match several metrics with (?P<name>...) and (?P<value>...))."
+        )
+    for pattern in patterns[: MAX_PATTERNS + 1]:
+        if problem := validate_pattern(pattern):
+            problems.append(f"{pattern[:80]!r}: {problem}")
+    return problems

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from django.db import transaction
 from django.utils import timezone
 
 from clusters.agent import (
@@ -51,6 +50,7 @@ class PollResult:
     attempts: int = 0
     changed: int = 0
     unreachable: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # accounts whose poll raised
 
 
 def cluster_poll(*, cluster_id: int) -> PollResult:
@@ -66,22 +66,31 @@ def cluster_poll(*, cluster_id: int) -> PollResult:
         result.attempts += len(attempts)
         account = accounts[account_id]
         try:
-            reply = _ask(account, attempts)
-        except SSHError as exc:
-            result.unreachable.append(account.username)
-            result.changed += _mark_unknown(attempts, str(exc))
-            continue
-        live = [a for a in attempts if not a.is_finished]
-        result.changed += _apply(live, reply)
-        with transaction.atomic():
-            unread: set[int] = set()
-            for watcher in FILE_WATCHERS:
-                unread |= watcher.ingest(attempts, reply)
-            # Read to the end after they finished: these are never polled again.
-            done = [a.pk for a in attempts if a.is_finished and a.pk not in unread]
-            if done:
-                Attempt.objects.filter(pk__in=done).update(files_complete=True)
+            result.changed += _poll_account(account, attempts, result)
+        except Exception:  # one account's failure must not cost the accounts after it
+            logger.exception("poll of account %s on cluster %s failed", account.pk, cluster_id)
+            result.failed.append(account.username)
     return result
+
+
+def _poll_account(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
+    try:
+        reply = _ask(account, attempts)
+    except SSHError as exc:
+        result.unreachable.append(account.username)
+        return _mark_unknown(attempts, str(exc))
+    live = [a for a in attempts if not a.is_finished]
+    changed = _apply(live, reply)
+    # Each watcher keeps its own transactions short: what it parses is the job's
+    # output, and no lock is held while it does.
+    unread: set[int] = set()
+    for watcher in FILE_WATCHERS:
+        unread |= watcher.ingest(attempts, reply)
+    # Read to the end after they finished: these are never polled again.
+    done = [a.pk for a in attempts if a.is_finished and a.pk not in unread]
+    if done:
+        Attempt.objects.filter(pk__in=done).update(files_complete=True)
+    return changed
 
 
 def _exit_key(attempt: Attempt) -> str:

@@ -18,7 +18,7 @@ from jobs.models import (
     Job,
     Template,
 )
-from jobs.patterns import validate_pattern
+from jobs.patterns import validate_patterns
 from projects.models import Quota
 from projects.quota import describe, limit_errors
 
@@ -86,9 +86,8 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
         )
     if spec.total_steps is not None and spec.total_steps < 1:
         errors.setdefault("total_steps", []).append("Give the last step as a positive number.")
-    for line in spec.metric_patterns.splitlines():
-        if line.strip() and (problem := validate_pattern(line.strip())):
-            errors.setdefault("metric_patterns", []).append(f"{line.strip()!r}: {problem}")
+    if problems := validate_patterns(spec.metric_patterns):
+        errors["metric_patterns"] = problems
     errors.update(_restart_errors(spec))
     if spec.template not in Template.values:
         errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")

@@ -12,9 +12,9 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any
 
-from jobs.patterns import validate_pattern
+from monitoring.user_patterns import user_metrics, user_pattern, user_patterns
 
 # User patterns only ever see this much of a line: it bounds the cost of a pattern
 # that backtracks polynomially, which the static check below does not catch.
@@ -137,27 +137,12 @@ def _default_metrics(line: str) -> tuple[int | None, dict[str, float]]:
     return step, values
 
 
-@lru_cache(maxsize=256)
-def _user_pattern(pattern: str) -> re.Pattern[str] | None:
-    return re.compile(pattern) if validate_pattern(pattern) is None else None
+def _user_pattern(pattern: str) -> Any:
+    return user_pattern(pattern)
 
 
-def _user_metrics(pattern: re.Pattern[str], line: str) -> tuple[int | None, dict[str, float]]:
-    step: int | None = None
-    values: dict[str, float] = {}
-    for match in pattern.finditer(line[:MAX_USER_LINE_CHARS]):
-        found = {key: text for key, text in match.groupdict().items() if text is not None}
-        if "step" in found and found["step"].strip().isdigit():
-            step = int(found.pop("step").strip())
-        found.pop("step", None)
-        if "value" in found:
-            name = found.get("name", "").strip()
-            found = {name: found["value"]} if 0 < len(name) <= MAX_NAME_LENGTH else {}
-        for name, text in found.items():
-            value = _finite(text)
-            if value is not None:
-                values[name] = value
-    return step, values
+def _user_metrics(pattern: Any, line: str) -> tuple[int | None, dict[str, float]]:
+    return user_metrics(pattern, line, _finite)
 
 
 # --- Points --------------------------------------------------------------------------------
@@ -186,7 +171,7 @@ def parse_stdout_metrics(
     `extra_patterns` that fail validate_pattern are skipped; a valid one adds to
     (and for the same name overrides) the defaults, on the first 4 KiB of a line.
     """
-    users = [p for p in (_user_pattern(text) for text in extra_patterns) if p is not None]
+    users = user_patterns(tuple(extra_patterns))
     step, stepped = last_step, False
     points: list[MetricPoint] = []
     for raw in lines:

@@ -19,6 +19,9 @@ class LogFile(models.Model):
     # Parser state between poll cycles: the unfinished last line, and the last step seen.
     carry = models.BinaryField(default=b"", blank=True)
     last_step = models.BigIntegerField(null=True, blank=True)
+    # Bytes [0, parsed_to) went through the metric parser (or were skipped on purpose);
+    # `carry` is only valid when it equals the bytes stored before a delivery.
+    parsed_to = models.BigIntegerField(default=0)
     # Metric names this file has given (metrics.jsonl: those stdout must not repeat).
     metric_names = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

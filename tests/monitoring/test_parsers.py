@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from jobs.patterns import validate_pattern
 from monitoring.lines import MAX_LINE_BYTES, LineSplitter, finish_lines, split_lines
 from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 
@@ -240,42 +239,6 @@ def test_extra_patterns_add_to_and_override_the_defaults() -> None:
 def test_extra_patterns_only_see_the_first_4_kib_of_a_line() -> None:
     line = "x" * 5000 + " acc 0.5"
     assert parse_stdout_metrics([line], extra_patterns=[r"acc (?P<acc>\S+)"], last_step=1) == []
-
-
-@pytest.mark.parametrize(
-    ("pattern", "complaint"),
-    [
-        ("", "empty"),
-        ("a" * 501, "at most 500"),
-        ("(?P<loss>[0-9.]+", "does not compile: missing ), unterminated subpattern at position 0"),
-        (r"loss=([0-9.]+)", "no named groups"),
-        (r"(?P<name>\w+)=\d+", "both (?P<name>...) and (?P<value>...)"),
-        (r"(?P<name>\w+)=(?P<value>\d+) (?P<acc>\d)", "mixes name/value groups"),
-        (r"(?P<loss>(\d+)+)x", "(a+)+"),
-        (r"(?P<loss>(?:\d+\s?)*)x", "(a+)+"),
-        (r"(?P<loss>(?:(\w+)-)+)", "(a+)+"),
-        (r"(?P<loss>(?:a|ab){2,})", "(a|ab)*"),
-    ],
-)
-def test_validate_pattern_says_what_to_change(pattern: str, complaint: str) -> None:
-    message = validate_pattern(pattern)
-    assert message is not None and complaint in message
-
-
-@pytest.mark.parametrize(
-    "pattern",
-    [
-        r"step (?P<step>\d+).*?loss=(?P<loss>[-+.\deE]+)",
-        r"(?P<name>[a-z_]+) ~ (?P<value>\S+)",
-        r"(?P<loss>\d+(?:\.\d+)?)",
-        r"(?P<loss>(?>\d+\s?)+)",
-        r"(?P<loss>(?:\d++\s?)+)",
-        r"(?i)(?P<acc>[(]+\d+)",
-        r"(?P<x>(?:ab){3}(?:c|d)?\(+)",
-    ],
-)
-def test_validate_pattern_accepts_safe_patterns(pattern: str) -> None:
-    assert validate_pattern(pattern) is None
 
 
 # --- metrics.jsonl -------------------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""One attempt's new bytes into metric points: in a time budget, capped, never raising.
+
+Log bytes are stored before this runs; here they are only read for metrics. An
+attempt whose lines run past its budget or make the parser fail has them skipped
+(counted on its `AttemptIngest`), and parsing goes on from the next bytes: the
+same bytes are never parsed twice, and no other attempt waits on them.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.models import Attempt
+from jobs.patterns import pattern_lines
+from jobs.rundir import METRICS_FILE, gpu_series, is_gpu_file
+from monitoring.ingest_gpu import gpu_points
+from monitoring.lines import finish_lines, split_lines
+from monitoring.models import AttemptIngest, LogFile
+from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_budget, parse_within
+from monitoring.parsers import MetricPoint
+from monitoring.throughput import dense_transformer_flops_per_token, mfu
+
+logger = logging.getLogger(__name__)
+
+# Training-metric series one attempt may have (GPU series are bounded by its allocation).
+MAX_SERIES_PER_ATTEMPT = 200
+# After this many polls over budget, an attempt's files are stored but no longer parsed.
+MAX_OVER_BUDGET = 3
+MAX_EXACT_STEP = 2**53  # a chart's x is a float64
+
+Point = tuple[int, str, float, float]
+
+
+@dataclass
+class AttemptParse:
+    attempt_id: int
+    points: list[Point] = field(default_factory=list)
+    log_files: list[LogFile] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # names metrics.jsonl now gives
+
+
+@dataclass
+class NewBytes:
+    offset: int
+    data: bytes
+
+
+def _resync(log_file: LogFile, new: NewBytes, note: AttemptIngest) -> bytes:
+    """The bytes to parse: after a gap in parsing, from the first whole line only."""
+    if log_file.parsed_to == new.offset:
+        return new.data
+    # Bytes stored by a poll that never got to parse them: the carry is stale, and
+    # the first line here is the tail of one whose start is gone.
+    note.skipped_bytes += max(new.offset - log_file.parsed_to, 0)
+    log_file.carry = b""
+    cut = new.data.find(b"\n") + 1
+    note.skipped_bytes += cut
+    return new.data[cut:] if cut else b""
+
+
+def attempt_parse(
+    attempt: Attempt,
+    files: dict[str, LogFile],
+    new_bytes: dict[str, NewBytes],
+    *,
+    final: bool,
+    note: AttemptIngest,
+) -> AttemptParse:
+    """The points of the attempt's new bytes; the LogFile rows' parser state is updated."""
+    result = AttemptParse(attempt.pk)
+    deadline = time.monotonic() + parse_budget()
+    # metrics.jsonl first: the names it gives are not read from stdout as well.
+    for name in sorted(files, key=lambda n: n != METRICS_FILE):
+        log_file = files[name]
+        new = new_bytes.get(name)
+        if new is None and not (final and log_file.carry):
+            continue
+        data = _resync(log_file, new, note) if new is not None else b""
+        if new is not None:
+            log_file.parsed_to = new.offset + len(new.data)
+        lines, log_file.carry = split_lines(bytes(log_file.carry), data)
+        if final:
+            lines += finish_lines(log_file.carry)
+            log_file.carry = b""
+        result.log_files.append(log_file)
+        if note.metrics_stopped:
+            note.skipped_bytes += len(data)
+            continue
+        if is_gpu_file(name):
+            result.points += gpu_points(attempt, name, lines, note)
+            continue
+        known = set(log_file.metric_names)
+        metrics = _metrics(attempt, log_file, lines, files.get(METRICS_FILE), deadline, note)
+        if metrics is None:
+            note.skipped_bytes += len(data)
+            note.skipped_lines += len(lines)
+            continue
+        result.points += [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
+        result.points += _mfu(attempt, metrics)
+        result.replaced += sorted(set(log_file.metric_names) - known)
+    return result
+
+
+def _request(attempt: Attempt, log_file: LogFile, lines: list[str]) -> dict[str, Any]:
+    if log_file.name == METRICS_FILE:
+        return {"kind": "jsonl", "lines": lines}
+    return {
+        "kind": "stdout",
+        "lines": lines,
+        "patterns": pattern_lines(attempt.job.metric_patterns),
+        "last_step": log_file.last_step,
+    }
+
+
+def _metrics(
+    attempt: Attempt,
+    log_file: LogFile,
+    lines: list[str],
+    structured: LogFile | None,
+    deadline: float,
+    note: AttemptIngest,
+) -> list[MetricPoint] | None:
+    """The file's capped metric points; None when they were skipped (budget, failure)."""
+    if not lines:
+        return []
+    left = deadline - time.monotonic()
+    try:
+        if left <= 0:
+            raise ParseTimeout
+        reply = parse_within(_request(attempt, log_file, lines), left)
+    except ParseTimeout:
+        note.over_budget += 1
+        note.metrics_stopped = note.over_budget >= MAX_OVER_BUDGET
+        logger.warning("attempt %s: %s took over its parse budget", attempt.pk, log_file.name)
+        return None
+    except ParseFailed as exc:
+        note.parse_failures += 1
+        logger.warning("attempt %s: parsing %s failed: %s", attempt.pk, log_file.name, exc)
+        return None
+    note.skipped_lines += reply["long"]
+    note.dropped_names += reply["dropped"]
+    metrics = []
+    for name, step, value, when in reply["points"]:
+        if abs(step) >= MAX_EXACT_STEP:
+            note.dropped_names += 1
+            continue
+        metrics.append(MetricPoint(name, int(step), float(value), when))
+    if reply["bad"]:
+        logger.info("attempt %s: %d unreadable lines in %s", attempt.pk, reply["bad"], METRICS_FILE)
+    if log_file.name != METRICS_FILE:
+        # Structured metrics win: a script writing metrics.jsonl often prints the
+        # same numbers rounded, and two sources of one series would interleave.
+        given = set(structured.metric_names) if structured is not None else set()
+        metrics = [m for m in metrics if m.name not in given]
+    metrics = _within_series_cap(metrics, note)
+    if log_file.name == METRICS_FILE:
+        new_names = sorted({m.name for m in metrics} - set(log_file.metric_names))
+        if new_names:
+            log_file.metric_names = [*log_file.metric_names, *new_names]
+    if metrics:
+        log_file.last_step = max(m.step for m in metrics)
+    return metrics
+
+
+def _within_series_cap(metrics: list[MetricPoint], note: AttemptIngest) -> list[MetricPoint]:
+    """Points of the names the attempt already has, and of new ones while under the cap."""
+    known = set(note.series_names)
+    refused: set[str] = set()
+    kept = []
+    for metric in metrics:
+        if metric.name not in known and gpu_series(metric.name) is None:
+            if len(known) >= MAX_SERIES_PER_ATTEMPT:
+                refused.add(metric.name)
+                continue
+            known.add(metric.name)
+            note.series_names = [*note.series_names, metric.name]
+        kept.append(metric)
+    note.dropped_series += len(refused)
+    return kept
+
+
+def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
+    """Model FLOP utilisation from reported tokens/s, when the spec gives the model size."""
+    job = attempt.job
+    peak = job.cluster.gpu_peak_bf16_tflops * 1e12
+    if not job.model_params or not peak or not job.total_gpus:
+        return []
+    flops = dense_transformer_flops_per_token(job.model_params)
+    return [
+        (
+            attempt.pk,
+            "mfu",
+            float(m.step),
+            mfu(
+                per_sec=m.value, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak
+            ),
+        )
+        for m in metrics
+        if m.name in ("tokens_per_sec", "tokens/s", "tokens_per_second")
+    ]

@@ -1,0 +1,108 @@
+"""Writing what the poll parsed: one short transaction, and per attempt if that fails.
+
+A write that fails for one attempt's points (a database refusing what its job
+wrote) is retried attempt by attempt; the attempt whose write still fails loses
+this poll's points, is marked, and has its parser state moved past the bytes,
+so the poll never comes back to them and every other attempt's points land.
+"""
+
+import logging
+from collections.abc import Iterable
+
+from django.db import DatabaseError, transaction
+
+from monitoring.ingest_parse import AttemptParse, Point
+from monitoring.models import AttemptIngest, LogFile, Series
+from monitoring.series import series_append
+
+logger = logging.getLogger(__name__)
+
+DELETE_BATCH = 500  # series rows per delete statement
+_PARSER_STATE = ["carry", "last_step", "metric_names", "parsed_to"]
+_COUNTERS = [
+    "series_names",
+    "skipped_bytes",
+    "skipped_lines",
+    "over_budget",
+    "parse_failures",
+    "metrics_stopped",
+    "dropped_names",
+    "dropped_series",
+    "dropped_gpu_files",
+    "dropped_gpu_samples",
+]
+
+
+def ingest_notes(*, attempt_ids: Iterable[int]) -> dict[int, AttemptIngest]:
+    """The attempts' AttemptIngest rows, created where missing."""
+    ids = list(attempt_ids)
+    notes = {n.attempt_id: n for n in AttemptIngest.objects.filter(attempt_id__in=ids)}
+    missing = [AttemptIngest(attempt_id=i) for i in ids if i not in notes]
+    if missing:
+        AttemptIngest.objects.bulk_create(missing, ignore_conflicts=True)
+        notes.update(
+            (n.attempt_id, n)
+            for n in AttemptIngest.objects.filter(attempt_id__in=[m.attempt_id for m in missing])
+        )
+    return notes
+
+
+def series_delete(*, attempt_id: int, names: list[str]) -> int:
+    """Delete an attempt's series of these names (and their chunks), a batch at a time."""
+    deleted = 0
+    for start in range(0, len(names), DELETE_BATCH):
+        part = names[start : start + DELETE_BATCH]
+        ids = list(
+            Series.objects.filter(attempt_id=attempt_id, name__in=part).values_list("id", flat=True)
+        )
+        for at in range(0, len(ids), DELETE_BATCH):
+            deleted += Series.objects.filter(id__in=ids[at : at + DELETE_BATCH]).delete()[0]
+    return deleted
+
+
+def _write(parsed: list[AttemptParse], notes: list[AttemptIngest]) -> None:
+    with transaction.atomic():
+        for result in parsed:
+            if result.replaced:
+                # A name metrics.jsonl gives for the first time replaces what stdout gave
+                # of it so far (the file holds every point from its first line on).
+                series_delete(attempt_id=result.attempt_id, names=result.replaced)
+        log_files = [f for result in parsed for f in result.log_files]
+        if log_files:
+            LogFile.objects.bulk_update(log_files, _PARSER_STATE)
+        points = [p for result in parsed for p in result.points]
+        if points:
+            series_append(points=points)
+        if notes:
+            AttemptIngest.objects.bulk_update(notes, _COUNTERS)
+
+
+def ingest_write(
+    parsed: list[AttemptParse], notes: dict[int, AttemptIngest], dirty: set[int]
+) -> list[Point]:
+    """Store the parsed points and parser state; returns the points that were stored."""
+    changed = {r.attempt_id for r in parsed if r.log_files or r.points} | dirty
+    try:
+        _write(parsed, [notes[i] for i in sorted(changed)])
+        return [p for result in parsed for p in result.points]
+    except DatabaseError:
+        logger.exception("writing the poll's points failed; writing attempt by attempt")
+    stored: list[Point] = []
+    for result in parsed:
+        note = notes[result.attempt_id]
+        try:
+            _write([result], [note] if result.attempt_id in changed else [])
+            stored += result.points
+        except DatabaseError:
+            logger.exception("attempt %s: its points cannot be stored", result.attempt_id)
+            note.parse_failures += 1
+            note.skipped_lines += len(result.points)
+            for log_file in result.log_files:
+                log_file.carry = b""
+            try:
+                with transaction.atomic():
+                    LogFile.objects.bulk_update(result.log_files, ["carry", "parsed_to"])
+                    AttemptIngest.objects.bulk_update([note], _COUNTERS)
+            except DatabaseError:
+                logger.exception("attempt %s: its parser state cannot be stored", note.attempt_id)
+    return stored

@@ -1,0 +1,101 @@
+"""The metric parser's own process: what a job wrote is parsed here, never in the poll.
+
+A line can make a regular expression take a minute, and Python cannot interrupt
+a match; a process can be killed. The poll (`monitoring.parse_budget`) sends one
+attempt's lines at a time and kills this process when they take longer than the
+attempt's budget. Requests and replies are length-prefixed JSON on stdin/stdout.
+
+Caps on what one line or record may give are applied here too, so an attempt's
+output is bounded before it reaches the database.
+"""
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
+
+# Metric names one stdout line (one run of points at a step) or one metrics.jsonl
+# record may give; the rest are dropped and counted.
+MAX_NAMES_PER_LINE = 50
+# A longer stdout line is stored but not read for metrics: the built-in patterns
+# are not linear on any line, and no trainer prints metrics on 4 KiB lines.
+MAX_METRIC_LINE_CHARS = 4096
+READY = {"ready": True}
+
+Reply = dict[str, Any]
+
+
+def _stdout(request: dict[str, Any]) -> Reply:
+    lines = request["lines"]
+    kept = [line for line in lines if len(line) <= MAX_METRIC_LINE_CHARS]
+    points = parse_stdout_metrics(
+        kept, extra_patterns=request.get("patterns", ()), last_step=request.get("last_step")
+    )
+    capped, dropped = _cap_runs(points)
+    return {"points": capped, "bad": 0, "long": len(lines) - len(kept), "dropped": dropped}
+
+
+def _cap_runs(points: list[MetricPoint]) -> tuple[list[list[Any]], int]:
+    """At most MAX_NAMES_PER_LINE names in each run of consecutive points at one step."""
+    out: list[list[Any]] = []
+    dropped = 0
+    run_step: int | None = None
+    names: set[str] = set()
+    for point in points:
+        if point.step != run_step:
+            run_step, names = point.step, set()
+        if point.name not in names and len(names) >= MAX_NAMES_PER_LINE:
+            dropped += 1
+            continue
+        names.add(point.name)
+        out.append([point.name, point.step, point.value, point.time])
+    return out, dropped
+
+
+def _jsonl(request: dict[str, Any]) -> Reply:
+    out: list[list[Any]] = []
+    bad = dropped = 0
+    for line in request["lines"]:
+        points, line_bad = parse_metrics_jsonl([line])
+        bad += line_bad
+        names: set[str] = set()
+        for point in points:
+            if point.name not in names and len(names) >= MAX_NAMES_PER_LINE:
+                dropped += 1
+                continue
+            names.add(point.name)
+            out.append([point.name, point.step, point.value, point.time])
+    return {"points": out, "bad": bad, "long": 0, "dropped": dropped}
+
+
+def parse_request(request: dict[str, Any]) -> Reply:
+    """Points ([name, step, value, time]) and counts for one file's new lines."""
+    return _jsonl(request) if request["kind"] == "jsonl" else _stdout(request)
+
+
+def write_frame(stream: BinaryIO, message: object) -> None:
+    body = json.dumps(message, allow_nan=False).encode()
+    stream.write(len(body).to_bytes(8, "big") + body)
+    stream.flush()
+
+
+def _frames(stream: BinaryIO) -> Iterator[dict[str, Any]]:
+    while header := stream.read(8):
+        yield json.loads(stream.read(int.from_bytes(header, "big")))
+
+
+def main() -> None:
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    write_frame(stdout, READY)
+    for request in _frames(stdin):
+        try:
+            reply = parse_request(request)
+        except Exception as exc:  # the poll marks the attempt; this process goes on
+            reply = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        write_frame(stdout, reply)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,9 @@ from django.urls import reverse
 from jobs.access import job_for_viewer
 from jobs.models import JobEvent
 from jobs.rundir import page_formats
+from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT
+from monitoring.models import AttemptIngest
+from monitoring.parse_worker import MAX_NAMES_PER_LINE
 
 
 @login_required
@@ -26,11 +29,15 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
         # File and series names the page matches, from the one module that defines them.
         "formats": page_formats(),
     }
+    ingest = AttemptIngest.objects.filter(attempt__job=job, attempt__number=number).first()
     return render(
         request,
         "monitoring/job.html",
         {
             "job": job,
+            "ingest": ingest if ingest is not None and ingest.has_notice else None,
+            "series_cap": MAX_SERIES_PER_ATTEMPT,
+            "names_cap": MAX_NAMES_PER_LINE,
             "events": events,
             "config": config,
             "download_url": reverse("attempt-log-download", kwargs=attempt_kwargs),

@@ -1,0 +1,131 @@
+"""One attempt's hostile output costs that attempt only: bytes kept, parse skipped, others on time.
+
+Attack (issue 13): a job printed `step` and 64k spaces; the built-in step pattern
+takes about a minute on it, the poll rolled back and read the same bytes again,
+forever, and no account after it was polled.
+"""
+
+import pytest
+
+from jobs.models import Attempt
+from monitoring.logs import log_read
+from monitoring.models import AttemptIngest, LogFile
+from monitoring.parse_budget import ParseTimeout, parse_within
+from monitoring.series import series_read
+from tests import factories
+from tests.security.beside import (
+    assert_bystander_whole,
+    assert_log_exact,
+    bystander_is_read_while_it_runs,
+    hostile_attempt,
+    submit_beside,
+)
+from tests.security.ingest_helpers import ingest, reply_with, running
+
+SPACES = b"step" + b" " * 65536 + b"\n"  # the attack, verbatim
+# Under the 4 KiB metric-line cap, still quadratic for the built-in step pattern.
+SLOW = (b"step" + b" " * 4000 + b"\n") * 40
+GOOD = b"".join(b"step %d loss=%.3f\n" % (i, 1 / i) for i in range(1, 11))
+
+
+@pytest.fixture
+def two_tenants(db: None, project, owner, member, cluster) -> tuple[Attempt, Attempt]:
+    _, hostile = factories.job(project, owner, cluster, name="hostile")
+    _, other = factories.job(project, member, cluster, name="bystander")
+    return running(hostile), running(other)
+
+
+def _stored(attempt: Attempt) -> bytes:
+    return log_read(attempt_id=attempt.pk, file="stdout.log", offset=0, limit=1 << 24).data
+
+
+def test_a_64k_space_line_is_stored_not_parsed_and_the_other_job_is_read(two_tenants) -> None:
+    hostile, other = two_tenants
+    ingest(
+        [hostile, other],
+        reply_with({hostile: {"stdout.log": SPACES + GOOD}, other: {"stdout.log": GOOD}}),
+    )
+    assert _stored(hostile) == SPACES + GOOD and _stored(other) == GOOD
+    # The long line is skipped and counted; the good lines after it still give points.
+    assert series_read(attempt_id=hostile.pk, name="loss").xs == [float(i) for i in range(1, 11)]
+    assert series_read(attempt_id=other.pk, name="loss").xs == [float(i) for i in range(1, 11)]
+    assert AttemptIngest.objects.get(attempt=hostile).skipped_lines == 1
+
+
+def test_lines_over_the_budget_are_skipped_once_and_never_read_again(two_tenants, settings) -> None:
+    settings.INGEST_PARSE_BUDGET = 0.3
+    hostile, other = two_tenants
+    ingest(
+        [hostile, other], reply_with({hostile: {"stdout.log": SLOW}, other: {"stdout.log": GOOD}})
+    )
+    note = AttemptIngest.objects.get(attempt=hostile)
+    assert note.over_budget == 1 and note.skipped_bytes == len(SLOW)
+    log_file = LogFile.objects.get(attempt=hostile, name="stdout.log")
+    assert log_file.size == log_file.parsed_to == len(SLOW)  # offsets agree: nothing to re-read
+    assert series_read(attempt_id=other.pk, name="loss").total == 10
+
+    # The next poll brings only new bytes; they are parsed (the old ones are not again).
+    ingest([hostile], reply_with({hostile: {"stdout.log": GOOD}}))
+    assert series_read(attempt_id=hostile.pk, name="loss").total == 10
+    assert _stored(hostile) == SLOW + GOOD
+    assert AttemptIngest.objects.get(attempt=hostile).over_budget == 1
+
+
+def test_repeatedly_over_budget_the_attempt_stops_being_parsed(two_tenants, settings) -> None:
+    settings.INGEST_PARSE_BUDGET = 0.2
+    hostile, other = two_tenants
+    for _ in range(3):
+        ingest([hostile], reply_with({hostile: {"stdout.log": SLOW}}))
+    ingest(
+        [hostile, other], reply_with({hostile: {"stdout.log": GOOD}, other: {"stdout.log": GOOD}})
+    )
+    note = AttemptIngest.objects.get(attempt=hostile)
+    assert note.metrics_stopped and note.over_budget == 3
+    assert _stored(hostile) == SLOW * 3 + GOOD  # the log keeps everything
+    assert series_read(attempt_id=hostile.pk, name="loss").total == 0
+    assert series_read(attempt_id=other.pk, name="loss").total == 10
+
+
+def test_a_gap_in_parsing_resumes_at_the_next_whole_line(two_tenants) -> None:
+    hostile, _ = two_tenants
+    ingest([hostile], reply_with({hostile: {"stdout.log": b"step 1 loss=0.5\nstep 2 lo"}}))
+    # Bytes stored by a poll that died before parsing them: parsed_to stays behind.
+    LogFile.objects.filter(attempt=hostile, name="stdout.log").update(size=40)
+    ingest([hostile], reply_with({hostile: {"stdout.log": b"ss=0.25\nstep 3 loss=0.125\n"}}))
+    loss = series_read(attempt_id=hostile.pk, name="loss")
+    assert loss.xs == [1.0, 3.0]  # never a number made of two lines' pieces
+
+
+def test_the_parser_process_is_killed_past_its_budget_and_comes_back() -> None:
+    with pytest.raises(ParseTimeout):
+        parse_within({"kind": "stdout", "lines": [SLOW.decode()[:4004]] * 40}, 0.2)
+    reply = parse_within({"kind": "stdout", "lines": ["step 7 loss=0.5"]}, 30.0)
+    assert reply["points"] == [["loss", 7, 0.5, None]]
+
+
+# --- on the sandbox: the job does it from inside --------------------------------------------
+
+HOSTILE = """python3 - <<'PY'
+import sys, time
+for round in range(6):
+    sys.stdout.write("step" + " " * 65536 + "\\n")
+    sys.stdout.write(("step" + " " * 4000 + "\\n") * 200)
+    sys.stdout.flush()
+    time.sleep(0.5)
+print("step 1 loss=0.5", flush=True)
+PY"""
+
+
+@pytest.mark.sandbox
+def test_a_job_printing_pathological_lines_costs_only_itself(
+    celery_worker, researcher, project, sandbox_cluster, settings
+) -> None:
+    pair = submit_beside(researcher, project, sandbox_cluster, HOSTILE)
+    bystander_is_read_while_it_runs(pair)
+    assert_bystander_whole(pair)
+    attempt = hostile_attempt(pair)
+    assert_log_exact(attempt)  # every byte of the attack is kept
+    note = AttemptIngest.objects.get(attempt=attempt)
+    assert note.skipped_lines >= 6 and note.skipped_bytes > 0
+    log_file = LogFile.objects.get(attempt=attempt, name="stdout.log")
+    assert log_file.parsed_to == log_file.size  # read once, to the end, not again

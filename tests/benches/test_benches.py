@@ -17,7 +17,7 @@ from tests.helpers import ROOT
 
 BENCH = ROOT / "bench"
 ON_THE_SANDBOX = ("agent_poll.py", "latency.py", "poll.py")
-DATABASE_ONLY = ("joblist.py", "series.py")
+DATABASE_ONLY = ("hostile.py", "joblist.py", "series.py")
 
 
 def _run_quick(name: str) -> str:

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -47,7 +48,7 @@ ATTACKS: dict[str, tuple[str, bytes]] = {
 EVIL_PATTERN = r"(?P<loss>(?:(?:a|a))*b)"
 
 
-def _attempts(run_root: Path) -> tuple[object, object]:
+def _attempts(run_root: Path) -> tuple[Any, Any]:
     from django.contrib.auth.models import User
 
     from clusters.models import Cluster, ClusterAccount
@@ -80,7 +81,7 @@ def _attempts(run_root: Path) -> tuple[object, object]:
     return made[0], made[1]
 
 
-def _reply(attempt: object) -> object:
+def _reply(attempt: Any) -> Any:
     """What the agent would bring: each followed file's bytes from the stored size on."""
     from clusters.agent import AgentReply, FileChunk
     from jobs.rundir import file_key
@@ -90,14 +91,14 @@ def _reply(attempt: object) -> object:
     sizes = dict(LogFile.objects.filter(attempt=attempt).values_list("name", "size"))
     files = {}
     for name in FOLLOWED:
-        path = Path(attempt.run_dir) / name  # type: ignore[attr-defined]
+        path = Path(attempt.run_dir) / name
         if not path.exists():
             continue
         offset = sizes.get(name, 0)
         with path.open("rb") as f:
             f.seek(offset)
             data = f.read(1024 * 1024)
-        files[file_key(attempt.uuid, name)] = FileChunk(  # type: ignore[attr-defined]
+        files[file_key(attempt.uuid, name)] = FileChunk(
             offset=offset, data=data, size=path.stat().st_size, more=False, error=None, inode=1
         )
     return AgentReply(time=time.time(), files=files)
@@ -113,7 +114,7 @@ def _writer(path: Path, line: Callable[[int], bytes], period: float, stop: threa
             stop.wait(period)
 
 
-def _phase(kind: str, hostile: object, other: object) -> dict[str, object]:
+def _phase(kind: str, hostile: Any, other: Any) -> dict[str, Any]:
     from monitoring.ingest import MonitoringWatcher
     from monitoring.logs import log_read
     from monitoring.models import AttemptIngest
@@ -123,19 +124,19 @@ def _phase(kind: str, hostile: object, other: object) -> dict[str, object]:
     threads = [
         threading.Thread(
             target=_writer,
-            args=(Path(hostile.run_dir) / name, lambda _: line, 0.5, stop),  # type: ignore[attr-defined]
+            args=(Path(hostile.run_dir) / name, lambda _: line, 0.5, stop),
         ),
         threading.Thread(
             target=_writer,
             args=(
-                Path(other.run_dir) / "stdout.log",  # type: ignore[attr-defined]
+                Path(other.run_dir) / "stdout.log",
                 lambda seq: b"MARK %d %.6f\n" % (seq, time.time()),
                 PERIOD,
                 stop,
             ),
         ),
     ]
-    start_offset = log_read(attempt_id=other.pk, file="stdout.log", offset=-1, limit=0).size  # type: ignore[attr-defined]
+    start_offset = log_read(attempt_id=other.pk, file="stdout.log", offset=-1, limit=0).size
     for thread in threads:
         thread.start()
     latencies: list[float] = []
@@ -145,10 +146,10 @@ def _phase(kind: str, hostile: object, other: object) -> dict[str, object]:
         beat = time.monotonic()
         for attempt in (hostile, other):  # one agent call per account, hostile first
             watcher = MonitoringWatcher()
-            watcher.requests([attempt])  # type: ignore[list-item]
-            watcher.ingest([attempt], _reply(attempt))  # type: ignore[list-item, arg-type]
+            watcher.requests([attempt])
+            watcher.ingest([attempt], _reply(attempt))
         now = time.time()
-        stored = log_read(attempt_id=other.pk, file="stdout.log", offset=seen, limit=1 << 24)  # type: ignore[attr-defined]
+        stored = log_read(attempt_id=other.pk, file="stdout.log", offset=seen, limit=1 << 24)
         seen = stored.end
         latencies += [now - float(m[2]) for m in MARK.finditer(stored.data)]
         time.sleep(max(0.0, POLL_INTERVAL - (time.monotonic() - beat)))
@@ -191,7 +192,7 @@ def main() -> None:
             f"{row['kind']:>26} | {row['deltas']:>8} | {row['p50']:>8.3f} | {row['p95']:>8.3f} | "
             f"{row['max']:>8.3f} | {row['skipped']:>8} | {row['over']:>8} | {row['dropped']:>8}"
         )
-    worst = max(float(row["p95"]) for row in rows)  # type: ignore[arg-type]
+    worst = max(float(row["p95"]) for row in rows)
     print(f"worst p95 {worst:.3f} s (goal < {GOAL_P95} s)")
 
 

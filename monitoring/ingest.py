@@ -38,7 +38,7 @@ from monitoring.logs import Delivery, Stored, log_files, log_store
 from monitoring.models import LogFile, Series
 from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 from monitoring.series import series_append
-from monitoring.throughput import dense_transformer_flops_per_token, mfu
+from monitoring.throughput import dense_transformer_flops_per_token, mfu, token_rate_per_gpu
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,9 @@ class MonitoringWatcher:
             # of it so far (the file holds every point from its first line on).
             Series.objects.filter(reduce(operator.or_, replaced)).delete()
         if touched:
-            LogFile.objects.bulk_update(touched.values(), ["carry", "last_step", "metric_names"])
+            LogFile.objects.bulk_update(
+                touched.values(), ["carry", "last_step", "metric_names", "reader_state"]
+            )
         return points
 
     def _deltas(
@@ -234,7 +236,15 @@ def _points(
             log_file.metric_names = [*log_file.metric_names, *new_names]
     else:
         patterns = [p for p in attempt.job.metric_patterns.splitlines() if p.strip()]
-        metrics = parse_stdout_metrics(lines, extra_patterns=patterns, last_step=log_file.last_step)
+        # The unfinished last line's newest \r segment (a tqdm bar) is read now, provisionally.
+        provisional = bytes(log_file.carry).rstrip(b"\r").decode("utf-8", errors="replace")
+        metrics = parse_stdout_metrics(
+            lines,
+            extra_patterns=patterns,
+            last_step=log_file.last_step,
+            state=log_file.reader_state,
+            provisional=provisional,
+        )
         # Structured metrics win: a script writing metrics.jsonl often prints the
         # same numbers rounded, and two sources of one series would interleave.
         given = set(structured.metric_names) if structured is not None else set()
@@ -250,6 +260,8 @@ def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
     peak = job.cluster.gpu_peak_bf16_tflops * 1e12
     if not job.model_params or not peak or not job.total_gpus:
         return []
+    if any(m.name == "mfu" for m in metrics):
+        return []  # an MFU the trainer prints is shown as printed
     flops = dense_transformer_flops_per_token(job.model_params)
     return [
         (
@@ -261,7 +273,7 @@ def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
             ),
         )
         for m in metrics
-        if m.name in ("tokens_per_sec", "tokens/s", "tokens_per_second")
+        if token_rate_per_gpu(m.name) is False  # a per-GPU rate would need x GPUs
     ]
 
 

@@ -141,7 +141,7 @@ def resolve(
             base = _base(epochs, epoch, zero_based)
             out.step = (epoch - base) * fraction.total + fraction.value
             if epochs.epochs:
-                out.total = (epochs.epochs - base + (base == 0) * 0) * fraction.total
+                out.total = epochs.epochs * fraction.total  # `Epoch [2/5]`: 5 epochs of N
         else:
             out.step, out.total = fraction.value, fraction.total
     if epoch is not None:

@@ -337,3 +337,21 @@ def test_jsonl_lines_survive_the_splitter_at_any_boundary() -> None:
     assert whole[1] == 0 and len(whole[0]) == 5
     for cut in range(len(data) + 1):
         assert parse_metrics_jsonl(_lines(data, chunks=[cut])) == whole
+
+
+def test_reader_state_carries_steps_across_polls_and_a_provisional_bar_is_stored_once() -> None:
+    state: dict[str, object] = {}
+    bar = "Epoch 1:   4%|▍         | 45/1000 [00:05<01:58,  8.08it/s, v_num=3, loss=0.598]"
+    first = parse_stdout_metrics(
+        ["Epoch 0: 100%|█| 1000/1000 [01:00<00:00, 9.1it/s, v_num=3]"], state=state, provisional=bar
+    )
+    assert [(p.name, p.step) for p in first if p.name == "loss"] == [("loss", 1045)]
+    assert state["epoch_base"] == 0
+    # The same segment completes: not stored again; a step-less line attaches to step 1045.
+    second = parse_stdout_metrics([bar, "val_loss: 0.5"], state=state)
+    assert [(p.name, p.step, p.value) for p in second] == [
+        ("val_loss", 1045, 0.5),
+        ("epoch", 1045, 1.0),
+    ]
+    parse_stdout_metrics([" 50%|█████     | 500/1000 [03:10<03:10,  2.62it/s]"], state=state)
+    assert state["total_steps"] == 1000  # for the progress bar and ETA

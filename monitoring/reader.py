@@ -201,10 +201,10 @@ class MetricReader:
         state = self.state
         if steps.total is not None:
             state.total_steps = steps.total
-        if steps.epoch is not None:
-            state.epochs.epoch = steps.epoch
         if steps.step is None and not steps.metric_fields:
-            return  # `Epoch 3/10`: progress for the lines after it
+            if steps.epoch is not None:
+                state.epochs.epoch = steps.epoch  # `Epoch 3/10`: progress for the lines after it
+            return
         if steps.step is None and steps.epoch is not None and not state.seen_counter:
             steps.step = steps.epoch  # a per-epoch summary: the epoch is the step
         if steps.step is not None:

@@ -33,6 +33,7 @@ from monitoring.tokens import (
 
 MAX_LABEL_WORDS = 4
 MAX_DEPTH = 8
+_ACROSS_PADDING = (NUMBER, BAD, BIND, OPEN_LIST)
 _LOOKAHEAD = 64
 
 
@@ -154,11 +155,10 @@ class _Parser:
             return i + 1
         j = self.peek(i + 1)
         k = self.peek(j + 1)
-        if _is_int(token) and self.kind(j) == SLASH and k < len(self.tokens) and _is_int(self.tokens[k]):
-            total = self.tokens[k].value
-            assert isinstance(total, int)
-            result = self.emit(token, total=total)
-            result.then_comma = self.tokens[k + 1].text == "," if k + 1 < len(self.tokens) else False
+        total = self.tokens[k].value if k < len(self.tokens) else None
+        if _is_int(token) and self.kind(j) == SLASH and _is_int(self.tokens[k]) and total:
+            result = self.emit(token, total=int(total))
+            result.then_comma = k + 1 < len(self.tokens) and self.tokens[k + 1].text == ","
             return k + 1
         if token.value is not None and not self.label and not token.unit:
             unit, end = self.spaced_unit(i + 1)
@@ -188,9 +188,7 @@ class _Parser:
             self.end_segment("(")
             return i + 1
         inner = [t for t in self.tokens[i + 1 : end] if t.kind not in (SPACE, SEP)]
-        if self.label and inner and all(
-            t.kind in (WORD, SLASH) for t in inner
-        ):
+        if self.label and inner and all(t.kind in (WORD, SLASH) for t in inner):
             unit = "".join(t.text for t in inner)
             if unit.lower() in UNIT_WORDS or "/" in unit:
                 self.label_unit = unit
@@ -214,8 +212,11 @@ class _Parser:
                 self.out.fields.append(Field(base.name + suffix, token.value, token.unit))
             self.recent = []
             return end + 1
-        if previous is not None and previous.total is not None and inner and all(
-            t.kind == NUMBER and t.unit == "%" for t in inner
+        if (
+            previous is not None
+            and previous.total is not None
+            and inner
+            and all(t.kind == NUMBER and t.unit == "%" for t in inner)
         ):
             return end + 1  # `[ 100/1251 (  8%)]`: progress of the fraction
         self.recent = []
@@ -240,9 +241,7 @@ class _Parser:
                 self.emit(inner[0], bracketed=True)
                 return end + 1
             if len(inner) == 3 and inner[1].kind == SLASH and _is_int(inner[2]):
-                total = inner[2].value
-                assert isinstance(total, int)
-                self.emit(inner[0], total=total, bracketed=True)
+                self.emit(inner[0], total=int(inner[2].value or 0), bracketed=True)
                 return end + 1
         if self.bound and self.label:
             if end > 0 and len(inner) == 1 and inner[0].kind == NUMBER:
@@ -306,7 +305,7 @@ class _Parser:
                 i += 1
             elif kind == SPACE:
                 i += 1
-            elif self.blank(i) and self.label and self.kind(self.peek(i)) in (NUMBER, BAD, BIND, OPEN_LIST):
+            elif self.blank(i) and self.label and self.kind(self.peek(i)) in _ACROSS_PADDING:
                 i += 1  # `consumed samples:        51200`: padding between a label and its value
             else:  # SEP, SLASH, CLOSE, CLOSE_LIST
                 self.end_segment(token.text)

@@ -8,6 +8,7 @@ decode_loss_ce, `samples/sec` -> samples_per_sec, `train/loss` stays a namespace
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from monitoring.numbers import PER_UNITS, UNITS
 
@@ -43,7 +44,7 @@ def _part(word: str) -> str:
 
 
 def normalise_word(word: str) -> str:
-    """A printed key: `/` between a quantity and a per-unit reads `per`, other `/` are namespaces."""
+    """A printed key: `/` before a per-unit reads `per`; any other `/` is a namespace."""
     pieces = [p for p in word.split("/")]
     out = _part(pieces[0])
     for piece in pieces[1:]:
@@ -59,6 +60,11 @@ def normalise_word(word: str) -> str:
 
 def label_name(words: Sequence[str]) -> tuple[str, str]:
     """(name, unit) of a label's words; a trailing `in <unit>` is the unit, not the name."""
+    return _label_name(tuple(words))
+
+
+@lru_cache(maxsize=4096)
+def _label_name(words: tuple[str, ...]) -> tuple[str, str]:
     unit = ""
     if len(words) >= 3 and words[-2].lower() == "in" and words[-1].lower() in UNIT_WORDS:
         unit, words = words[-1], words[:-2]
@@ -74,6 +80,11 @@ def rate_name(unit: str) -> str:
 
 def counter_word(words: Sequence[str]) -> str | None:
     """The counter a label names: `step`, `Training epoch` -> epoch, `Iter(train)` -> iter."""
+    return _counter_word(tuple(words))
+
+
+@lru_cache(maxsize=4096)
+def _counter_word(words: tuple[str, ...]) -> str | None:
     if not words:
         return None
     whole, _ = label_name(words)

@@ -80,7 +80,7 @@ NON_FINITE = frozenset({"nan", "inf", "infinity", "-inf", "+inf", "-nan", "-infi
 
 @dataclass(frozen=True)
 class Number:
-    """A scanned token: value None with readable False is unreadable; None with readable True is nan/inf."""
+    """A scanned token. Value None: nan/inf when readable, else a token that is no number."""
 
     end: int
     value: float | int | None
@@ -139,9 +139,7 @@ def scan_number(text: str, i: int) -> Number | None:
     if text[start:word_end].lower() in NON_FINITE and (word_end == n or text[word_end] in _ENDS):
         return Number(word_end, None)
     digits_end = _digits(text, i)
-    if digits_end == i and not (
-        i + 1 < n and text[i] == "." and "0" <= text[i + 1] <= "9"
-    ):
+    if digits_end == i and not (i + 1 < n and text[i] == "." and "0" <= text[i + 1] <= "9"):
         return None
     raw = text[i:digits_end]
     i = digits_end
@@ -166,8 +164,7 @@ def scan_number(text: str, i: int) -> Number | None:
             i = exp_end
             is_float = True
     if i < n and (
-        ("0" <= text[i] <= "9")
-        or (text[i] in ".:_+-" and i + 1 < n and text[i + 1].isalnum())
+        ("0" <= text[i] <= "9") or (text[i] in ".:_+-" and i + 1 < n and text[i + 1].isalnum())
     ):
         return Number(_skip_token(text, i), None, readable=False)
     unit = ""
@@ -182,6 +179,6 @@ def scan_number(text: str, i: int) -> Number | None:
         value: float | int = float(number) if is_float else int(number)
     except ValueError:
         return Number(_skip_token(text, i), None, readable=False)
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+    if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
         return Number(i, None, unit)
     return Number(i, value, unit)

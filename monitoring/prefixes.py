@@ -21,7 +21,7 @@ def strip_ansi(line: str) -> str:
 
 
 def _is_prefix_bracket(inner: str) -> bool:
-    """`[rank0]`, `[INFO]`, `[2022-03-11 02:06:58,985]`, `[logging.py:69:log_dist]`; not `[3]`, `[batch=1/9]`."""
+    """`[rank0]`, `[INFO]`, `[2022-03-11 02:06:58,985]`, `[timer.py:189:stop]`; not `[3]`."""
     if "=" in inner or not inner.strip():
         return False
     if any(c.isalpha() for c in inner):
@@ -30,7 +30,7 @@ def _is_prefix_bracket(inner: str) -> bool:
 
 
 def _date_time_end(text: str) -> int:
-    """End of a leading `2024-05-01 12:00:00,123`, `10/30 22:19:28`, `05/01/2024 12:00:00`; 0 if none."""
+    """End of a leading `2024-05-01 12:00:00,123`, `10/30 22:19:28`, `05/01/2024`; 0 if none."""
     i, n = 0, len(text)
     while i < n and (text[i].isdigit() or text[i] in "-/"):
         i += 1

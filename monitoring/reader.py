@@ -20,7 +20,12 @@ from monitoring.steps import NOT_TRAINING, EpochState, Steps, resolve
 from monitoring.tokens import tokenize
 
 Value = float | int
-MAX_READ_CHARS = 64 * 1024
+# A metric line is well under this; a longer one is read up to its last separator before
+# the cap (a token is never cut), which bounds the cost of any line.
+MAX_READ_CHARS = 1024
+# A line redrawn more often than this: only its newest redraws are read (a terminal shows one).
+MAX_SEGMENTS = 8
+_CUT_AT = " ,|\t"
 _MAX_COLUMNS = 40
 
 
@@ -75,6 +80,14 @@ class ReaderState:
             total_steps=number("total_steps"),
             header=[str(h) for h in header] if isinstance(header, list) else [],
         )
+
+
+def _bounded(segment: str) -> str:
+    if len(segment) <= MAX_READ_CHARS:
+        return segment
+    head = segment[:MAX_READ_CHARS]
+    cut = max(head.rfind(c) for c in _CUT_AT)
+    return head[:cut] if cut > 0 else ""
 
 
 def _is_header(columns: list[str], text: str) -> bool:
@@ -141,7 +154,8 @@ class MetricReader:
         user_values: dict[str, Value] | None = None,
     ) -> None:
         """One line as printed; each `\\r` segment is a redraw, read in turn."""
-        for segment in line.rstrip("\n").split("\r"):
+        segments = line.rstrip("\n").split("\r")
+        for segment in segments[-MAX_SEGMENTS:]:
             if segment.strip():
                 self.read(segment, user_step=user_step, user_values=user_values)
 
@@ -179,7 +193,7 @@ class MetricReader:
         user_step: int | None = None,
         user_values: dict[str, Value] | None = None,
     ) -> None:
-        text = strip_prefix(segment[:MAX_READ_CHARS])
+        text = strip_prefix(_bounded(segment))
         if not text.strip():
             return
         state = self.state
@@ -225,8 +239,12 @@ class MetricReader:
         pending = self.pending
         if pending is not None and (
             (not point.counted and not pending.counted and pending.step == point.step)
-            or (point.counted and pending.counted and point.block is not None
-                and point.block == pending.block)
+            or (
+                point.counted
+                and pending.counted
+                and point.block is not None
+                and point.block == pending.block
+            )
         ):
             pending.values.update(point.values)
             return

@@ -64,9 +64,7 @@ def _base(epochs: EpochState, epoch: int, zero_based: bool) -> int:
     return epochs.base
 
 
-def resolve(
-    fields: list[Field], bar: int | None, epochs: EpochState, *, zero_based: bool
-) -> Steps:
+def resolve(fields: list[Field], bar: int | None, epochs: EpochState, *, zero_based: bool) -> Steps:
     """The step, epoch and values of one line's fields."""
     out = Steps()
     global_step = plain = None
@@ -96,9 +94,9 @@ def resolve(
             if plain is None:
                 plain = _integral(item.value)
         elif counter is not None or (not item.name and item.total is not None):
-            if fraction is None or (fraction.counter is None and counter is not None):
-                if not (bar is not None and index < bar and counter is None):
-                    fraction, before_fraction = item, previous
+            better = fraction is None or (fraction.counter is None and counter is not None)
+            if better and not (in_desc and counter is None):
+                fraction, before_fraction = item, previous
         elif in_desc and not item.name and isinstance(item.value, int):
             desc_ints.append(item.value)
         elif item.name and (counter is None or counter == "epoch"):
@@ -128,14 +126,13 @@ def resolve(
         out.metric_fields -= 1
     if epoch is None and fraction is not None and fraction.counter is None:
         epoch = epochs.epoch
-    assert epoch is None or isinstance(epoch, int)
-    out.epoch = epoch
+    out.epoch = epoch if isinstance(epoch, int) else None
+    epoch = out.epoch
     if global_step is not None:
         out.step, out.from_counter = global_step, True
     elif plain is not None:
         out.step, out.from_counter = plain, True
-    elif fraction is not None:
-        assert isinstance(fraction.value, int) and fraction.total is not None
+    elif fraction is not None and isinstance(fraction.value, int) and fraction.total is not None:
         out.from_counter = True
         if epoch is not None:
             base = _base(epochs, epoch, zero_based)

@@ -24,7 +24,13 @@ _SAMPLE_WORDS = ("samples", "sample", "examples", "sequences", "seqs", "images",
 _PER_SECOND = ("per_sec", "per_second", "per_s")
 _RATE_PREFIXES = ("train_", "running_avg_", "curr_", "current_", "avg_", "throughput_")
 _TOKEN_SHORT = frozenset({"tps", "tok_per_sec", "wps", "tokens_per_sec_per_gpu"})
-STEP_RATE_NAMES = ("it_per_s", "it_per_sec", "batch_per_s", "steps_per_second", "train_steps_per_second")
+STEP_RATE_NAMES = (
+    "it_per_s",
+    "it_per_sec",
+    "batch_per_s",
+    "steps_per_second",
+    "train_steps_per_second",
+)
 STEP_TIME_NAMES = ("s_per_it", "s_per_batch")
 TOKEN_COUNT_NAMES = ("tokens", "num_tokens", "consumed_tokens", "num_input_tokens_seen")
 SAMPLE_COUNT_NAMES = ("samples", "consumed_samples", "num_samples")
@@ -94,7 +100,7 @@ def _rate(name: str, words: tuple[str, ...]) -> bool | None:
 
 
 def token_rate_per_gpu(name: str) -> bool | None:
-    """Whether `name` is a token rate per GPU (True), for the whole job (False), or no token rate."""
+    """True: a per-GPU token rate; False: the whole job's; None: no token rate."""
     if name in _TOKEN_SHORT:
         return name.endswith("_per_gpu")
     return _rate(name, _TOKEN_WORDS)

@@ -38,9 +38,11 @@ def _word_end(text: str, i: int) -> int:
     n = len(text)
     while i < n:
         c = text[i]
-        if c.isalnum() or c == "_":
-            i += 1
-        elif c in _WORD_JOINERS and i + 1 < n and (text[i + 1].isalnum() or text[i + 1] == "_"):
+        if (
+            c.isalnum()
+            or c == "_"
+            or (c in _WORD_JOINERS and i + 1 < n and (text[i + 1].isalnum() or text[i + 1] == "_"))
+        ):
             i += 1
         else:
             break
@@ -63,7 +65,9 @@ def tokenize(text: str) -> list[Token]:
                 tokens.append(Token(SPACE if j - i == 1 else SEP, text[i:j]))
             i = j
             continue
-        if c.isdigit() or (c in "+-." and i + 1 < n and (text[i + 1].isdigit() or text[i + 1] == ".")):
+        if c.isdigit() or (
+            c in "+-." and i + 1 < n and (text[i + 1].isdigit() or text[i + 1] == ".")
+        ):
             number = scan_number(text, i)
             if number is not None:
                 kind = NUMBER if number.readable else BAD

@@ -1,8 +1,8 @@
 """Run the metric reader over tests/corpus/metrics and compare, as tests/corpus/README.md says.
 
-    python -m tests.corpus.runner            # every case, expected vs read, then the totals
-    python -m tests.corpus.runner -q         # failing cases and the totals only
-    python -m tests.corpus.runner -k keras   # cases whose name contains `keras`
+python -m tests.corpus.runner            # every case, expected vs read, then the totals
+python -m tests.corpus.runner -q         # failing cases and the totals only
+python -m tests.corpus.runner -k keras   # cases whose name contains `keras`
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ def read_case(text: str) -> list[Point]:
             reader.feed(piece if last else piece + "\n")
     points: list[Point] = []
     for point in reader.finish():
-        points.append({"step": point.step, **point.values} if not point.counted else dict(point.values))
+        points.append(
+            {"step": point.step, **point.values} if not point.counted else dict(point.values)
+        )
     return points
 
 
@@ -77,7 +79,9 @@ def _show(point: Point) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="show failing cases only")
     parser.add_argument("-k", default="", help="only cases whose name contains this")
     args = parser.parse_args(argv)

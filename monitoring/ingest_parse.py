@@ -19,7 +19,7 @@ from monitoring.lines import finish_lines, split_lines
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_budget, parse_within
 from monitoring.parsers import MetricPoint
-from monitoring.throughput import dense_transformer_flops_per_token, mfu
+from monitoring.throughput import dense_transformer_flops_per_token, mfu, token_rate_per_gpu
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,9 @@ def _request(attempt: Attempt, log_file: LogFile, lines: list[str]) -> dict[str,
         "lines": lines,
         "patterns": pattern_lines(attempt.job.metric_patterns),
         "last_step": log_file.last_step,
+        "state": log_file.reader_state,
+        # The unfinished last line's newest \r segment (a tqdm bar) is read now, provisionally.
+        "provisional": bytes(log_file.carry).rstrip(b"\r").decode("utf-8", errors="replace"),
     }
 
 
@@ -138,6 +141,8 @@ def _metrics(
         note.parse_failures += 1
         logger.warning("attempt %s: parsing %s failed: %s", attempt.pk, log_file.name, exc)
         return None
+    if "state" in reply:
+        log_file.reader_state = reply["state"]
     note.skipped_lines += reply["long"]
     note.dropped_names += reply["dropped"]
     metrics = []
@@ -186,6 +191,8 @@ def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
     peak = job.cluster.gpu_peak_bf16_tflops * 1e12
     if not job.model_params or not peak or not job.total_gpus:
         return []
+    if any(m.name == "mfu" for m in metrics):
+        return []  # an MFU the trainer prints is shown as printed
     flops = dense_transformer_flops_per_token(job.model_params)
     return [
         (
@@ -197,5 +204,5 @@ def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
             ),
         )
         for m in metrics
-        if m.name in ("tokens_per_sec", "tokens/s", "tokens_per_second")
+        if token_rate_per_gpu(m.name) is False  # a per-GPU rate would need x GPUs
     ]

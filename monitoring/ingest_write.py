@@ -18,7 +18,7 @@ from monitoring.series import series_append
 logger = logging.getLogger(__name__)
 
 DELETE_BATCH = 500  # series rows per delete statement
-_PARSER_STATE = ["carry", "last_step", "metric_names", "parsed_to"]
+_PARSER_STATE = ["carry", "last_step", "metric_names", "parsed_to", "reader_state"]
 _COUNTERS = [
     "series_names",
     "skipped_bytes",

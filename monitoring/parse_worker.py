@@ -30,11 +30,23 @@ Reply = dict[str, Any]
 def _stdout(request: dict[str, Any]) -> Reply:
     lines = request["lines"]
     kept = [line for line in lines if len(line) <= MAX_METRIC_LINE_CHARS]
+    state = dict(request.get("state") or {})
+    provisional = request.get("provisional", "")
     points = parse_stdout_metrics(
-        kept, extra_patterns=request.get("patterns", ()), last_step=request.get("last_step")
+        kept,
+        extra_patterns=request.get("patterns", ()),
+        last_step=request.get("last_step"),
+        state=state,
+        provisional=provisional if len(provisional) <= MAX_METRIC_LINE_CHARS else "",
     )
     capped, dropped = _cap_runs(points)
-    return {"points": capped, "bad": 0, "long": len(lines) - len(kept), "dropped": dropped}
+    return {
+        "points": capped,
+        "bad": 0,
+        "long": len(lines) - len(kept),
+        "dropped": dropped,
+        "state": state,
+    }
 
 
 def _cap_runs(points: list[MetricPoint]) -> tuple[list[list[Any]], int]:

@@ -11,19 +11,27 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from monitoring.parsers import MetricPoint
 
-TOKEN_RATE_NAMES = ("tokens_per_sec", "tokens_per_second", "tokens/s", "tok/s", "tokens_per_s")
-SAMPLE_RATE_NAMES = (
-    "samples_per_sec",
-    "samples_per_second",
-    "samples/s",
-    "train_samples_per_second",
+# Rates by the reader's names (tests/corpus/README.md): `tokens/s` -> tokens_per_s,
+# `SamplesPerSec` -> samples_per_sec, `tps`, fairseq's `wps` (words, i.e. tokens, per second).
+_TOKEN_WORDS = ("tokens", "token", "tok", "toks", "words")
+_SAMPLE_WORDS = ("samples", "sample", "examples", "sequences", "seqs", "images", "imgs")
+_PER_SECOND = ("per_sec", "per_second", "per_s")
+_RATE_PREFIXES = ("train_", "running_avg_", "curr_", "current_", "avg_", "throughput_")
+_TOKEN_SHORT = frozenset({"tps", "tok_per_sec", "wps", "tokens_per_sec_per_gpu"})
+STEP_RATE_NAMES = (
+    "it_per_s",
+    "it_per_sec",
+    "batch_per_s",
+    "steps_per_second",
+    "train_steps_per_second",
 )
+STEP_TIME_NAMES = ("s_per_it", "s_per_batch")
 TOKEN_COUNT_NAMES = ("tokens", "num_tokens", "consumed_tokens", "num_input_tokens_seen")
 SAMPLE_COUNT_NAMES = ("samples", "consumed_samples", "num_samples")
 
@@ -79,6 +87,37 @@ def _median_slope(pairs: Sequence[tuple[float, float]], window: int) -> float | 
     return statistics.median(slopes) if slopes else None
 
 
+def _rate(name: str, words: tuple[str, ...]) -> bool | None:
+    """None when name is not a per-second rate of words; else whether it is per GPU."""
+    per_gpu = name.endswith(("_per_gpu", "_per_device"))
+    base = name.rsplit("_per_", 1)[0] if per_gpu else name
+    for prefix in _RATE_PREFIXES:
+        base = base.removeprefix(prefix)
+    for word in words:
+        if any(base == f"{word}_{per}" for per in _PER_SECOND):
+            return per_gpu
+    return None
+
+
+def token_rate_per_gpu(name: str) -> bool | None:
+    """True: a per-GPU token rate; False: the whole job's; None: no token rate."""
+    if name in _TOKEN_SHORT:
+        return name.endswith("_per_gpu")
+    return _rate(name, _TOKEN_WORDS)
+
+
+def sample_rate_per_gpu(name: str) -> bool | None:
+    """The same for sample rates: `samples_per_sec`, `train_samples_per_second`, `SamplesPerSec`."""
+    return _rate(name, _SAMPLE_WORDS)
+
+
+def _rate_names(points: Sequence[MetricPoint], classify: Callable[[str], bool | None]) -> list[str]:
+    """Names in points that classify as whole-job rates first, then per-GPU ones."""
+    names = dict.fromkeys(p.name for p in points)
+    found = [(per_gpu, n) for n in names if (per_gpu := classify(n)) is not None]
+    return [n for _, n in sorted(found, key=lambda item: item[0])]
+
+
 def reported_rate(
     points: Sequence[MetricPoint], names: Sequence[str], *, window: int = 5
 ) -> tuple[str, float] | None:
@@ -114,7 +153,7 @@ def throughput(
     samples: reported, cumulative, or steps/s x `batch_size` (the global batch,
     in samples); samples become tokens when `tokens_per_sample` is given.
     """
-    found = reported_rate(points, TOKEN_RATE_NAMES)
+    found = reported_rate(points, _rate_names(points, token_rate_per_gpu))
     if found:
         return Throughput(found[1], "tokens", f"reported {found[0]}")
     for name in TOKEN_COUNT_NAMES:
@@ -122,13 +161,19 @@ def throughput(
         if rate:
             return Throughput(rate, "tokens", f"cumulative {name}")
     samples: Throughput | None = None
-    found = reported_rate(points, SAMPLE_RATE_NAMES)
+    found = reported_rate(points, _rate_names(points, sample_rate_per_gpu))
     if found:
         samples = Throughput(found[1], "samples", f"reported {found[0]}")
     for name in SAMPLE_COUNT_NAMES:
         rate = cumulative_rate(points, name, window=window)
         if samples is None and rate:
             samples = Throughput(rate, "samples", f"cumulative {name}")
+    if samples is None and batch_size:
+        printed = reported_rate(points, STEP_RATE_NAMES) or _inverse(
+            reported_rate(points, STEP_TIME_NAMES)
+        )
+        if printed:
+            samples = Throughput(printed[1] * batch_size, "samples", f"{printed[0]} x batch size")
     if samples is None and batch_size:
         steps = step_rate(points, window=window)
         if steps:
@@ -137,6 +182,10 @@ def throughput(
         source = f"{samples.source} x {tokens_per_sample:g} tokens/sample"
         return Throughput(samples.per_sec * tokens_per_sample, "tokens", source)
     return samples
+
+
+def _inverse(found: tuple[str, float] | None) -> tuple[str, float] | None:
+    return (found[0], 1 / found[1]) if found and found[1] > 0 else None
 
 
 def dense_transformer_flops_per_token(params: float) -> float:

@@ -24,6 +24,9 @@ class LogFile(models.Model):
     parsed_to = models.BigIntegerField(default=0)
     # Metric names this file has given (metrics.jsonl: those stdout must not repeat).
     metric_names = models.JSONField(default=list, blank=True)
+    # The stdout reader's state between polls (monitoring.reader.ReaderState.to_json):
+    # latest step, epoch and its base, total steps, the provisional segment read.
+    reader_state = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

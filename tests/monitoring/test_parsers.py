@@ -133,14 +133,19 @@ def test_real_log_yields_exactly_the_metrics_and_no_noise() -> None:
         ("samples_per_sec", 1, 812.4),
         ("loss", 2, 0.9876),
         ("samples_per_sec", 2, 20311.9),
-        # Hugging Face's dict has no step: it shares the last stepped line's step.
-        ("loss", 2, 0.7321),
-        ("grad_norm", 2, 1.2),
-        ("learning_rate", 2, 5e-05),
-        ("epoch", 2, 0.1),
-        # Lightning: epoch 1, batch 50 of 100.
+        # A tqdm bar is a step counter (tests/corpus/README.md): 3 of 3, at 2.1 it/s.
+        ("it_per_s", 3, 2.1),
+        # Hugging Face's dict has no step: it shares the latest step, the bar's.
+        ("loss", 3, 0.7321),
+        ("grad_norm", 3, 1.2),
+        ("learning_rate", 3, 5e-05),
+        ("epoch", 3, 0.1),
+        # Lightning: epoch 1 (counted from 0), batch 50 of 100.
+        ("it_per_s", 150, 9.8),
         ("train_loss", 150, 0.532),
+        ("epoch", 150, 1.0),
         ("loss", 10, 0.5321),
+        ("epoch", 10, 0.0),
         ("loss", 11, 0.512),
     ]
     assert all(p.time is None for p in points)
@@ -149,23 +154,26 @@ def test_real_log_yields_exactly_the_metrics_and_no_noise() -> None:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("Epoch 0, step 10, loss=0.5321", [("loss", 10, 0.5321)]),
+        ("Epoch 0, step 10, loss=0.5321", [("loss", 10, 0.5321), ("epoch", 10, 0.0)]),
         ("step 10, loss=0.53, lr=3e-4", [("loss", 10, 0.53), ("lr", 10, 3e-4)]),
         (
             "step 12 loss=0.4 acc=0.9 tokens/s=1234",
-            [("loss", 12, 0.4), ("acc", 12, 0.9), ("tokens/s", 12, 1234.0)],
+            [("loss", 12, 0.4), ("acc", 12, 0.9), ("tokens_per_s", 12, 1234.0)],
         ),
         ("Step: 7/1000 | train/loss = -0.5 | lr: 1E-4", [("train/loss", 7, -0.5), ("lr", 7, 1e-4)]),
         ("global_step=3 loss=0.25", [("loss", 3, 0.25)]),
         ("iteration 40/500 grad_norm=2.5", [("grad_norm", 40, 2.5)]),
         ("[12:30:01] step 5 loss=nan acc=inf ppl=12", [("ppl", 5, 12.0)]),
-        ("step 5 version=1.2.3 eta=0:01:02 dur=1.5s mem=3GB x=7", [("x", 5, 7.0)]),
+        (
+            "step 5 version=1.2.3 eta=0:01:02 dur=1.5s mem=3GB x=7",
+            [("dur", 5, 1.5), ("mem", 5, 3.0), ("x", 5, 7.0)],
+        ),
         ("\x1b[32mstep 6\x1b[0m, \x1b[1mloss\x1b[0m=0.75", [("loss", 6, 0.75)]),
         ("{'step': 9, 'eval_acc': 0.91, 'note': 'ok', 'flag': True}", [("eval_acc", 9, 0.91)]),
         ('{"loss": 0.3, "done": false}', [("loss", 0, 0.3)]),
         (
             "10/10 [====] - 1s 50ms/step - loss: 0.53 - accuracy: 0.81",
-            [("loss", 0, 0.53), ("accuracy", 0, 0.81)],
+            [("ms_per_step", 10, 50.0), ("loss", 10, 0.53), ("accuracy", 10, 0.81)],
         ),
     ],
 )
@@ -182,7 +190,6 @@ def test_default_patterns(line: str, expected: list[tuple[str, int, float]]) -> 
         "NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 NCCL_P2P_LEVEL=NVL timeout=1800",
         "ddp_train: world_size=2 backend=nccl params=5313 batch_size=32 start_step=1 steps=200",
         "{'lr': 0.001, 'batch_size': 32}",
-        "Training: 100%|██████████| 3/3 [00:01<00:00,  2.1it/s]",
         "Map: 100%|██████████| 1000/1000 [00:00<00:00, 5000.00 examples/s]",
         "{'loss': __import__('os').system('true')}",
         "{'x': " + "[" * 1500 + "]" * 1500 + ", 'loss': 1}",
@@ -208,8 +215,9 @@ def test_stepless_lines_count_on_from_last_step_unless_a_step_came_first() -> No
         "step 51 loss=0.3",
         "val_loss=0.2",
     ]
+    # `at step 50` sets the step; `val loss` is one label (val_loss), not `loss`.
     assert [(p.name, p.step) for p in parse_stdout_metrics(mixed, last_step=49)] == [
-        ("loss", 50),
+        ("val_loss", 50),
         ("loss", 51),
         ("val_loss", 51),
     ]
@@ -229,9 +237,12 @@ def test_extra_patterns_add_to_and_override_the_defaults() -> None:
         ],
         last_step=None,
     )
+    # `it 30` is a `label value` field by default; the user's pattern makes it the step.
     assert [(p.name, p.step, p.value) for p in points] == [
+        ("it", 30, 30.0),
         ("loss", 30, 0.3),
         ("ppl", 30, 12.5),
+        ("it", 31, 31.0),
         ("bleu", 31, 27.1),
     ]
 
@@ -289,3 +300,21 @@ def test_jsonl_lines_survive_the_splitter_at_any_boundary() -> None:
     assert whole[1] == 0 and len(whole[0]) == 5
     for cut in range(len(data) + 1):
         assert parse_metrics_jsonl(_lines(data, chunks=[cut])) == whole
+
+
+def test_reader_state_carries_steps_across_polls_and_a_provisional_bar_is_stored_once() -> None:
+    state: dict[str, object] = {}
+    bar = "Epoch 1:   4%|▍         | 45/1000 [00:05<01:58,  8.08it/s, v_num=3, loss=0.598]"
+    first = parse_stdout_metrics(
+        ["Epoch 0: 100%|█| 1000/1000 [01:00<00:00, 9.1it/s, v_num=3]"], state=state, provisional=bar
+    )
+    assert [(p.name, p.step) for p in first if p.name == "loss"] == [("loss", 1045)]
+    assert state["epoch_base"] == 0
+    # The same segment completes: not stored again; a step-less line attaches to step 1045.
+    second = parse_stdout_metrics([bar, "val_loss: 0.5"], state=state)
+    assert [(p.name, p.step, p.value) for p in second] == [
+        ("val_loss", 1045, 0.5),
+        ("epoch", 1045, 1.0),
+    ]
+    parse_stdout_metrics([" 50%|█████     | 500/1000 [03:10<03:10,  2.62it/s]"], state=state)
+    assert state["total_steps"] == 1000  # for the progress bar and ETA

@@ -1,0 +1,277 @@
+"""A stateful reader of training stdout: lines in, (step, values) points out.
+
+It keeps what must survive between lines and between polls (the latest step, the
+epoch and its base, the total steps, a table header) in `ReaderState`, a small
+JSON-able dict. Consecutive points of one step merge (later values win); a line
+without a step attaches to the latest step; `\\r` redraws are read segment by
+segment. Pure: no Django, no I/O. Linear in the length of the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitoring.fields import Field, LineFields, read_fields
+from monitoring.names import label_name
+from monitoring.numbers import scan_number
+from monitoring.prefixes import strip_prefix
+from monitoring.steps import NOT_TRAINING, EpochState, Steps, resolve
+from monitoring.tokens import tokenize
+
+Value = float | int
+# A metric line is well under this; a longer one is read up to its last separator before
+# the cap (a token is never cut), which bounds the cost of any line.
+MAX_READ_CHARS = 1024
+# A line redrawn more often than this: only its newest redraws are read (a terminal shows one).
+MAX_SEGMENTS = 8
+_CUT_AT = " ,|\t"
+_MAX_COLUMNS = 40
+
+
+@dataclass
+class Point:
+    step: int
+    values: dict[str, Value]
+    counted: bool = False  # no step was printed: the step is a running count
+    block: int | None = None
+
+
+@dataclass
+class ReaderState:
+    step: int | None = None  # latest step (from a counter, or an epoch standing in)
+    step_epoch: int | None = None  # the epoch printed with it
+    seen_counter: bool = False
+    counted: int | None = None  # last step given to a step-less point by counting
+    epochs: EpochState = field(default_factory=EpochState)
+    total_steps: int | None = None
+    header: list[str] = field(default_factory=list)
+    block: int | None = None
+    blocks: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "step_epoch": self.step_epoch,
+            "seen_counter": self.seen_counter,
+            "counted": self.counted,
+            "epoch": self.epochs.epoch,
+            "epoch_base": self.epochs.base,
+            "epochs": self.epochs.epochs,
+            "total_steps": self.total_steps,
+            "header": self.header[:_MAX_COLUMNS],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> ReaderState:
+        data = data or {}
+
+        def number(key: str) -> int | None:
+            value = data.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        header = data.get("header")
+        return cls(
+            step=number("step"),
+            step_epoch=number("step_epoch"),
+            seen_counter=data.get("seen_counter") is True,
+            counted=number("counted"),
+            epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
+            total_steps=number("total_steps"),
+            header=[str(h) for h in header] if isinstance(header, list) else [],
+        )
+
+
+def _bounded(segment: str) -> str:
+    if len(segment) <= MAX_READ_CHARS:
+        return segment
+    head = segment[:MAX_READ_CHARS]
+    cut = max(head.rfind(c) for c in _CUT_AT)
+    return head[:cut] if cut > 0 else ""
+
+
+def _is_header(columns: list[str], text: str) -> bool:
+    """An aligned row of column names (Ultralytics): 3+ words, every gap two spaces or more."""
+    if len(columns) < 3 or len(columns) > _MAX_COLUMNS or ":" in text or "=" in text:
+        return False
+    if not all(c[0].isalpha() for c in columns):
+        return False
+    stripped = text.strip()
+    return all(stripped[i - 1] == " " or stripped[i + 1] == " " for i in _single_gaps(stripped))
+
+
+def _single_gaps(text: str) -> list[int]:
+    return [i for i in range(1, len(text) - 1) if text[i] == " "]
+
+
+def _bar_start(text: str) -> int:
+    """Where a `desc: 45%|` bar's percentage begins, or -1."""
+    at = text.find("%|")
+    if at < 0:
+        return -1
+    i = at
+    while i > 0 and (text[i - 1].isdigit() or text[i - 1] == "."):
+        i -= 1
+    return i
+
+
+def _row_fields(header: list[str], columns: list[str]) -> list[Field]:
+    fields: list[Field] = []
+    for name, cell in zip(header, columns, strict=True):
+        slash = cell.find("/")
+        head = cell[:slash] if slash > 0 else cell
+        number = scan_number(head, 0)
+        if number is None or number.end != len(head) or not number.readable:
+            continue
+        total = None
+        if slash > 0:
+            rest = scan_number(cell, slash + 1)
+            if rest is None or rest.end != len(cell) or not isinstance(rest.value, int):
+                continue
+            total = rest.value
+        counter = "epoch" if name == "epoch" else None
+        fields.append(Field(name, number.value, number.unit, total, counter))
+    return fields
+
+
+class MetricReader:
+    """Feed it lines (with their `\\r` redraws); take the finished points."""
+
+    def __init__(self, state: ReaderState | None = None, *, last_step: int | None = None) -> None:
+        self.state = state or ReaderState()
+        if self.state.counted is None and self.state.step is None:
+            self.state.counted = last_step
+        self.pending: Point | None = None
+        self.done: list[Point] = []
+
+    # --- lines ------------------------------------------------------------------------
+
+    def feed(
+        self,
+        line: str,
+        *,
+        user_step: int | None = None,
+        user_values: dict[str, Value] | None = None,
+    ) -> None:
+        """One line as printed; each `\\r` segment is a redraw, read in turn."""
+        segments = line.rstrip("\n").split("\r")
+        for segment in segments[-MAX_SEGMENTS:]:
+            if segment.strip():
+                self.read(segment, user_step=user_step, user_values=user_values)
+
+    def _fields(self, text: str) -> LineFields | None:
+        state = self.state
+        bar = _bar_start(text)
+        desc = text[:bar].rstrip(" :") if bar >= 0 else text
+        columns = desc.split()
+        if _is_header(columns, desc):
+            state.header = [label_name([c])[0] for c in columns]
+            return None
+        if bar >= 0 and any(w.lower().startswith(NOT_TRAINING) for w in columns):
+            return None  # `Validating: 68%|...`, `Map: 100%|...`: not a training step
+        if state.header and len(columns) == len(state.header):
+            row = _row_fields(state.header, columns)
+            if len(row) * 2 >= len(columns):
+                rest = read_fields(tokenize(text[bar:])) if bar >= 0 else LineFields()
+                offset = len(row)
+                return LineFields(
+                    row + rest.fields, offset + rest.bar if rest.bar is not None else None
+                )
+        state.header = []
+        if text.strip().startswith("***") and text.strip().endswith("***"):
+            state.blocks += 1
+            state.block = state.blocks
+            return None
+        if state.block is not None and "=" not in text:
+            state.block = None
+        return read_fields(tokenize(text))
+
+    def read(
+        self,
+        segment: str,
+        *,
+        user_step: int | None = None,
+        user_values: dict[str, Value] | None = None,
+    ) -> None:
+        text = strip_prefix(_bounded(segment))
+        if not text.strip():
+            return
+        state = self.state
+        found = self._fields(text)
+        if found is None:
+            return
+        zero_based = "Epoch: [" in text or any(f.name == "v_num" for f in found.fields)
+        steps = resolve(found.fields, found.bar, state.epochs, zero_based=zero_based)
+        if steps.skip:
+            return
+        if user_values:
+            steps.values.update(user_values)
+            steps.metric_fields += len(user_values)
+        if user_step is not None:
+            steps.step, steps.from_counter = user_step, True
+        self._place(steps)
+
+    def _place(self, steps: Steps) -> None:
+        state = self.state
+        if steps.total is not None:
+            state.total_steps = steps.total
+        if steps.step is None and not steps.metric_fields:
+            if steps.epoch is not None:
+                state.epochs.epoch = steps.epoch  # `Epoch 3/10`: progress for the lines after it
+            return
+        if steps.step is None and steps.epoch is not None and not state.seen_counter:
+            steps.step = steps.epoch  # a per-epoch summary: the epoch is the step
+        if steps.step is not None:
+            state.step, state.step_epoch = steps.step, steps.epoch
+            state.seen_counter = state.seen_counter or steps.from_counter
+        if not steps.metric_fields:
+            return
+        if steps.step is None and state.step is not None and state.block is None:
+            steps.step = state.step
+            if state.step_epoch is not None:
+                steps.values.setdefault("epoch", state.step_epoch)
+        if steps.step is None:
+            self._add(Point(-1, steps.values, counted=True, block=state.block))
+        else:
+            self._add(Point(steps.step, steps.values))
+
+    def _add(self, point: Point) -> None:
+        pending = self.pending
+        if pending is not None and (
+            (not point.counted and not pending.counted and pending.step == point.step)
+            or (
+                point.counted
+                and pending.counted
+                and point.block is not None
+                and point.block == pending.block
+            )
+        ):
+            pending.values.update(point.values)
+            return
+        self._flush()
+        self.pending = point
+
+    def _flush(self) -> None:
+        point, self.pending = self.pending, None
+        if point is None:
+            return
+        if point.counted:
+            if not any("loss" in name for name in point.values):
+                return  # no step and no loss: configuration echoes, NCCL settings
+            base = self.state.counted
+            point.step = 0 if base is None else base + 1
+            self.state.counted = point.step
+        if point.values or not point.counted:
+            self.done.append(point)  # a step whose values were all nan is still a point
+
+    # --- results ----------------------------------------------------------------------
+
+    def finish(self) -> list[Point]:
+        """Every point read so far, the last one included; the reader can go on after."""
+        self._flush()
+        done, self.done = self.done, []
+        return done
+
+    @property
+    def total_steps(self) -> int | None:
+        return self.state.total_steps

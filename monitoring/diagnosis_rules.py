@@ -68,7 +68,8 @@ _NETWORK = (
     r"|Connection timed out|Connection closed by (?:remote )?peer|Connection aborted"
     r"|Software caused connection abort|Network is unreachable|Host is unreachable"
     r"|Name or service not known|Temporary failure in name resolution|network error"
-    r"|errno: (?:32|101|104|110|111|113)\b|\b(?:ECONNRESET|ECONNREFUSED|ETIMEDOUT"
+    r"|Cannot assign requested address"
+    r"|errno: (?:32|99|101|104|110|111|113)\b|\b(?:ECONNRESET|ECONNREFUSED|ETIMEDOUT"
     r"|EHOSTUNREACH|ENETUNREACH|EPIPE)\b|Got completion from peer|completed with error"
 )
 _TIMED_OUT = (
@@ -246,6 +247,8 @@ RULES: tuple[Rule, ...] = (
             # runtime: `NCCL WARN Net : Call to recv ... failed : Broken pipe`, c10d's
             # `RuntimeError: Connection reset by peer` under a distributed_c10d.py frame.
             Clue(re.compile(_TIMED_OUT), context=_DISTRIBUTED),
+            # ncclSystemError as torch reports it: a socket call failed (the errno follows).
+            Clue(re.compile(r"unhandled system error"), context=_DISTRIBUTED),
             Clue(re.compile(_NETWORK), context=_DISTRIBUTED, before=WINDOW),
         ),
         echo_of_kill=True,
@@ -304,6 +307,7 @@ RULES: tuple[Rule, ...] = (
         # The failure table's root cause is the evidence when there is one (the engine
         # reads it); else the agent's line, the ChildFailedError, srun's task line.
         weaker=_p(
+            r"Root Cause \(first observed failure\)",
             r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\)",
             r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError",
             r"^srun: error: [\w.-]+: tasks? [\d,-]+: Exited with exit code [1-9]",

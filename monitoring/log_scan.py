@@ -67,23 +67,42 @@ class LogTail:
             self.starts.append(offset)
             offset += len(line) + 1
         self.quotable = _quotable(self.lines)
+        self._context: dict[re.Pattern[str], list[int]] = {}
 
     def first(
         self, pattern: re.Pattern[str], near: re.Pattern[str] | None = None, before: int = 0
     ) -> Found | None:
-        """The first quotable line the pattern matches, with `near` on it or `before` lines up."""
-        for match in pattern.finditer(self.text):
+        """The first quotable line the pattern matches, with `near` on it or `before` lines up.
+
+        Each line is judged once (a rejected line is skipped whole), and where `near`
+        occurs is found once per pattern: linear however often a line repeats the match.
+        """
+        position = 0
+        while (match := pattern.search(self.text, position)) is not None:
             index = bisect_right(self.starts, match.start()) - 1
-            if not self.quotable[index]:
-                continue
-            if near is not None and not self._near(index, near, before):
-                continue
-            return Found(index, match.start() - self.starts[index], self.lines[index])
+            if self.quotable[index] and (near is None or self._near(index, near, before)):
+                return Found(index, match.start() - self.starts[index], self.lines[index])
+            if index + 1 >= len(self.starts):
+                return None
+            position = self.starts[index + 1]
         return None
 
     def _near(self, index: int, near: re.Pattern[str], before: int) -> bool:
-        low = max(0, index - before)
-        return near.search("\n".join(self.lines[low : index + 1])) is not None
+        lines = self._context.get(near)
+        if lines is None:
+            lines = self._context[near] = self._lines_matching(near)
+        at = bisect_right(lines, index) - 1  # the last context line at or above this one
+        return at >= 0 and lines[at] >= index - before
+
+    def _lines_matching(self, pattern: re.Pattern[str]) -> list[int]:
+        found: list[int] = []
+        position = 0
+        while (match := pattern.search(self.text, position)) is not None:
+            found.append(bisect_right(self.starts, match.start()) - 1)
+            if found[-1] + 1 >= len(self.starts):
+                break
+            position = self.starts[found[-1] + 1]
+        return found
 
     def last_lines(self, count: int = LAST_LINES) -> tuple[str, ...]:
         """The last non-empty lines, each cut to what a page shows."""

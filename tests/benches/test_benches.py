@@ -18,6 +18,7 @@ from tests.helpers import ROOT
 BENCH = ROOT / "bench"
 ON_THE_SANDBOX = ("agent_poll.py", "latency.py", "poll.py")
 DATABASE_ONLY = ("joblist.py", "series.py")
+NO_DATABASE = ("diagnosis.py",)
 
 
 def _run_quick(name: str) -> str:
@@ -43,12 +44,17 @@ def _run_quick(name: str) -> str:
 
 def test_every_bench_is_run_here() -> None:
     benches = {path.name for path in BENCH.glob("*.py")} - {"benchdb.py"}
-    assert benches == {*ON_THE_SANDBOX, *DATABASE_ONLY}
+    assert benches == {*ON_THE_SANDBOX, *DATABASE_ONLY, *NO_DATABASE}
 
 
 @pytest.mark.parametrize("name", DATABASE_ONLY)
 def test_bench_runs_quick(name: str, transactional_db: None) -> None:
     assert "|" in _run_quick(name)  # its table
+
+
+@pytest.mark.parametrize("name", NO_DATABASE)
+def test_file_bench_runs_quick(name: str, db: None) -> None:
+    assert "|" in _run_quick(name)
 
 
 @pytest.mark.sandbox

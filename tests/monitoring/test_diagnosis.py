@@ -257,3 +257,25 @@ def test_the_failures_api_query_count(oom_job, member, client, django_assert_num
     # session, user, the job with its viewer check, its attempts, its checkpoints
     with django_assert_num_queries(5):
         assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 200
+
+
+def test_the_job_page_shows_an_unknown_failures_last_lines_escaped(
+    project, owner, member, client
+) -> None:
+    from tests import factories
+
+    job, attempt = factories.job(project, owner, factories.cluster())
+    log = "step 41, loss=0.1\n<script>alert(1)</script>\nValueError: bad shape\n"
+    found = diagnose(state=State.FAILED, exit_code=1, log_tail=log)
+    assert found is not None and found.failure_class == FailureClass.UNKNOWN
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.FAILED,
+        exit_code=1,
+        failure_class=found.failure_class,
+        diagnosis=found.as_json(),
+    )
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "The end of the log" in page
+    assert "step 41, loss=0.1\n&lt;script&gt;alert(1)&lt;/script&gt;\nValueError: bad shape" in page
+    assert "<script>alert(1)" not in page

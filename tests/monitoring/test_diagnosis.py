@@ -279,3 +279,28 @@ def test_the_job_page_shows_an_unknown_failures_last_lines_escaped(
     assert "The end of the log" in page
     assert "step 41, loss=0.1\n&lt;script&gt;alert(1)&lt;/script&gt;\nValueError: bad shape" in page
     assert "<script>alert(1)" not in page
+
+
+def test_a_diagnosis_stored_before_the_new_fields_still_renders(
+    project, owner, member, client
+) -> None:
+    from tests import factories
+
+    job, attempt = factories.job(project, owner, factories.cluster())
+    stored = {  # as attempts diagnosed before local_rank, failed_at and last_lines stored it
+        "failure_class": "rank_crash",
+        "title": "A rank crashed",
+        "explanation": "One training process ended with an error.",
+        "fixes": ["Resume from the latest checkpoint."],
+        "evidence": "srun: error: n2: task 1: Exited with exit code 1",
+        "rank": None,
+        "node": "",
+        "exit_code": 1,
+    }
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.FAILED, exit_code=1, failure_class="rank_crash", diagnosis=stored
+    )
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "A rank crashed" in page
+    assert "Local rank" not in page and "The end of the log" not in page

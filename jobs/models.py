@@ -62,6 +62,7 @@ class FailureClass(models.TextChoices):
     MISSING_MODULE = "missing_module", "Missing Python module"
     MISSING_FILE = "missing_file", "Missing file"
     RANK_CRASH = "rank_crash", "A rank crashed"
+    GPU_HARDWARE = "gpu_hardware", "GPU hardware fault"
     CANCELLED = "cancelled", "Cancelled"
     UNKNOWN = "unknown", "Unknown failure"
 
@@ -72,6 +73,7 @@ DEFAULT_RESTART_ON = (
     FailureClass.PREEMPTION,
     FailureClass.NCCL_TIMEOUT,
     FailureClass.RANK_CRASH,
+    FailureClass.GPU_HARDWARE,
 )
 # Failures that would only happen again: never restarted, whatever the policy says.
 NEVER_RESTART = frozenset(

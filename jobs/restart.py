@@ -2,8 +2,8 @@
 
 A restart is a new Attempt of the same job, submitted like the first, with
 `PORTAL_RESUME_FROM` naming the latest complete checkpoint and, when the job
-asks for it, the failed node excluded. Each decision, taken or not, is an
-event on the job's timeline.
+asks for it or the GPU hardware failed, the failed node excluded. Each
+decision, taken or not, is an event on the job's timeline.
 """
 
 import logging
@@ -98,7 +98,9 @@ def attempt_restart(
             if decision.why:
                 _note(attempt, decision.why)
             return None
-        excluded = _excluded(attempt, failed_node, job.exclude_failed_nodes)
+        # A GPU fault makes the node suspect: the restart never goes back to it.
+        exclude = job.exclude_failed_nodes or failure_class == FailureClass.GPU_HARDWARE
+        excluded = _excluded(attempt, failed_node, exclude)
         where = f"from {resume_from}" if resume_from else "from the start (no checkpoint yet)"
         if resume_step is not None and resume_from:
             where = f"from step {resume_step} ({resume_from})"

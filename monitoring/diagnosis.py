@@ -1,37 +1,31 @@
 """Why an attempt ended: its Slurm state, exit code and log tail against one table of rules.
 
 The rules are `monitoring.diagnosis_rules.RULES` (the whole knowledge, first match
-wins); this module applies them and says which rank and node to blame.
+wins); this module applies them to the quotable lines of the tail
+(`monitoring.log_scan`) and says which rank and node to blame (`monitoring.blame`).
 """
 
-import re
 import signal
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs.models import FailureClass, State
 from jobs.rundir import WARNING_MARKER
-from monitoring.diagnosis_rules import RULES, UNKNOWN, WARNED, Rule
+from monitoring.blame import (
+    FailedRank,
+    first_failed,
+    host_in_line,
+    node_failure_node,
+    rank_in_line,
+    srun_failed_node,
+)
+from monitoring.diagnosis_rules import RULES, UNKNOWN, WARNED, Clue, Rule
+from monitoring.log_scan import Found, LogTail
 
 TAIL_BYTES = 64 * 1024  # how much of the end of the log the rules read
-
-# srun names the node of each task that failed ("srun: error: n2: task 1: Exited with
-# exit code 1"); the first such line is the task that took the job down.
-_SRUN_TASK = re.compile(
-    r"^srun: error: (?P<node>[\w.-]+): tasks? (?P<task>[\d,-]+): "
-    r"(?P<how>Exited with exit code (?P<code>\d+)|Killed|Segmentation fault|Aborted"
-    r"|[A-Z][\w ]+)",
-    re.M,
-)
-# torchrun's ChildFailedError report: the root cause's rank, host and exit code.
-_ROOT_CAUSE = re.compile(
-    r"Root Cause \(first observed failure\):\s*\n\[\d+\]:\s*\n"
-    r"(?:\s+\w+\s*:.*\n)*?\s+host\s*:\s*(?P<host>\S+)\s*\n"
-    r"\s+rank\s*:\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?\s*\n"
-    r"\s+exitcode\s*:\s*(?P<code>-?\d+)",
-)
-_NODE_FAILURE_NODE = re.compile(r"Node failure on (?P<node>[\w.-]+)")
-_RANK_IN_LINE = re.compile(r"\[(?:PG \S+ )?Rank (?P<rank>\d+)\]|\[rank(?P<rank2>\d+)\]")
+# Signals a worker dies of from outside (the OOM killer, a crash), not NCCL's own abort.
+_KILLED = frozenset({-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGBUS, -signal.SIGILL})
+_NO_RANK = frozenset({FailureClass.PREEMPTION, FailureClass.TIME_LIMIT})
 
 
 @dataclass(frozen=True)
@@ -44,10 +38,14 @@ class Diagnosis:
     rank: int | None = None
     node: str = ""  # the node to blame, when the log or Slurm names one
     exit_code: int | None = None
+    local_rank: int | None = None
+    failed_at: str = ""  # when the first rank failed, as torchrun printed it
+    last_lines: tuple[str, ...] = ()  # the end of the log, for a failure no rule knows
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["fixes"] = list(self.fixes)
+        data["last_lines"] = list(self.last_lines)
         return data
 
     @classmethod
@@ -55,7 +53,17 @@ class Diagnosis:
         names = cls.__dataclass_fields__
         values = {k: v for k, v in data.items() if k in names}
         values["fixes"] = tuple(values.get("fixes", ()))
+        values["last_lines"] = tuple(values.get("last_lines", ()))
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class _Blame:
+    rank: int | None = None
+    local_rank: int | None = None
+    node: str = ""
+    failed_at: str = ""
+    first: FailedRank | None = None
 
 
 def _signal_note(exit_code: int | None) -> str:
@@ -70,103 +78,130 @@ def _signal_note(exit_code: int | None) -> str:
     return f" Exit status {exit_code}."
 
 
-def _evidence(rule: Rule, tail: str) -> str:
-    """The first line of the log that a pattern of the rule matches (the root, not the echoes)."""
-    best: tuple[int, str] | None = None
-    for pattern in rule.patterns:
-        match = pattern.search(tail)
-        if match and (best is None or match.start() < best[0]):
-            # The whole line the match is on, as the log shows it.
-            start = tail.rfind("\n", 0, match.start()) + 1
-            end = tail.find("\n", match.start())
-            line = tail[start : end if end >= 0 else len(tail)]
-            best = (match.start(), line.strip()[:500])
-    return best[1] if best else ""
+def _earliest(clues: tuple[Clue, ...], tail: LogTail) -> Found | None:
+    best: Found | None = None
+    for clue in clues:
+        found = tail.first(clue.pattern, clue.context, clue.before)
+        if found and (best is None or (found.index, found.column) < (best.index, best.column)):
+            best = found
+    return best
 
 
-def _rank_ending(tail: str) -> str:
+def _evidence(rule: Rule, tail: LogTail) -> str:
+    """The first line the rule's clues match (the root, not the echoes); weaker clues after."""
+    found = _earliest(rule.patterns, tail) or _earliest(rule.weaker, tail)
+    return found.quote() if found else ""
+
+
+def _ending(first: FailedRank) -> str:
     """How torchrun saw its first failed worker end: ` (killed by SIGKILL)`, ` (exit code 1)`."""
-    root = _ROOT_CAUSE.search(tail)
-    if not root:
+    if first.exit_code is None:
         return ""
-    code = int(root["code"])
-    if code < 0:
+    if first.exit_code < 0:
         try:
-            return f" (killed by {signal.Signals(-code).name})"
+            return f" (killed by {signal.Signals(-first.exit_code).name})"
         except ValueError:
-            return f" (killed by signal {-code})"
-    return f" (exit code {code})"
+            return f" (killed by signal {-first.exit_code})"
+    return f" (exit code {first.exit_code})"
 
 
-def _blame(tail: str, evidence: str) -> tuple[int | None, str]:
-    """Which rank and which node failed first, as torchrun and srun report it."""
-    rank: int | None = None
-    node = ""
-    root = _ROOT_CAUSE.search(tail)
-    if root:
-        rank = int(root["rank"])
-        node = root["host"]
-    for match in _SRUN_TASK.finditer(tail):
-        if match["how"].startswith("Exited with exit code") and match["code"] == "0":
-            continue
-        # srun knows the Slurm node name; torchrun only the host name.
-        node = match["node"]
-        break
+def _killed_elsewhere(first: FailedRank | None, evidence: str) -> bool:
+    """Whether the first failed worker was killed, and the evidence is another rank's."""
+    if first is None or first.exit_code not in _KILLED:
+        return False
+    return first.rank is None or rank_in_line(evidence) != first.rank
+
+
+def _blame(tail: LogTail, first: FailedRank | None, evidence: str, nodes: list[str]) -> _Blame:
+    """Which rank and which node failed first, as torchrun, srun and the evidence say."""
+    rank = first.rank if first else None
+    local_rank = first.local_rank if first else None
+    # srun knows the Slurm node name; torchrun only the host name.
+    node = srun_failed_node(tail.text) or (first.host if first else "")
     if rank is None and evidence:
-        found = _RANK_IN_LINE.search(evidence)
-        if found:
-            rank = int(found["rank"] or found["rank2"])
-    return rank, node
+        rank = rank_in_line(evidence)
+    if rank is None and local_rank is not None and len(nodes) <= 1:
+        rank = local_rank  # on one node a local rank is the rank
+    return _Blame(rank, local_rank, node, first.time if first else "", first)
+
+
+def _where(
+    rule: Rule, tail: LogTail, first: FailedRank | None, evidence: str, nodes: list[str]
+) -> _Blame:
+    blame = _blame(tail, first, evidence, nodes)
+    only_node = nodes[0] if len(nodes) == 1 else ""
+    if rule.failure_class == FailureClass.NODE_FAILURE:
+        named = node_failure_node(tail.text) or host_in_line(evidence)
+        return _Blame(node=named or only_node)
+    if rule.failure_class == FailureClass.GPU_HARDWARE:
+        node = host_in_line(evidence) or blame.node or only_node
+        return _Blame(blame.rank, blame.local_rank, node, blame.failed_at, blame.first)
+    if rule.failure_class in _NO_RANK:
+        return _Blame()
+    return blame
+
+
+def _crash_explanation(rule: Rule, blame: _Blame) -> str:
+    if blame.rank is None and not blame.node and blame.local_rank is None:
+        return rule.explanation
+    parts = [f"rank {blame.rank}"] if blame.rank is not None else []
+    if blame.rank is None and blame.local_rank is not None:
+        parts.append(f"local rank {blame.local_rank}")
+    parts += [f"node {blame.node}"] if blame.node else []
+    ending = _ending(blame.first) if blame.first else ""
+    when = f" It failed at {blame.failed_at}." if blame.failed_at else ""
+    return f"{rule.explanation} First to fail: {' on '.join(parts)}{ending}.{when}"
 
 
 def diagnose(
     *, state: str, exit_code: int | None, log_tail: str, node_list: list[str] | None = None
 ) -> Diagnosis | None:
     """The failure class, explanation and fixes of an ended attempt; None if it succeeded."""
-    tail = log_tail[-TAIL_BYTES:]
+    tail = LogTail(log_tail[-TAIL_BYTES:])
     if state == State.COMPLETED and not exit_code:
-        return _stopped_at_warning(tail)
+        return _stopped_at_warning(tail.text)
     nodes = node_list or []
+    first = first_failed(tail)
     for rule in RULES:
         if rule.when is not None and not rule.when(state, exit_code):
             continue
         by_state = state in rule.states
-        evidence = _evidence(rule, tail) if rule.patterns else ""
+        evidence = _evidence(rule, tail)
         if not (by_state or evidence):
             continue
-        rank, node = _blame(tail, evidence)
-        if rule.failure_class == FailureClass.NODE_FAILURE:
-            named = _NODE_FAILURE_NODE.search(tail)
-            node = named["node"] if named else (nodes[0] if len(nodes) == 1 else "")
-            rank = None
-        elif rule.failure_class in (FailureClass.PREEMPTION, FailureClass.TIME_LIMIT):
-            rank, node = None, ""
+        if rule.echo_of_kill and not by_state and _killed_elsewhere(first, evidence):
+            continue
+        blame = _where(rule, tail, first, evidence, nodes)
         explanation = rule.explanation
-        if rule.failure_class == FailureClass.RANK_CRASH and (rank is not None or node):
-            parts = [f"rank {rank}"] if rank is not None else []
-            parts += [f"node {node}"] if node else []
-            where = " on ".join(parts)
-            explanation = f"{explanation} First to fail: {where}{_rank_ending(tail)}."
+        if rule.failure_class == FailureClass.RANK_CRASH:
+            explanation = _crash_explanation(rule, blame)
+            if blame.first and blame.first.line:
+                evidence = blame.first.line  # the exit-code line of the first failure
         return Diagnosis(
             failure_class=str(rule.failure_class),
             title=rule.title,
             explanation=explanation + _signal_note(exit_code) * (state == State.FAILED),
             fixes=rule.fixes,
             evidence=evidence,
-            rank=rank,
-            node=node,
+            rank=blame.rank,
+            node=blame.node,
             exit_code=exit_code,
+            local_rank=blame.local_rank,
+            failed_at=blame.failed_at,
         )
-    rank, node = _blame(tail, "")
+    blame = _blame(tail, first, "", nodes)
     return Diagnosis(
         failure_class=str(UNKNOWN.failure_class),
         title=UNKNOWN.title,
         explanation=UNKNOWN.explanation + _signal_note(exit_code),
         fixes=UNKNOWN.fixes,
-        evidence=_last_error_line(tail),
-        rank=rank,
-        node=node,
+        evidence=tail.last_error(),
+        rank=blame.rank,
+        node=blame.node,
         exit_code=exit_code,
+        local_rank=blame.local_rank,
+        failed_at=blame.failed_at,
+        last_lines=tail.last_lines(),
     )
 
 
@@ -184,15 +219,3 @@ def _stopped_at_warning(tail: str) -> Diagnosis | None:
         evidence=tail[at : end if end >= 0 else len(tail)].strip(),
         exit_code=0,
     )
-
-
-_ERROR_LINE = re.compile(
-    r"^.*(?:Error|error|ERROR|Exception|FAILED|Traceback|Segmentation fault|core dumped"
-    r"|Killed|Aborted).*$",
-    re.M,
-)
-
-
-def _last_error_line(tail: str) -> str:
-    found = _ERROR_LINE.findall(tail)
-    return found[-1].strip()[:500] if found else ""

@@ -1,9 +1,12 @@
 """The table of failures a diagnosis knows: an ordered tuple of rules, first match wins.
 
 To teach the portal a new failure, add a `Rule` (a class, the Slurm states and/or
-log patterns that reveal it, a one-line explanation and the fixes to try) and a
-test with a log as the tool really prints it. The engine that applies the table
-is `monitoring.diagnosis`.
+log clues that reveal it, a one-line explanation and the fixes to try) and a
+test with a log as the tool really prints it. Clues are the stable core of a
+message (`CUDA out of memory`, an errno phrase in an NCCL context), not a whole
+line of one version, and every pattern is linear: literals, alternations and
+single character-class runs, never a quantified group that can backtrack. The
+engine that applies the table is `monitoring.diagnosis`.
 """
 
 import re
@@ -11,6 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs.models import FailureClass, State
+from monitoring.log_scan import WINDOW_LINES as WINDOW
+
+
+@dataclass(frozen=True)
+class Clue:
+    """A line that reveals a failure: `pattern` on it and, if given, `context` on it or on one
+    of the `before` lines above it (a traceback's frames, NCCL's `Last error:` header)."""
+
+    pattern: re.Pattern[str]
+    context: re.Pattern[str] | None = None
+    before: int = 0
 
 
 @dataclass(frozen=True)
@@ -20,18 +34,47 @@ class Rule:
     explanation: str
     fixes: tuple[str, ...]
     states: frozenset[str] = frozenset()  # Slurm states that mean this, whatever the log says
-    patterns: tuple[re.Pattern[str], ...] = ()  # any of them in the log tail
+    patterns: tuple[Clue, ...] = ()  # any of them in the log tail; the earliest is the evidence
+    # Clues that reveal the class too but are evidence only when no pattern matched (the
+    # launcher's report of a crash, a step's cancel line under the job's).
+    weaker: tuple[Clue, ...] = ()
     # Only when the attempt failed this way (None: any state, e.g. the log alone decides).
     when: Callable[[str, int | None], bool] | None = None
+    # Not this class when another rank was killed first: the peers' lost connections and
+    # timeouts are the echo of that kill (gloo: "typically caused by a remote worker crashing").
+    echo_of_kill: bool = False
 
 
 def _failed(state: str, exit_code: int | None) -> bool:
     return state in (State.FAILED, State.OUT_OF_MEMORY) or bool(exit_code)
 
 
-def _p(*patterns: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p, re.M) for p in patterns)
+def _not_cancelled(state: str, exit_code: int | None) -> bool:
+    return state != State.CANCELLED or bool(exit_code)
 
+
+def _p(*patterns: str) -> tuple[Clue, ...]:
+    return tuple(Clue(re.compile(p, re.M)) for p in patterns)
+
+
+# A distributed-runtime context (NCCL, c10d, gloo, the TCP store) and the network errno
+# phrases in the wordings libc, NCCL, gloo and c10d print them.
+_DISTRIBUTED = re.compile(
+    r"NCCL|nccl|c10d|ProcessGroup|[Gg]loo|TCPStore|DistBackendError|DistNetworkError"
+    r"|DistStoreError|torch\.distributed|[Rr]endezvous|NET/(?:IB|OFI|Socket)"
+)
+_NETWORK = (
+    r"Connection reset by peer|Broken pipe|No route to host|Connection refused"
+    r"|Connection timed out|Connection closed by (?:remote )?peer|Connection aborted"
+    r"|Software caused connection abort|Network is unreachable|Host is unreachable"
+    r"|Name or service not known|Temporary failure in name resolution|network error"
+    r"|Cannot assign requested address"
+    r"|errno: (?:32|99|101|104|110|111|113)\b|\b(?:ECONNRESET|ECONNREFUSED|ETIMEDOUT"
+    r"|EHOSTUNREACH|ENETUNREACH|EPIPE)\b|Got completion from peer|completed with error"
+)
+_TIMED_OUT = (
+    r"timed out|[Tt]ime ?out (?:after|at|of|while|waiting)\b|[Tt]imeout(?:Error|Exception)?: "
+)
 
 NCCL_FIXES = (
     "Check that MASTER_ADDR and MASTER_PORT are the same on every node and that MASTER_ADDR "
@@ -50,20 +93,6 @@ NCCL_FIXES = (
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        FailureClass.NODE_FAILURE,
-        "Node failure",
-        "A node of the job stopped answering Slurm (hardware, network or slurmd failure); "
-        "the job was ended for it.",
-        (
-            "Resume from the latest checkpoint (a restart policy does this for you).",
-            "Exclude the failed node when restarting, and tell the admins so they drain it.",
-        ),
-        states=frozenset({State.NODE_FAIL}),
-        patterns=_p(
-            r"^srun: error: Node failure on .*", r"^.*CANCELLED AT \S+ DUE TO NODE FAILURE.*"
-        ),
-    ),
-    Rule(
         FailureClass.PREEMPTION,
         "Preempted",
         "A higher-priority job took the job's nodes.",
@@ -72,7 +101,7 @@ RULES: tuple[Rule, ...] = (
             "Checkpoint often, or run in a partition or QOS that is not preemptible.",
         ),
         states=frozenset({State.PREEMPTED}),
-        patterns=_p(r"^.*CANCELLED AT \S+ DUE TO PREEMPTION.*"),
+        patterns=_p(r"CANCELLED AT \S+ DUE TO PREEMPTION"),
     ),
     Rule(
         FailureClass.TIME_LIMIT,
@@ -84,7 +113,55 @@ RULES: tuple[Rule, ...] = (
             "Handle the warning signal (SIGUSR1, sent before the limit) to checkpoint in time.",
         ),
         states=frozenset({State.TIMEOUT}),
-        patterns=_p(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*"),
+        # Every Slurm since 2.x: `*** JOB 1 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***`,
+        # older ones without `ON n1` (and with `on n1` after the reason).
+        patterns=_p(r"CANCELLED AT \S+ DUE TO TIME LIMIT", r"\bJob \d+ exceeded \S+ time limit"),
+    ),
+    Rule(
+        FailureClass.GPU_HARDWARE,
+        "GPU hardware fault",
+        "A GPU of the node reported a hardware or driver fault (Xid, ECC, a lost GPU); the "
+        "node is suspect, and running there again may fail the same way.",
+        (
+            "Restart without the node (the restart after a GPU fault excludes it for you).",
+            "Tell the cluster admins the node and the error shown here, so that they check "
+            "the GPU (nvidia-smi -q, dcgmi diag) and drain the node.",
+            "If it happens on every node, suspect the code instead: rerun with "
+            "CUDA_LAUNCH_BLOCKING=1 (and compute-sanitizer) to find an out-of-bounds kernel.",
+        ),
+        patterns=(
+            *_p(
+                r"NVRM: Xid\b",
+                r"\bXid[ :(]+\d",
+                r"fallen off the bus",
+                r"GPU is lost\b",
+                r"[Uu]ncorrectable ECC",
+                r"\bECC error",
+                r"[Dd]ouble[- ]bit ECC",
+                r"[Uu]ncorrectable NVLink",
+                r"an illegal memory access was encountered",
+                r"CUDA error: unknown error",
+                r"cudaErrorUnknown|CUDA_ERROR_UNKNOWN|cudaErrorECCUncorrectable",
+                r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ : unknown error",
+            ),
+        ),
+        when=_not_cancelled,
+    ),
+    Rule(
+        FailureClass.NODE_FAILURE,
+        "Node failure",
+        "A node of the job stopped answering Slurm (hardware, network or slurmd failure); "
+        "the job was ended for it.",
+        (
+            "Resume from the latest checkpoint (a restart policy does this for you).",
+            "Exclude the failed node when restarting, and tell the admins so they drain it.",
+        ),
+        states=frozenset({State.NODE_FAIL}),
+        patterns=_p(
+            r"^srun: error: Node failure on ",
+            r"CANCELLED AT \S+ DUE TO NODE FAIL",
+            r"\bJobState=NODE_FAIL\b|\bState: NODE_FAIL\b|, NODE_FAIL\b",
+        ),
     ),
     Rule(
         FailureClass.CUDA_OOM,
@@ -98,12 +175,18 @@ RULES: tuple[Rule, ...] = (
             "Use bf16/fp16 mixed precision; set "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
         ),
+        # torch 0.3 to 2.x, the CUDA runtime and driver codes, cuBLAS/cuDNN, caffe's
+        # `Check failed: error == cudaSuccess (2 vs. 0)  out of memory`, NCCL, JAX/TF.
         patterns=_p(
-            r"torch\.(?:cuda\.)?OutOfMemoryError: CUDA out of memory.*",
-            r"RuntimeError: CUDA out of memory.*",
-            r"CUDA error: out of memory.*",
-            r"CUBLAS_STATUS_ALLOC_FAILED.*",
-            r"NCCL WARN Cuda failure 'out of memory'.*",
+            r"CUDA out of memory",
+            r"CUDA error: out of memory",
+            r"torch\.(?:cuda\.)?OutOfMemoryError\b",
+            r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ : out of memory",
+            r"cudaSuccess \(2 vs\. 0\) +out of memory",
+            r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY",
+            r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED",
+            r"NCCL WARN Cuda failure '?out of memory",
+            r"ResourceExhaustedError: OOM when allocating|RESOURCE_EXHAUSTED: Out of memory",
         ),
     ),
     Rule(
@@ -116,31 +199,17 @@ RULES: tuple[Rule, ...] = (
             "Load checkpoints with map_location and mmap=True so each rank does not hold a copy.",
         ),
         states=frozenset({State.OUT_OF_MEMORY}),
+        # slurmstepd: `Detected 1 oom-kill event(s) in step 1.0 cgroup` (before 21.08),
+        # `Detected 2 oom_kill events in StepId=1.0` (after); jobacct_gather's `exceeded
+        # memory limit (x > y), being killed`; the kernel's own lines.
         patterns=_p(
-            r"slurmstepd: error: Detected \d+ oom[-_]kill events? in .*",
-            r"^.*oom[-_]kill(?:er)?.*Killed process.*",
-            r"Out of memory: Killed process \d+.*",
-            r"DataLoader worker \(pid \d+\) is killed by signal: Killed.*",
-        ),
-    ),
-    Rule(
-        FailureClass.NCCL_TIMEOUT,
-        "NCCL timeout",
-        "A collective operation did not finish in time: a rank could not reach the others, "
-        "hung, or was far slower (the NCCL watchdog then ended the job).",
-        NCCL_FIXES,
-        patterns=_p(
-            r"^.*Watchdog caught collective operation timeout.*",
-            r"^.*ProcessGroupNCCL.*(?:timed out|Timeout).*",
-            r"^.*NCCL (?:WARN|INFO).*(?:Connection timed out|connect to .* failed|"
-            r"Connection refused).*",
-            r"^.*ncclSystemError: System call \(e\.g\. socket, malloc\) or external library call "
-            r"failed.*",
-            r"^.*ncclRemoteError: A call failed possibly due to a network error.*",
-            r"^.*DistNetworkError: .*(?:timed out|Connection refused|failed to connect).*",
-            r"^.*torch\.distributed\.DistStoreError: .*[Tt]imed? ?out.*",
-            r"^.*The client socket has timed out after \d+m?s while trying to connect to .*",
-            r"^.*Timed out waiting \d+ms for recv operation to complete.*",
+            r"Detected \d+ oom[-_]kill event",
+            r"\b(?:Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed",
+            r"Exceeded (?:job|step) memory limit\b(?! at some point)",
+            r"^srun: error: [\w.-]+: tasks? [\d,-]+: Out Of Memory",
+            r"oom[-_]kill(?:er)?\b.{0,200}Killed process",
+            r"Out of memory: Kill(?:ed)? process \d+",
+            r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
         ),
     ),
     Rule(
@@ -155,9 +224,34 @@ RULES: tuple[Rule, ...] = (
             "Give every node the same MASTER_PORT (torchrun --rdzv_endpoint=$MASTER_ADDR:"
             "$MASTER_PORT), unique per job, not a port per node.",
         ),
-        patterns=_p(
-            r"^.*(?:EADDRINUSE|[Aa]ddress already in use).*",
+        # Before the NCCL rule: c10d says it as a DistNetworkError.
+        patterns=_p(r"EADDRINUSE|[Aa]ddress already in use|errno: 98\b"),
+        when=_failed,
+    ),
+    Rule(
+        FailureClass.NCCL_TIMEOUT,
+        "NCCL timeout",
+        "A collective operation did not finish in time: a rank could not reach the others, "
+        "hung, or was far slower (the NCCL watchdog then ended the job).",
+        NCCL_FIXES,
+        patterns=(
+            *_p(
+                r"Watchdog caught collective operation timeout",
+                r"ncclSystemError: System call \(e\.g\. socket, malloc\) or external library "
+                r"call failed",
+                r"DistNetworkError\b",
+                r"The client socket has timed out after \d+m?s while trying to connect",
+                r"Timed out waiting \d+ms for recv operation to complete",
+            ),
+            # A timeout or a network errno phrase, said by (or just under) the distributed
+            # runtime: `NCCL WARN Net : Call to recv ... failed : Broken pipe`, c10d's
+            # `RuntimeError: Connection reset by peer` under a distributed_c10d.py frame.
+            Clue(re.compile(_TIMED_OUT), context=_DISTRIBUTED),
+            # ncclSystemError as torch reports it: a socket call failed (the errno follows).
+            Clue(re.compile(r"unhandled system error"), context=_DISTRIBUTED),
+            Clue(re.compile(_NETWORK), context=_DISTRIBUTED, before=WINDOW),
         ),
+        echo_of_kill=True,
     ),
     Rule(
         FailureClass.MISSING_MODULE,
@@ -169,7 +263,15 @@ RULES: tuple[Rule, ...] = (
             "Install the package into that environment on the cluster (it must be visible on "
             "every compute node, not only the login node).",
         ),
-        patterns=_p(r"^.*ModuleNotFoundError: No module named .*", r"^.*ImportError: .*"),
+        # `ModuleNotFoundError: No module named 'x'`, Python 2's `ImportError: No module
+        # named x`, and `python -m x`'s `/usr/bin/python: No module named x`.
+        patterns=_p(
+            r"(?:ModuleNotFoundError|ImportError): No module named\b",
+            r"python[\w.]*: No module named\b",
+            r"python[\w.]*: Error while finding module specification for\b",
+            r"\bImportError: ",
+        ),
+        when=_failed,
     ),
     Rule(
         FailureClass.MISSING_FILE,
@@ -182,10 +284,11 @@ RULES: tuple[Rule, ...] = (
             "Copy the script or data to the cluster first, and check the file name.",
         ),
         patterns=_p(
-            r"^.*FileNotFoundError: \[Errno 2\] No such file or directory.*",
-            r"^.*can't open file .*\[Errno 2\] No such file or directory.*",
-            r"^.*: No such file or directory$",
-            r"^.*: command not found$",
+            r"FileNotFoundError\b",
+            r"can't open file .{0,500}\[Errno 2\]",
+            r"\[Errno 2\] No such file or directory",
+            r": No such file or directory$",
+            r": command not found$",
         ),
         when=_failed,
     ),
@@ -201,10 +304,14 @@ RULES: tuple[Rule, ...] = (
             "the node's health and the GPU charts, and exclude the node when restarting.",
             "Resume from the latest checkpoint (a restart policy does this for you).",
         ),
-        patterns=_p(
-            r"^.*torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError.*",
-            r"^srun: error: [\w.-]+: tasks? [\d,-]+: Exited with exit code [1-9]\d*.*",
-            r"^srun: error: [\w.-]+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted).*",
+        # The failure table's root cause is the evidence when there is one (the engine
+        # reads it); else the agent's line, the ChildFailedError, srun's task line.
+        weaker=_p(
+            r"Root Cause \(first observed failure\)",
+            r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\)",
+            r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError",
+            r"^srun: error: [\w.-]+: tasks? [\d,-]+: Exited with exit code [1-9]",
+            r"^srun: error: [\w.-]+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted)",
         ),
         when=_failed,
     ),
@@ -214,6 +321,10 @@ RULES: tuple[Rule, ...] = (
         "The job was cancelled (by its owner, an admin, or scancel).",
         ("Nothing to fix if this was intended; resubmit or clone the job to run it again.",),
         states=frozenset({State.CANCELLED}),
+        # A cancel without a reason (`*** JOB 3 ON c1 CANCELLED AT <time> ***`): the job's
+        # line, else its step's.
+        patterns=_p(r"\*\*\* JOB \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*"),
+        weaker=_p(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*"),
     ),
 )
 

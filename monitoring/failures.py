@@ -54,6 +54,17 @@ def expand_nodes(node_list: str) -> list[str]:
     return names
 
 
+def node_of_attempt(host: str, nodes: list[str]) -> str:
+    """The Slurm node of the attempt a log's host name is (`gpu07.cluster` is `gpu07`), or ''.
+
+    Only a node of the attempt can be excluded: torchrun and the kernel name hosts.
+    """
+    if host in nodes:
+        return host
+    short = host.split(".", 1)[0]
+    return short if short and short in nodes else ""
+
+
 def _log_tail(attempt: Attempt) -> str:
     # Stored bytes only: a finished attempt's log was read to its end before this runs.
     return log_read(attempt_id=attempt.pk, file=STDOUT_FILE, offset=-1, limit=TAIL_BYTES).text
@@ -89,8 +100,7 @@ def attempt_after_failure(*, attempt: Attempt) -> None:
     if found is None:
         return
     checkpoint = latest_complete(job_id=attempt.job_id)
-    # Only a Slurm node of the attempt can be excluded (torchrun may name a host name).
-    failed_node = found.node if found.node in expand_nodes(attempt.node_list) else ""
+    failed_node = node_of_attempt(found.node, expand_nodes(attempt.node_list))
     attempt_restart(
         attempt=attempt,
         failure_class=found.failure_class,

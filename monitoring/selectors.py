@@ -5,6 +5,7 @@ from typing import Any
 
 from jobs.models import Attempt, Job
 from monitoring.checkpoints import job_checkpoints
+from monitoring.diagnosis import Diagnosis
 from monitoring.models import LogFile, Series
 from monitoring.stragglers import StragglerPolicy, attempt_stragglers
 
@@ -61,7 +62,8 @@ def job_failures(*, job: Job, policy: StragglerPolicy | None = None) -> dict[str
             "resume_from": a.resume_from,
             "excluded_nodes": [n for n in a.excluded_nodes.split(",") if n],
             "failure_class": a.failure_class,
-            "diagnosis": a.diagnosis,
+            # Every field, also for a diagnosis stored before a field was added.
+            "diagnosis": Diagnosis.from_json(a.diagnosis).as_json(),
         }
         for a in attempts
         if a.diagnosis

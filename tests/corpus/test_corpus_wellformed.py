@@ -42,7 +42,7 @@ FAILURE_CASES = loader.load_failure_cases()
 def test_corpus_sizes() -> None:
     assert len(loader.metric_files()) >= 15
     assert len({c.name for c in METRIC_CASES}) >= 30
-    assert len(FAILURE_CASES) >= 45
+    assert len(FAILURE_CASES) >= 60
 
 
 def test_metric_tables_have_known_keys_only() -> None:

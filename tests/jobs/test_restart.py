@@ -3,7 +3,7 @@
 import pytest
 
 from clusters.agent import AgentReply, Listing, ListingEntry
-from jobs.models import Attempt, FailureClass, JobEvent, State
+from jobs.models import Attempt, FailureClass, JobEvent, State, default_restart_on
 from jobs.restart import attempt_restart, restart_decision
 from jobs.scripts import RunDir, render_batch_script
 from jobs.specs import validate_spec
@@ -270,3 +270,42 @@ def test_only_a_node_of_the_attempt_is_excluded(failed) -> None:
     _finish_poll(attempt, log, [("step-20.pt", 10)])
     second = Attempt.objects.get(job=job, number=2)
     assert second.excluded_nodes == ""
+
+
+# Real text: the error line of a job on a node with a failing GPU (jade-hpc-gpu issue 194,
+# https://github.com/jade-hpc-gpu/jade-hpc-gpu.github.io/issues/194), then srun's task line.
+GPU_FAULT_LOG = b"""step 20, loss=0.0712
+RuntimeError: CUDA error: uncorrectable ECC error encountered
+srun: error: n2: task 1: Exited with exit code 1
+"""
+
+
+def test_a_gpu_fault_restarts_without_its_node_even_unasked(failed) -> None:
+    job, attempt = failed
+    assert not job.exclude_failed_nodes
+    _finish_poll(attempt, GPU_FAULT_LOG, [("step-20.pt", 10)])
+    attempt.refresh_from_db()
+    assert attempt.failure_class == FailureClass.GPU_HARDWARE
+    assert attempt.diagnosis["node"] == "n2"
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.excluded_nodes == "n2"
+    assert "without node n2" in JobEvent.objects.get(attempt=second).reason
+    script = render_batch_script(job=job, attempt=second, run_dir=RunDir("/r/2"))
+    assert "#SBATCH --exclude=n2" in script
+
+
+def test_a_gpu_fault_on_a_kernel_log_host_excludes_that_node(failed) -> None:
+    job, attempt = failed
+    # The syslog form of an Xid (open-gpu-kernel-modules issue 1150's message, host added
+    # by syslog): the host name is the node's, qualified by its domain.
+    log = (
+        b"Mar  3 04:05:06 n1.cluster kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, "
+        b"name=python3, Ch 00000001 caused by previous Xid 149\n"
+    )
+    _finish_poll(attempt, log, [])
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.excluded_nodes == "n1"
+
+
+def test_gpu_hardware_is_restarted_by_default() -> None:
+    assert FailureClass.GPU_HARDWARE in default_restart_on()

@@ -124,7 +124,8 @@ def test_a_rank_killed_on_the_sandbox_as_torch_2_13_reports_it() -> None:
     assert found.failure_class == FailureClass.RANK_CRASH
     assert (found.rank, found.node) == (1, "n1")
     assert "First to fail: rank 1 on node n1 (killed by SIGKILL)." in found.explanation
-    assert found.evidence.startswith("torch.distributed.elastic.multiprocessing.errors.Child")
+    # The failure table's exit-code line of the first failure, not the launcher's exception.
+    assert found.evidence.startswith("exitcode  : -9")
 
 
 def test_unrecognised_failure_points_at_the_last_error_and_the_signal() -> None:
@@ -172,7 +173,7 @@ def test_a_finished_log_mentioning_an_error_only_counts_when_the_job_failed() ->
 def test_every_rule_explains_itself_and_says_what_to_do(rule) -> None:
     assert rule.title and rule.explanation.endswith(".")
     assert rule.fixes and all(fix.endswith(".") for fix in rule.fixes)
-    assert rule.states or rule.patterns
+    assert rule.states or rule.patterns or rule.weaker
 
 
 def test_a_diagnosis_survives_json() -> None:
@@ -256,3 +257,50 @@ def test_the_failures_api_query_count(oom_job, member, client, django_assert_num
     # session, user, the job with its viewer check, its attempts, its checkpoints
     with django_assert_num_queries(5):
         assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 200
+
+
+def test_the_job_page_shows_an_unknown_failures_last_lines_escaped(
+    project, owner, member, client
+) -> None:
+    from tests import factories
+
+    job, attempt = factories.job(project, owner, factories.cluster())
+    log = "step 41, loss=0.1\n<script>alert(1)</script>\nValueError: bad shape\n"
+    found = diagnose(state=State.FAILED, exit_code=1, log_tail=log)
+    assert found is not None and found.failure_class == FailureClass.UNKNOWN
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.FAILED,
+        exit_code=1,
+        failure_class=found.failure_class,
+        diagnosis=found.as_json(),
+    )
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "The end of the log" in page
+    assert "step 41, loss=0.1\n&lt;script&gt;alert(1)&lt;/script&gt;\nValueError: bad shape" in page
+    assert "<script>alert(1)" not in page
+
+
+def test_a_diagnosis_stored_before_the_new_fields_still_renders(
+    project, owner, member, client
+) -> None:
+    from tests import factories
+
+    job, attempt = factories.job(project, owner, factories.cluster())
+    stored = {  # as attempts diagnosed before local_rank, failed_at and last_lines stored it
+        "failure_class": "rank_crash",
+        "title": "A rank crashed",
+        "explanation": "One training process ended with an error.",
+        "fixes": ["Resume from the latest checkpoint."],
+        "evidence": "srun: error: n2: task 1: Exited with exit code 1",
+        "rank": None,
+        "node": "",
+        "exit_code": 1,
+    }
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.FAILED, exit_code=1, failure_class="rank_crash", diagnosis=stored
+    )
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "A rank crashed" in page
+    assert "Local rank" not in page and "The end of the log" not in page

@@ -162,6 +162,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"expires": 300.0},
     },
 }
+# Open job WebSockets per user, across every web process (monitoring.consumers).
+WEBSOCKETS_PER_USER: int = env.int("WEBSOCKETS_PER_USER", default=16)
 # Budget mails (80 % and 100 %) and opt-in job-end mails; the console backend by default.
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")

@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
@@ -44,41 +43,23 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
     _watch: "asyncio.Task[None] | None" = None
 
     async def connect(self) -> None:
+        # JobGate let the viewer in and holds their slot (scope["stream_slot"]).
         self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
-        user = self.scope.get("user")
-        job = await database_sync_to_async(job_for_viewer)(user=user, job_id=self.job_id)
-        if job is None or user is None:
-            # Refused at the handshake: missing and not-yours look the same.
-            await self._refuse(CLOSE_FORBIDDEN)
-        assert user is not None  # noqa: S101 - narrowed by the refusal above
-        self.slot = await database_sync_to_async(slot_take)(
-            kind=SLOT_KIND, user_id=user.pk, cap=settings.WEBSOCKETS_PER_USER
-        )
-        if self.slot is None:
-            await self._refuse(CLOSE_TOO_MANY)
+        self.slot = self.scope["stream_slot"]
         session = self.scope.get("session")
         self.viewer = StreamViewer(
-            user_id=user.pk, session_key=getattr(session, "session_key", None)
+            user_id=self.scope["user"].pk, session_key=getattr(session, "session_key", None)
         )
         # Join before reading the state: a delta sent meanwhile arrives after
         # the hello (dispatch is sequential), so nothing falls between the two.
         self.group_name = job_group(self.job_id)
         await self.channel_layer.group_add(self.group_name, self.channel_name)
-        await self.channel_layer.group_add(viewer_group(user.pk), self.channel_name)
+        await self.channel_layer.group_add(viewer_group(self.viewer.user_id), self.channel_name)
         state = await database_sync_to_async(job_live_state)(job_id=self.job_id)
         await self.accept()
         await self.send_json({"event": "hello", **state})
         self._stop = asyncio.Event()
         self._watch = asyncio.create_task(self._heartbeat(self._stop))
-
-    async def _refuse(self, code: int) -> None:
-        """Close the handshake and end the consumer now, not when the client hangs up.
-
-        A refused consumer otherwise sits in its channel-layer receive until the
-        client's disconnect arrives, or the event loop closes under it.
-        """
-        await self.close(code=code)
-        raise StopConsumer
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         # Waits on an event, never cancelled: a cancel inside a database call hangs the loop.
@@ -162,3 +143,41 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
             self.group_name = None
         await self.close(code=CLOSE_ACCESS_ENDED)
+
+
+class JobGate:
+    """The handshake's refusals, before a consumer (and its channel-layer receive) exists.
+
+    A consumer refused in its own connect() sits in channels-redis's blocking receive
+    until the client hangs up, and cancelling it there can hang the event loop; here
+    a refused socket is closed and done without ever touching the channel layer.
+    """
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        user = scope.get("user")
+        job_id = int(scope["url_route"]["kwargs"]["job_id"])
+        job = await database_sync_to_async(job_for_viewer)(user=user, job_id=job_id)
+        if job is None or user is None:
+            # Missing and not-yours look the same.
+            return await _refuse(receive, send, CLOSE_FORBIDDEN)
+        slot = await database_sync_to_async(slot_take)(
+            kind=SLOT_KIND, user_id=user.pk, cap=settings.WEBSOCKETS_PER_USER
+        )
+        if slot is None:
+            return await _refuse(receive, send, CLOSE_TOO_MANY)
+        try:
+            await self.consumer({**scope, "stream_slot": slot}, receive, send)
+        finally:
+            # Given back by the consumer's disconnect too; this covers a consumer that failed.
+            await database_sync_to_async(slot_give_back)(
+                kind=SLOT_KIND, user_id=user.pk, slot=slot
+            )
+
+
+async def _refuse(receive: Any, send: Any, code: int) -> None:
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": code})

@@ -2,8 +2,8 @@
 
 from django.urls import URLPattern, path
 
-from monitoring.consumers import JobConsumer
+from monitoring.consumers import JobConsumer, JobGate
 
 websocket_urlpatterns: list[URLPattern] = [
-    path("ws/jobs/<int:job_id>/", JobConsumer.as_asgi()),
+    path("ws/jobs/<int:job_id>/", JobGate(JobConsumer.as_asgi())),
 ]

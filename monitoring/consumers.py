@@ -172,9 +172,7 @@ class JobGate:
             await self.consumer({**scope, "stream_slot": slot}, receive, send)
         finally:
             # Given back by the consumer's disconnect too; this covers a consumer that failed.
-            await database_sync_to_async(slot_give_back)(
-                kind=SLOT_KIND, user_id=user.pk, slot=slot
-            )
+            await database_sync_to_async(slot_give_back)(kind=SLOT_KIND, user_id=user.pk, slot=slot)
 
 
 async def _refuse(receive: Any, send: Any, code: int) -> None:

@@ -36,11 +36,11 @@ return 1
 
 
 @functools.cache
-def _client(url: str) -> "redis.Redis[bytes]":
+def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=5)
 
 
-def _redis() -> "redis.Redis[bytes]":
+def _redis() -> redis.Redis:
     return _client(settings.REDIS_URL)
 
 

@@ -120,12 +120,14 @@ STORAGES = {
 
 REDIS_URL: str = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
+# JSON, never pickle: whatever reaches Redis must not become code when read. (Named, so
+# that the tests, on a local-memory cache, check the production options against Redis.)
+CACHES_PRODUCTION_OPTIONS = {"serializer": "portal_lib.cache.JSONSerializer"}
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        # JSON, never pickle: whatever reaches Redis must not become code when read.
-        "OPTIONS": {"serializer": "portal_lib.cache.JSONSerializer"},
+        "OPTIONS": CACHES_PRODUCTION_OPTIONS,
     }
 }
 

@@ -312,4 +312,3 @@ def test_a_refused_consumer_ends_without_waiting_for_the_client(
             await communicator.disconnect(timeout=TIMEOUT)
 
     assert async_to_sync(scenario)() == (False, CLOSE_FORBIDDEN)
-

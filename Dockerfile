@@ -9,9 +9,14 @@ COPY requirements/prod.txt requirements/
 RUN pip install --no-cache-dir --require-hashes -r requirements/prod.txt
 
 COPY . .
-RUN DJANGO_SECRET_KEY=build FIELD_ENCRYPTION_KEYS=cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lLb2Z5Y1l6cDc= \
+# Static files with the shared settings and throwaway values: production's refuse to
+# load without real secrets, which a build must never see.
+RUN DJANGO_SETTINGS_MODULE=portal.settings.base DJANGO_SECRET_KEY=build-only \
+    FIELD_ENCRYPTION_KEYS=cGNVZ3h2dGJoWk5yWHRsR0NxbW5mV2lLb2Z5Y1l6cDc= \
     DATABASE_URL=sqlite:////tmp/build.sqlite3 python manage.py collectstatic --noinput \
- && useradd --system --home /app portal
+ && rm -f /tmp/build.sqlite3 \
+ && useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin portal
+# The code stays root's (read-only to the portal); the portal runs as its own user.
 USER portal
 
 EXPOSE 8000

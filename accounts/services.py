@@ -10,6 +10,7 @@ from django.utils import timezone
 from accounts.models import PersonalToken
 from accounts.tokens import token_digest, token_new
 from portal_lib.errors import PortalError
+from portal_lib.viewers import viewer_access_changed
 
 MAX_TOKEN_DAYS = 366
 DEFAULT_TOKEN_DAYS = 90
@@ -61,4 +62,10 @@ def token_revoke(*, user: User, token_id: int) -> bool:
     updated = PersonalToken.objects.filter(
         pk=token_id, user_id=user.pk, revoked_at__isnull=True
     ).update(revoked_at=timezone.now())
+    if updated:
+        # Streams opened with it end within seconds (monitoring.stream_access).
+        user_id = user.pk
+        transaction.on_commit(
+            lambda: viewer_access_changed.send(sender=PersonalToken, user_id=user_id)
+        )
     return updated == 1

@@ -67,6 +67,8 @@ def _services(workdir: Path) -> tuple[Server, Daphne]:
         database_url=os.environ["DATABASE_URL"],
         redis_url=os.environ["REDIS_URL"],
         tag=os.environ.get("PORTAL_TEST_RUN", "bench"),
+        # Every client is the same user: lift the per-user socket cap above the largest phase.
+        extra={"WEBSOCKETS_PER_USER": str(max(CLIENTS) + 10)},
     )
     purge_queue(env)
     worker = celery_worker(env, workdir, name=f"bench-latency-{os.getpid()}")

@@ -10,6 +10,9 @@ class MonitoringConfig(AppConfig):
         from jobs.polling import FILE_WATCHERS
         from monitoring.failures import FailureWatcher
         from monitoring.ingest import MonitoringWatcher
+        from monitoring.stream_access import connect_receivers
+
+        connect_receivers()
 
         if not any(isinstance(w, MonitoringWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(MonitoringWatcher())

@@ -2,8 +2,9 @@
 
 from django.urls import URLPattern, path
 
-from monitoring.consumers import JobConsumer
+from monitoring.consumers import JobConsumer, JobGate
 
 websocket_urlpatterns: list[URLPattern] = [
-    path("ws/jobs/<int:job_id>/", JobConsumer.as_asgi()),
+    # URLRouter takes any ASGI application; django-stubs expects a view here.
+    path("ws/jobs/<int:job_id>/", JobGate(JobConsumer.as_asgi())),  # type: ignore[arg-type]
 ]

@@ -10,7 +10,6 @@ the truth the poller writes to, whichever web process serves the stream.
 """
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,7 +17,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework import serializers
@@ -33,14 +31,23 @@ from monitoring.api import MAX_POINTS_CAP, _log_file_field
 from monitoring.logs import LogSlice, log_read
 from monitoring.models import Series
 from monitoring.series import series_read
+from monitoring.stream_access import StreamViewer, viewer_may_follow
+from monitoring.stream_slots import slot_give_back, slot_renew, slot_take
 
 POLL_SECONDS = 0.5
 HEARTBEAT_SECONDS = 15.0
 # A stream ends after this long; the client reconnects with its last event id.
 MAX_STREAM_SECONDS = 3600.0
 LOG_EVENT_BYTES = 256 * 1024
-# Each open stream holds its request's thread and database connection: a bound per user.
+# Each open stream holds its request's thread and database connection: a bound per user
+# (leased slots, monitoring.stream_slots, renewed at every heartbeat).
 OPEN_STREAMS_PER_USER = 8
+SLOT_KIND = "sse"
+# How often a stream asks again whether its viewer may still follow the job (the token
+# live, the session there, still a member): one query beside the four a second it makes.
+ACCESS_CHECK_SECONDS = 2.0
+# What the event loops yield at each poll: nothing to send, a moment to check the viewer.
+TICK = b""
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
@@ -66,7 +73,7 @@ def _error(status: int, detail: Any, **headers: str) -> JsonResponse:
     return JsonResponse(body, status=status, headers=headers)
 
 
-async def _viewer(request: HttpRequest) -> AbstractBaseUser | JsonResponse:
+async def _viewer(request: HttpRequest) -> tuple[AbstractBaseUser, StreamViewer] | JsonResponse:
     """The token's (else the session's) user, counted against the token's request budget."""
     challenge = {"WWW-Authenticate": 'Bearer realm="api"'}
     token: PersonalToken | None = None
@@ -88,7 +95,9 @@ async def _viewer(request: HttpRequest) -> AbstractBaseUser | JsonResponse:
             "Too many requests with this token; wait and retry.",
             **({"Retry-After": str(int(wait) + 1)} if wait is not None else {}),
         )
-    return user
+    if token is not None:
+        return user, StreamViewer(user_id=user.pk, token_id=token.pk)
+    return user, StreamViewer(user_id=user.pk, session_key=request.session.session_key)
 
 
 def _attempt_progress(attempt_id: int) -> tuple[str, bool]:
@@ -101,12 +110,19 @@ def _attempt_progress(attempt_id: int) -> tuple[str, bool]:
 
 class _Clock:
     def __init__(self) -> None:
-        self.started = self.beat = time.monotonic()
+        self.started = self.beat = self.checked = time.monotonic()
 
     def heartbeat_due(self) -> bool:
         now = time.monotonic()
         if now - self.beat >= HEARTBEAT_SECONDS:
             self.beat = now
+            return True
+        return False
+
+    def access_check_due(self) -> bool:
+        now = time.monotonic()
+        if now - self.checked >= ACCESS_CHECK_SECONDS:
+            self.checked = now
             return True
         return False
 
@@ -126,7 +142,7 @@ async def log_events(attempt_id: int, file: str, offset: int) -> AsyncIterator[b
     """`log` events from `offset` on, `state` on each change, `end` when nothing more comes."""
     read = sync_to_async(log_read)
     progress = sync_to_async(_attempt_progress)
-    clock, sent_state = _Clock(), None
+    sent_state = None
     while True:
         # The state first: once it says done, everything is stored before the read.
         state, done = await progress(attempt_id)
@@ -151,10 +167,7 @@ async def log_events(attempt_id: int, file: str, offset: int) -> AsyncIterator[b
         if done and offset >= piece.size:
             yield sse("end", {"state": state, "offset": offset}, str(offset))
             return
-        if clock.expired():
-            return
-        if clock.heartbeat_due():
-            yield b": keep-alive\n\n"
+        yield TICK
         await asyncio.sleep(POLL_SECONDS)
 
 
@@ -163,7 +176,7 @@ async def log_stream(request: HttpRequest, job_id: int, number: int) -> HttpResp
     found = await _viewer_attempt(request, job_id, number)
     if isinstance(found, JsonResponse):
         return found
-    user, attempt = found
+    viewer, attempt = found
     params = request.GET.dict()
     if last := request.headers.get("Last-Event-ID"):
         params["offset"] = last
@@ -171,7 +184,7 @@ async def log_stream(request: HttpRequest, job_id: int, number: int) -> HttpResp
     if not query.is_valid():
         return _error(400, query.errors)
     events = log_events(attempt.pk, query.validated_data["file"], query.validated_data["offset"])
-    return await _event_stream(events, user.pk)
+    return await _event_stream(events, viewer, job_id)
 
 
 # --- metrics ----------------------------------------------------------------------------
@@ -216,7 +229,7 @@ async def metric_events(
     last_xs = sync_to_async(_series_last_x)
     read = sync_to_async(_new_points)
     progress = sync_to_async(_attempt_progress)
-    clock, sent_state = _Clock(), None
+    sent_state = None
     while True:
         # Read the state first: what is stored by the time it says done is then all there is.
         state, done = await progress(attempt_id)
@@ -236,10 +249,7 @@ async def metric_events(
         if done and not sent:
             yield sse("end", {"state": state}, json.dumps(after))
             return
-        if clock.expired():
-            return
-        if clock.heartbeat_due():
-            yield b": keep-alive\n\n"
+        yield TICK
         await asyncio.sleep(POLL_SECONDS)
 
 
@@ -261,7 +271,7 @@ async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpR
     found = await _viewer_attempt(request, job_id, number)
     if isinstance(found, JsonResponse):
         return found
-    user, attempt = found
+    viewer, attempt = found
     query = MetricStreamQuery(data=request.GET)
     if not query.is_valid():
         return _error(400, query.errors)
@@ -274,7 +284,7 @@ async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpR
             return _error(400, {"Last-Event-ID": ["Send back the id of the last event received."]})
         after = resumed
     return await _event_stream(
-        metric_events(attempt.pk, names, after, default_after=start), user.pk
+        metric_events(attempt.pk, names, after, default_after=start), viewer, job_id
     )
 
 
@@ -283,59 +293,68 @@ async def metric_stream(request: HttpRequest, job_id: int, number: int) -> HttpR
 
 async def _viewer_attempt(
     request: HttpRequest, job_id: int, number: int
-) -> tuple[AbstractBaseUser, Attempt] | JsonResponse:
+) -> tuple[StreamViewer, Attempt] | JsonResponse:
     """The caller and the attempt, or the refusal: 401/429 for the caller, 404 for the attempt."""
-    user = await _viewer(request)
-    if isinstance(user, JsonResponse):
-        return user
+    found = await _viewer(request)
+    if isinstance(found, JsonResponse):
+        return found
+    user, viewer = found
     attempt = await sync_to_async(attempt_for_viewer)(user=user, job_id=job_id, number=number)
     if attempt is None:
         return _error(404, "Not found.")
-    return user, attempt
+    return viewer, attempt
 
 
-def _slot_key(user_id: int) -> str:
-    return f"streams:open:{user_id}"
-
-
-def _slot_take(user_id: int) -> bool:
-    key = _slot_key(user_id)
-    # Expires on its own too, in case a stream's end went unnoticed.
-    cache.add(key, 0, timeout=int(MAX_STREAM_SECONDS) + 60)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # expired between the two calls
-        cache.add(key, 1, timeout=int(MAX_STREAM_SECONDS) + 60)
-        count = 1
-    if count > OPEN_STREAMS_PER_USER:
-        cache.decr(key)
-        return False
-    return True
-
-
-def _slot_give_back(user_id: int) -> None:
-    with contextlib.suppress(ValueError):  # the key expired meanwhile
-        cache.decr(_slot_key(user_id))
-
-
-async def _holding_slot(events: AsyncIterator[bytes], user_id: int) -> AsyncIterator[bytes]:
+async def _guarded(
+    events: AsyncIterator[bytes], viewer: StreamViewer, job_id: int, slot: str
+) -> AsyncIterator[bytes]:
+    """The events while the viewer may follow the job; heartbeats renew the slot's lease."""
+    may_follow = sync_to_async(viewer_may_follow)
+    renew = sync_to_async(slot_renew)
+    clock = _Clock()
     try:
         async for chunk in events:
-            yield chunk
+            if chunk:
+                yield chunk
+            heartbeat = clock.heartbeat_due()
+            if (heartbeat or clock.access_check_due()) and not await may_follow(
+                viewer=viewer, job_id=job_id
+            ):
+                yield sse("denied", {"detail": ACCESS_ENDED})
+                return
+            if heartbeat:
+                if not await renew(kind=SLOT_KIND, user_id=viewer.user_id, slot=slot):
+                    return  # the lease lapsed (never: one is three heartbeats); reconnect
+                yield b": keep-alive\n\n"
+            if clock.expired():
+                return
     finally:
         # Also when the client goes away: Django cancels the stream at its next await.
-        await sync_to_async(_slot_give_back)(user_id)
+        # A reset that goes unnoticed costs the slot only until its lease ends.
+        await sync_to_async(slot_give_back)(kind=SLOT_KIND, user_id=viewer.user_id, slot=slot)
 
 
-async def _event_stream(events: AsyncIterator[bytes], user_id: int) -> HttpResponseBase:
-    if not await sync_to_async(_slot_take)(user_id):
+ACCESS_ENDED = (
+    "Your access to this job ended (token revoked or expired, signed out, or no longer "
+    "in its project); the stream is closed."
+)
+
+
+async def _event_stream(
+    events: AsyncIterator[bytes], viewer: StreamViewer, job_id: int
+) -> HttpResponseBase:
+    slot = await sync_to_async(slot_take)(
+        kind=SLOT_KIND, user_id=viewer.user_id, cap=OPEN_STREAMS_PER_USER
+    )
+    if slot is None:
         return _error(
             429,
             f"You have {OPEN_STREAMS_PER_USER} live streams open; close one (or wait for one "
             "to end) before opening another.",
+            **{"Retry-After": str(int(HEARTBEAT_SECONDS))},
         )
     return StreamingHttpResponse(
-        _holding_slot(events, user_id),
+        _guarded(events, viewer, job_id, slot),
         content_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

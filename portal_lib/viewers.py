@@ -12,6 +12,7 @@ clusters (draining a node) is staff's alone (`clusters.access`).
 from typing import TypeGuard
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.dispatch import Signal
 
 # What request.user and the WebSocket scope's user can be.
 Viewer = AbstractBaseUser | AnonymousUser
@@ -30,3 +31,9 @@ def is_staff(user: Viewer | None) -> bool:
 def sees_everything(user: Viewer | None) -> bool:
     """The staff rule: a signed-in staff member may see every project, job and cluster."""
     return is_staff(user)
+
+
+# Sent (with `user_id`) when a user may have lost access: a token revoked, a membership
+# removed. Live streams listen (monitoring.stream_access) and re-check their viewer;
+# the layers below send it without knowing who listens.
+viewer_access_changed = Signal()

@@ -8,8 +8,7 @@ import environ
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-# A developer's `.env` (written by `make run`) holds the generated secrets.
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# No `.env` here: only the local settings read one (a developer's generated secrets).
 
 SECRET_KEY: str = env("DJANGO_SECRET_KEY")
 DEBUG: bool = env.bool("DJANGO_DEBUG", default=False)
@@ -35,6 +34,8 @@ INSTALLED_APPS = [
     "jobs",
     "monitoring",
     "accounts",
+    # Login throttling: failed logins per username and address (web login and admin).
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -46,6 +47,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its refusal page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -81,6 +84,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a username and address with too many failures before any check.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT: int = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+# The pair, not the address alone (a lab behind one NAT) nor the name alone (anyone
+# could lock a colleague out).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -105,12 +120,24 @@ STORAGES = {
 
 REDIS_URL: str = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
+# JSON, never pickle: whatever reaches Redis must not become code when read. (Named, so
+# that the tests, on a local-memory cache, check the production options against Redis.)
+CACHES_PRODUCTION_OPTIONS = {"serializer": "portal_lib.cache.JSONSerializer"}
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
+        "OPTIONS": CACHES_PRODUCTION_OPTIONS,
     }
 }
+
+# The dataclasses the cache may hold and build back (portal_lib.cache): nothing else.
+CACHE_JSON_TYPES = [
+    "clusters.status.ClusterStatus",
+    "clusters.status.PartitionStatus",
+    "clusters.slurm.parsers.Node",
+    "clusters.inventory.PartitionLimits",
+]
 
 CHANNEL_LAYERS = {
     "default": {
@@ -162,6 +189,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"expires": 300.0},
     },
 }
+# Open job WebSockets per user, across every web process (monitoring.consumers).
+WEBSOCKETS_PER_USER: int = env.int("WEBSOCKETS_PER_USER", default=16)
 # Budget mails (80 % and 100 %) and opt-in job-end mails; the console backend by default.
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")

@@ -1,15 +1,76 @@
-"""Production: every secret and endpoint must come from the environment."""
+"""Production: every secret and endpoint from the environment; nothing has a default.
+
+No `.env` is read here (that is the local settings'), and the portal refuses to
+start rather than run with a missing or default secret.
+"""
+
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import env
+from .base import REDIS_URL, SECRET_KEY, env
 
+# Values that must never reach production: the test settings' and the image build's.
+KNOWN_DEFAULTS = {"test-secret-key-not-for-production", "build", "portal", "postgres", ""}
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ImproperlyConfigured(message)
+
+
+_require(
+    len(SECRET_KEY) >= 40 and SECRET_KEY not in KNOWN_DEFAULTS,
+    "Set DJANGO_SECRET_KEY to a random value of 40 characters or more.",
+)
 DEBUG = False
 DATABASES = {"default": env.db("DATABASE_URL")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+_require(
+    DATABASES["default"].get("PASSWORD", "") not in KNOWN_DEFAULTS,
+    "Give DATABASE_URL a real password: postgres://user:PASSWORD@host/db.",
+)
+_require(
+    urlsplit(REDIS_URL).password not in (None, *KNOWN_DEFAULTS),
+    "Give REDIS_URL a password (redis://:PASSWORD@host:6379/0) and start Redis with it.",
+)
+_require(
+    urlsplit(env("CELERY_BROKER_URL", default=REDIS_URL)).password not in (None, *KNOWN_DEFAULTS),
+    "Give CELERY_BROKER_URL a password, as REDIS_URL.",
+)
 
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Trust X-Forwarded-Proto only where a proxy that sets it stands in front (the compose
+# proxy): otherwise any client could claim https.
+if env.bool("DJANGO_BEHIND_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
-SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=3600)
+# A year, subdomains too: browsers never try plain http again.
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Content-Security-Policy (django-csp): everything from the portal itself, no inline
+# script, no framing; WebSockets back to the same host.
+INSTALLED_APPS = [*INSTALLED_APPS, "csp"]  # noqa: F405
+MIDDLEWARE = [*MIDDLEWARE, "csp.middleware.CSPMiddleware"]  # noqa: F405
+CONTENT_SECURITY_POLICY = {
+    # The Swagger page runs Swagger UI's own inline start-up script.
+    "EXCLUDE_URL_PREFIXES": ["/api/docs/"],
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        # Plotly adds its stylesheet rules at run time; styles cannot run code.
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}

@@ -195,7 +195,8 @@
     };
     socket.onopen = () => { delay = 1000; fetchLog(logEnd || -1); };
     socket.onclose = (event) => {
-      if (event.code === 4403) return; // not allowed: do not retry
+      // Not allowed, or access ended (logout, removed from the project): do not retry.
+      if ([4403, 4401].includes(event.code)) return;
       setTimeout(() => connect(Math.min(delay * 2, 15000)), delay);
     };
   }

@@ -4,12 +4,14 @@ import asyncio
 import json
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 
 from jobs.models import Attempt, Job, State
 from monitoring import streams
 from monitoring.series import series_append
+from monitoring.stream_slots import slots_clear
 from monitoring.streams import utf8_complete
 from tests.helpers import LOG, Tokens, bearer
 
@@ -153,9 +155,11 @@ def test_streams_count_against_the_tokens_budget(job: Job, tokens: Tokens, setti
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
 
 
-def test_open_streams_per_user_are_bounded_and_given_back(job: Job, tokens: Tokens) -> None:
-    cache.clear()
+def test_open_streams_per_user_are_bounded_and_given_back(
+    job: Job, tokens: Tokens, viewer: User
+) -> None:
     _finish(job)
+    slots_clear(kind=streams.SLOT_KIND, user_id=viewer.pk)
     client = bearer(tokens.viewer)
     # Opened but not yet read: each holds a slot (its thread and database connection).
     held = [_stream(client, job, "log") for _ in range(streams.OPEN_STREAMS_PER_USER)]

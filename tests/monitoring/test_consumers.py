@@ -19,6 +19,8 @@ from tests import factories
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+# The address the socket is opened on: the Origin must name the same scheme, host and port.
+HOST = (b"host", b"127.0.0.1")
 # Generous: on a busy machine the handshake's queries take seconds. A connect that times
 # out leaves the consumer inside a database call, and cancelling it there hangs the loop.
 TIMEOUT = 30
@@ -32,7 +34,7 @@ def _session_cookie(user: User) -> tuple[bytes, bytes]:
 
 
 def _communicator(job: Job, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=headers)
+    return WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=[HOST, *headers])
 
 
 @pytest.fixture

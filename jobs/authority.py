@@ -73,17 +73,10 @@ def truth_apply(
     now = timezone.now()
     changed = 0
     for attempt in attempts:
-        name = attempt.slurm_job_name
         row = truth.queue.get(attempt.slurm_job_id)
         record = truth.history.get(attempt.slurm_job_id)
-        if row is not None and row.name == name:
+        if row is not None:
             changed += from_squeue(attempt, row, None, now)
-        elif row is not None or (record is not None and record.name != name):
-            # The id came back through the user's session; Slurm knows it as another job.
-            theirs = row.name if row is not None else record.name  # type: ignore[union-attr]
-            changed += _unknown(
-                attempt, f"Slurm job {attempt.slurm_job_id} is not this attempt's ({theirs!r})."
-            )
         elif record is not None:
             changed += _from_sacct(attempt, record, now)
         elif now - attempt.state_changed_at <= VANISH_GRACE:

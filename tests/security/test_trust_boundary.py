@@ -17,7 +17,6 @@ import pytest
 from django.conf import settings
 
 from clusters.agent import AGENT_HASH
-from clusters.ssh import Connection
 from jobs.authority import VANISH_GRACE
 from jobs.models import Attempt, Job, State
 from jobs.services import job_submit
@@ -45,7 +44,7 @@ def _attack_script() -> str:
         f'export PATH="$HOME/{FAKE_BIN}:$PATH"',
         "squeue() { :; }",
         "sacct() { :; }",
-        f"python3() {{ touch \"$HOME/{FORGED_RAN}\"; echo {shlex.quote(FORGED_REPLY)}; }}",
+        f'python3() {{ touch "$HOME/{FORGED_RAN}"; echo {shlex.quote(FORGED_REPLY)}; }}',
     ]
     return "\n".join(
         [

@@ -26,7 +26,8 @@ def cluster_connection_check(*, cluster: Cluster) -> ConnectionCheck:
         return ConnectionCheck(
             cluster.name,
             False,
-            "No account to connect as: set the cluster's portal account or add a cluster account.",
+            "No cluster account to connect as: add one under Cluster accounts. Better, set "
+            "the cluster's portal account (a login only the portal uses).",
         )
     started = time.monotonic()
     command = shlex.join(cluster.slurm_tools.wrap(SINFO_ARGV))

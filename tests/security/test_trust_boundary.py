@@ -136,7 +136,9 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
     assert alice.run(f"sacct -n -X -j {job_id}").text.strip() == ""
     assert alice.run("echo $PATH").text.startswith(f"{alice_home}/{FAKE_BIN}:")
 
-    # Yet the portal keeps it running and reserved, past the grace that once failed it.
+    # Yet the portal sees it run (the next poll) and keeps it running and reserved, past
+    # the grace after which a job gone from squeue used to be failed.
+    wait_for(lambda: Attempt.objects.get(pk=attempt.pk).state == State.RUNNING, 30, "RUNNING")
     watched_until = time.monotonic() + VANISH_GRACE.total_seconds() + 15
     while time.monotonic() < watched_until:
         attempt.refresh_from_db()

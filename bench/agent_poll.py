@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchdb import QUICK
 
-from clusters.agent import AgentCommand, AgentRequest, FileRead, ensure_agent, run_agent
-from clusters.sandbox.config import SSH_HOST, SSH_PORT
+from clusters.agent import AgentCommand, AgentRequest, FileRead, run_agent
+from clusters.sandbox.config import SSH_HOST, SSH_PORT, Paths
+from clusters.slurm import SlurmTools
 from clusters.ssh import Connection, Endpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +31,12 @@ OFFSET = LOG_BYTES // 2
 AGENT_REPEATS = 3
 
 
+def state_dir() -> Path:
+    return Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox"))
+
+
 def alice_endpoint() -> Endpoint:
-    state = Path(os.environ.get("SANDBOX_STATE_DIR", ROOT / ".sandbox"))
+    state = state_dir()
     host_key = (state / "ssh/ssh_host_ed25519_key.pub").read_text().split()
     return Endpoint(
         cluster_name="sandbox",
@@ -53,9 +58,15 @@ def make_run_dirs(connection: Connection, base: str, count: int) -> list[str]:
     return [f"{base}/{i}/stdout.log" for i in range(1, count + 1)]
 
 
+# As the portal runs it: absolute path, clean environment.
+SQUEUE = SlurmTools(conf=str(Paths.of(state_dir()).slurm_conf)).wrap(
+    ["squeue", "--noheader", "--user=alice"]
+)
+
+
 def agent_poll(connection: Connection, paths: list[str]) -> tuple[float, dict[str, bytes]]:
     request = AgentRequest(
-        commands=[AgentCommand("squeue", ["squeue", "--noheader", "--user=alice"])],
+        commands=[AgentCommand("squeue", SQUEUE)],
         files=[FileRead(str(i), path, OFFSET) for i, path in enumerate(paths)],
         max_bytes=64 * 1024 * 1024,
     )
@@ -83,7 +94,6 @@ def main() -> None:
     rows = []
     per_command = None
     with Connection(alice_endpoint()) as connection:
-        ensure_agent(connection)
         home = connection.run("pwd").text.strip()
         base = f"{home}/portal-runs/bench-{uuid.uuid4().hex[:8]}"
         try:

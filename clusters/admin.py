@@ -10,11 +10,69 @@ from clusters.models import Cluster, ClusterAccount
 from clusters.slurm.health import cluster_connection_check
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """Never renders its value, not even the one just typed into a form with errors."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+def _checked_private_key(text: str) -> str:
+    key = text.strip()
+    try:
+        load_ssh_private_key(key.encode() + b"\n", password=None)
+    except (ValueError, TypeError) as exc:
+        raise forms.ValidationError(
+            "This is not an unencrypted OpenSSH private key (it should begin with "
+            "'-----BEGIN OPENSSH PRIVATE KEY-----' and have no passphrase)."
+        ) from exc
+    return key + "\n"
+
+
 class ClusterForm(forms.ModelForm):
+    """The portal account's key can be replaced but is never sent back to the browser."""
+
+    new_portal_private_key = forms.CharField(
+        label="Portal account's private key",
+        required=False,
+        strip=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 6, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="Unencrypted OpenSSH private key of the portal account; stored encrypted, "
+        "never shown again; leave blank to keep the current one.",
+    )
+
     class Meta:
         model = Cluster
-        exclude: list[str] = []
+        fields = [
+            "name",
+            "ssh_host",
+            "ssh_port",
+            "host_key",
+            "portal_username",
+            "slurm_bin_dir",
+            "slurm_conf",
+            "base_run_dir",
+            "default_partition",
+            "gpu_model",
+            "gpu_peak_bf16_tflops",
+            "price_per_gpu_hour",
+            "is_active",
+            "accounting_enabled",
+            "mirror_quotas",
+        ]
         widgets = {"host_key": forms.TextInput(attrs={"size": 100, "spellcheck": "false"})}
+
+    def clean_new_portal_private_key(self) -> str:
+        text: str = self.cleaned_data["new_portal_private_key"]
+        return _checked_private_key(text) if text.strip() else ""
+
+    def save(self, commit: bool = True) -> Cluster:
+        cluster: Cluster = super().save(commit=False)
+        if self.cleaned_data.get("new_portal_private_key"):
+            cluster.portal_private_key = self.cleaned_data["new_portal_private_key"]
+        if commit:
+            cluster.save()
+        return cluster
 
 
 @admin.register(Cluster)
@@ -30,11 +88,22 @@ class ClusterAdmin(admin.ModelAdmin):
         "is_active",
         "accounting_enabled",
         "mirror_quotas",
+        "trusted_reads",
     ]
     list_filter = ["is_active", "gpu_model", "accounting_enabled", "mirror_quotas"]
     search_fields = ["name", "ssh_host"]
-    readonly_fields = ["host_key_fingerprint", "created_at"]
+    readonly_fields = ["host_key_fingerprint", "trust", "created_at"]
     actions = ["test_connection"]
+
+    @admin.display(description="portal account", boolean=True)
+    def trusted_reads(self, cluster: Cluster) -> bool:
+        return cluster.has_portal_account
+
+    @admin.display(description="state and billing read as")
+    def trust(self, cluster: Cluster) -> str:
+        if cluster.has_portal_account:
+            return f"the portal account {cluster.portal_username} (no job runs as it)"
+        return f"Warning: {cluster.trust_warning}"
 
     @admin.action(description="Test connection (host key and sinfo)")
     def test_connection(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
@@ -42,13 +111,6 @@ class ClusterAdmin(admin.ModelAdmin):
             check = cluster_connection_check(cluster=cluster)
             level = messages.SUCCESS if check.ok else messages.ERROR
             self.message_user(request, f"{check.cluster}: {check.message}", level)
-
-
-class WriteOnlyTextarea(forms.Textarea):
-    """Never renders its value, not even the one just typed into a form with errors."""
-
-    def format_value(self, value: Any) -> None:
-        return None
 
 
 class ClusterAccountForm(forms.ModelForm):
@@ -73,14 +135,7 @@ class ClusterAccountForm(forms.ModelForm):
             if self.instance.pk is None:
                 raise forms.ValidationError("A new account needs its private key.")
             return ""
-        try:
-            load_ssh_private_key(key.encode() + b"\n", password=None)
-        except (ValueError, TypeError) as exc:
-            raise forms.ValidationError(
-                "This is not an unencrypted OpenSSH private key (it should begin with "
-                "'-----BEGIN OPENSSH PRIVATE KEY-----' and have no passphrase)."
-            ) from exc
-        return key + "\n"
+        return _checked_private_key(key)
 
     def save(self, commit: bool = True) -> ClusterAccount:
         account: ClusterAccount = super().save(commit=False)

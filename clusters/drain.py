@@ -47,7 +47,7 @@ def node_drain(
     why = f"{reason.strip() or 'drained from the portal'} (by {user.get_username()} via portal)"
     try:
         with pool.session(account_endpoint(account=account)) as connection:
-            Slurm(connection).drain(node, why)
+            Slurm(connection, tools=cluster.slurm_tools).drain(node, why)
     except ValueError as exc:
         raise DrainError(f"Cannot drain {node!r}: {exc}.") from exc
     except SlurmError as exc:

@@ -8,7 +8,7 @@ from django.core.cache import cache
 
 from clusters.errors import ClusterError
 from clusters.models import Cluster, ClusterAccount
-from clusters.selectors import account_endpoint
+from clusters.selectors import account_endpoint, portal_endpoint
 from clusters.slurm import Node, Partition, Slurm
 from clusters.ssh import pool
 
@@ -57,9 +57,11 @@ def cluster_partitions(*, cluster: Cluster, account: ClusterAccount) -> dict[str
     cached: dict[str, PartitionLimits] | None = cache.get(key)
     if cached is not None:
         return cached
+    # The portal account when there is one: what a user's own session says is only a hint.
+    endpoint = portal_endpoint(cluster=cluster) or account_endpoint(account=account)
     try:
-        with pool.session(account_endpoint(account=account)) as connection:
-            slurm = Slurm(connection)
+        with pool.session(endpoint) as connection:
+            slurm = Slurm(connection, tools=cluster.slurm_tools)
             limits = partition_limits(slurm.partitions(), slurm.nodes())
     except ClusterError as exc:
         logger.warning("cannot read the partitions of cluster %s: %s", cluster.name, exc)

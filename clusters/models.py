@@ -7,7 +7,15 @@ from django.db import models
 from django.db.models import Q
 
 from clusters.hostkeys import fingerprint, parse_host_key, validate_host_key
+from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR, SlurmTools
 from portal_lib.crypto import EncryptedTextField
+
+POSIX_USER_NAME = RegexValidator(
+    r"^[a-z_][a-z0-9_.-]*$", "A POSIX user name: lower-case letters, digits, '_', '.', '-'."
+)
+ABSOLUTE_PATH = RegexValidator(
+    r"^/[A-Za-z0-9_.+/-]*$", "An absolute path of letters, digits and '_.+-/' only."
+)
 
 
 class Cluster(models.Model):
@@ -55,6 +63,36 @@ class Cluster(models.Model):
         help_text="Apply projects' budgets as GrpTRESMins=gres/gpu=... with sacctmgr "
         "(needs accounting and an operator account).",
     )
+    # The portal's own login: no job runs as it, so what it reads is the truth about
+    # state and accounting (a tenant's own session is only a hint).
+    portal_username = models.CharField(
+        max_length=32,
+        blank=True,
+        validators=[POSIX_USER_NAME],
+        verbose_name="portal account",
+        help_text="A login on the cluster that only the portal uses (no job runs as it), e.g. "
+        "portal-svc; job state, accounting and cluster status are read as it. It must see "
+        "every user's jobs (a Slurm operator where PrivateData hides them). Blank: read "
+        "through the users' own accounts, which their jobs can tamper with.",
+    )
+    portal_private_key = EncryptedTextField(
+        blank=True, help_text="The portal account's OpenSSH private key; encrypted at rest."
+    )
+    slurm_bin_dir = models.CharField(
+        max_length=255,
+        default=DEFAULT_SLURM_BIN_DIR,
+        validators=[ABSOLUTE_PATH],
+        verbose_name="Slurm bin directory",
+        help_text="Where squeue, sbatch, sacct and scontrol are on the login node; they are run "
+        "by this absolute path in a clean environment, never looked up on a user's PATH.",
+    )
+    slurm_conf = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[ABSOLUTE_PATH],
+        verbose_name="SLURM_CONF",
+        help_text="slurm.conf's path when it is not Slurm's built-in default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -69,6 +107,25 @@ class Cluster(models.Model):
             return fingerprint(*parse_host_key(self.host_key))
         except ValidationError:
             return "(not a valid host key)"
+
+    @property
+    def slurm_tools(self) -> SlurmTools:
+        return SlurmTools(bin_dir=self.slurm_bin_dir, conf=self.slurm_conf)
+
+    @property
+    def has_portal_account(self) -> bool:
+        return bool(self.portal_username and self.portal_private_key)
+
+    @property
+    def trust_warning(self) -> str:
+        """Why this cluster's state and billing can be tampered with; empty when they cannot."""
+        if self.has_portal_account:
+            return ""
+        return (
+            "No portal account: job state, accounting and cluster status are read through "
+            "the users' own logins, which their jobs can tamper with. Add a login only the "
+            "portal uses (e.g. portal-svc) under Cluster > portal account."
+        )
 
 
 class ClusterAccount(models.Model):
@@ -85,12 +142,7 @@ class ClusterAccount(models.Model):
     )
     username = models.CharField(
         max_length=32,
-        validators=[
-            RegexValidator(
-                r"^[a-z_][a-z0-9_.-]*$",
-                "A POSIX user name: lower-case letters, digits, '_', '.', '-'.",
-            )
-        ],
+        validators=[POSIX_USER_NAME],
         help_text="The user name on the cluster.",
     )
     private_key = EncryptedTextField(help_text="OpenSSH private key; encrypted at rest.")

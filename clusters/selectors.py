@@ -1,5 +1,5 @@
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q
+from django.db.models import F, Q
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Endpoint
@@ -16,6 +16,38 @@ def account_endpoint(*, account: ClusterAccount) -> Endpoint:
         username=account.username,
         private_key=account.private_key,
     )
+
+
+def portal_endpoint(*, cluster: Cluster) -> Endpoint | None:
+    """The portal's own login on the cluster (no job runs as it), if it has one."""
+    if not cluster.has_portal_account:
+        return None
+    return Endpoint(
+        cluster_name=cluster.name,
+        host=cluster.ssh_host,
+        port=cluster.ssh_port,
+        host_key=cluster.host_key,
+        username=cluster.portal_username,
+        private_key=cluster.portal_private_key,
+    )
+
+
+def reader_endpoint(*, cluster: Cluster) -> Endpoint | None:
+    """Who reads cluster-wide state: the portal account, else any account (tamperable).
+
+    Without a portal account the shared account comes first, then the oldest personal
+    one; `Cluster.trust_warning` says so on the cluster's pages.
+    """
+    endpoint = portal_endpoint(cluster=cluster)
+    if endpoint is not None:
+        return endpoint
+    account = (
+        ClusterAccount.objects.select_related("cluster")
+        .filter(cluster=cluster)
+        .order_by(F("user").asc(nulls_first=True), "id")
+        .first()
+    )
+    return None if account is None else account_endpoint(account=account)
 
 
 def account_for(*, user: AbstractBaseUser, cluster: Cluster) -> ClusterAccount | None:

@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from clusters.models import Cluster, ClusterAccount
+from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
 
 SANDBOX_CLUSTER_NAME = "sandbox"
 # An H200's dense bf16 peak, per GPU (NVIDIA's datasheet, without sparsity).
@@ -26,11 +27,17 @@ class SandboxDescription(Protocol):
     def partition(self) -> str: ...
     @property
     def gpu_model(self) -> str: ...
+    @property
+    def portal_user(self) -> str: ...
+    @property
+    def portal_key(self) -> str: ...
+    @property
+    def slurm_conf(self) -> str: ...
 
 
 @transaction.atomic
 def cluster_register_sandbox(*, info: SandboxDescription) -> Cluster:
-    """Record the sandbox cluster and one personal account per sandbox user.
+    """Record the sandbox cluster, its portal account and one personal account per user.
 
     Portal users of the same names are created without a usable password when
     missing, so that each sandbox login belongs to someone.
@@ -47,6 +54,10 @@ def cluster_register_sandbox(*, info: SandboxDescription) -> Cluster:
             "gpu_peak_bf16_tflops": H200_PEAK_BF16_TFLOPS,
             "price_per_gpu_hour": Decimal("2.50"),
             "is_active": True,
+            "portal_username": info.portal_user,
+            "portal_private_key": info.portal_key,
+            "slurm_bin_dir": DEFAULT_SLURM_BIN_DIR,
+            "slurm_conf": info.slurm_conf,
         },
     )
     user_model = get_user_model()

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.cache import cache
-from django.db.models import F
 from django.utils import timezone
 
 from clusters.errors import ClusterError
 from clusters.inventory import INVENTORY_TTL, partition_limits
-from clusters.models import Cluster, ClusterAccount
-from clusters.selectors import account_endpoint
+from clusters.models import Cluster
+from clusters.selectors import reader_endpoint
 from clusters.slurm import Node, Partition, Slurm, squeue_argv, squeue_result
 from clusters.ssh import pool
 
@@ -51,6 +50,7 @@ class ClusterStatus:
     pending_jobs: int = 0
     running_jobs: int = 0
     error: str = ""
+    trust_warning: str = ""  # read through a user's own login: see Cluster.trust_warning
 
     @property
     def gpus_total(self) -> int:
@@ -74,21 +74,12 @@ class ClusterStatus:
             "pending_jobs": self.pending_jobs,
             "running_jobs": self.running_jobs,
             "error": self.error,
+            "trust_warning": self.trust_warning,
         }
 
 
 def _key(cluster: Cluster) -> str:
     return f"clusters:status:{cluster.pk}"
-
-
-def _reader_account(cluster: Cluster) -> ClusterAccount | None:
-    """The shared service account if there is one, else any account on the cluster."""
-    return (
-        ClusterAccount.objects.select_related("cluster")
-        .filter(cluster=cluster)
-        .order_by(F("user").asc(nulls_first=True), "id")
-        .first()
-    )
 
 
 def _describe(partition: Partition) -> str:
@@ -123,20 +114,21 @@ def _summarise(
         nodes=sorted(nodes, key=lambda n: n.name),
         pending_jobs=sum(1 for state in states if state == "PENDING"),
         running_jobs=sum(1 for state in states if state == "RUNNING"),
+        trust_warning=cluster.trust_warning,
     )
 
 
 def read_cluster_status(cluster: Cluster) -> ClusterStatus:
     """Three Slurm commands over one connection: partitions, nodes, the whole queue."""
-    account = _reader_account(cluster)
-    if account is None:
+    endpoint = reader_endpoint(cluster=cluster)
+    if endpoint is None:
         return ClusterStatus(cluster=cluster.name, read_at=None, error="No account to read with.")
     try:
-        with pool.session(account_endpoint(account=account)) as connection:
-            slurm = Slurm(connection)
+        with pool.session(endpoint) as connection:
+            slurm = Slurm(connection, tools=cluster.slurm_tools)
             partitions = slurm.partitions()
             nodes = slurm.nodes()
-            command = shlex.join(squeue_argv())
+            command = shlex.join(cluster.slurm_tools.wrap(squeue_argv()))
             result = slurm.connection.run(command, timeout=slurm.timeout)
             rows = squeue_result(result, command=command)
     except ClusterError as exc:

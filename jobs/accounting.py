@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from clusters.selectors import account_endpoint
+from clusters.selectors import account_endpoint, portal_endpoint
 from clusters.slurm import AccountingDisabled, SlurmError
 from clusters.slurm.accounting import job_accounting
 from clusters.ssh import SSHError, pool
@@ -26,7 +26,9 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
     if attempt.account is None or not attempt.slurm_job_id:
         raise AccountingNotReady("the attempt has no Slurm job or account to ask about")
     since = (attempt.submitted_at or attempt.created_at) - timedelta(minutes=5)
-    endpoint = account_endpoint(account=attempt.account)
+    cluster = attempt.account.cluster
+    # The portal's own account: sacct through the job's own user is the job's word.
+    endpoint = portal_endpoint(cluster=cluster) or account_endpoint(account=attempt.account)
     try:
         with pool.session(endpoint) as connection:
             row = job_accounting(
@@ -34,6 +36,7 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
                 job_id=attempt.slurm_job_id,
                 since=since,
                 name=attempt.slurm_job_name,
+                tools=cluster.slurm_tools,
             )
     except SSHError as exc:
         raise AccountingNotReady(str(exc)) from exc

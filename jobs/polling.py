@@ -1,10 +1,15 @@
-"""One poll of a cluster: one agent call per cluster account, whatever the number of jobs."""
+"""One poll of a cluster: one agent call per cluster account, whatever the number of jobs.
+
+With a portal account (`Cluster.portal_username`), state comes from its squeue and
+sacct (`jobs.authority`) and the users' agent calls bring only their files. Without
+one, the old way: each user's own squeue decides, which their jobs can tamper with
+(the cluster's pages warn).
+"""
 
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from django.utils import timezone
 
@@ -18,18 +23,15 @@ from clusters.agent import (
 )
 from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
-from clusters.slurm import SlurmError, SqueueRow, squeue_argv, squeue_result
+from clusters.slurm import SlurmError, squeue_argv, squeue_result
 from clusters.ssh import CommandResult, SSHError, pool
-from jobs.models import FINAL_STATES, Attempt, State
+from jobs.authority import VANISH_GRACE, ClusterTruth, from_squeue, truth_apply, truth_read
+from jobs.models import Attempt, State
 from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
-from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
 
 logger = logging.getLogger(__name__)
-
-# A job gone from squeue without an exit file may be mid-requeue; wait this long.
-VANISH_GRACE = timedelta(seconds=30)
 
 
 class FileWatcher(Protocol):
@@ -55,32 +57,62 @@ class PollResult:
 
 def cluster_poll(*, cluster_id: int) -> PollResult:
     result = PollResult()
+    attempts = list(live_attempts(cluster_id=cluster_id))
+    if not attempts:
+        return result
+    cluster = attempts[0].job.cluster
+    trusted = cluster.has_portal_account
+    truth: ClusterTruth | None = None
+    if trusted:
+        live = [a for a in attempts if not a.is_finished]
+        try:
+            truth = truth_read(cluster=cluster, attempts=live)
+        except (SSHError, SlurmError) as exc:
+            result.unreachable.append(cluster.portal_username)
+            result.changed += _mark_unknown(live, str(exc))
     by_account: dict[int, list[Attempt]] = defaultdict(list)
     accounts: dict[int, ClusterAccount] = {}
-    for attempt in live_attempts(cluster_id=cluster_id):
+    for attempt in attempts:
         if attempt.account is None:
             continue
         by_account[attempt.account.pk].append(attempt)
         accounts[attempt.account.pk] = attempt.account
-    for account_id, attempts in by_account.items():
-        result.attempts += len(attempts)
+    for account_id, group in by_account.items():
+        result.attempts += len(group)
         account = accounts[account_id]
         try:
-            result.changed += _poll_account(account, attempts, result)
+            result.changed += _poll_account(account, group, result, truth=truth, trusted=trusted)
         except Exception:  # one account's failure must not cost the accounts after it
             logger.exception("poll of account %s on cluster %s failed", account.pk, cluster_id)
             result.failed.append(account.username)
     return result
 
 
-def _poll_account(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
+def _poll_account(
+    account: ClusterAccount,
+    attempts: list[Attempt],
+    result: PollResult,
+    *,
+    truth: ClusterTruth | None,
+    trusted: bool,
+) -> int:
+    changed = 0
+    reply: AgentReply | None
     try:
-        reply = _ask(account, attempts)
+        reply = _ask(account, attempts, with_squeue=not trusted)
     except SSHError as exc:
         result.unreachable.append(account.username)
-        return _mark_unknown(attempts, str(exc))
+        reply = None
+        if not trusted:  # a user's own login failing says nothing of the truth
+            changed += _mark_unknown(attempts, str(exc))
     live = [a for a in attempts if not a.is_finished]
-    changed = _apply(live, reply)
+    if truth is not None:
+        hints = {a.pk: _exit_code(reply, a) if reply else None for a in live}
+        changed += truth_apply(live, truth, hints)
+    elif reply is not None and not trusted:
+        changed += _apply(live, reply)
+    if reply is None:
+        return changed
     # Each watcher keeps its own transactions short: what it parses is the job's
     # output, and no lock is held while it does.
     unread: set[int] = set()
@@ -97,7 +129,7 @@ def _exit_key(attempt: Attempt) -> str:
     return file_key(attempt.uuid, EXIT_CODE_FILE)
 
 
-def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
+def _ask(account: ClusterAccount, attempts: list[Attempt], *, with_squeue: bool) -> AgentReply:
     endpoint = account_endpoint(account=account)
     files: list[FileRead] = []
     listings: list[ListingRead] = []
@@ -105,10 +137,12 @@ def _ask(account: ClusterAccount, attempts: list[Attempt]) -> AgentReply:
         more_files, more_listings = watcher.requests(attempts)
         files += more_files
         listings += more_listings
+    # Without a portal account, the user's own squeue (tamperable): all of the account's
+    # jobs rather than --jobs, since squeue refuses a list whose jobs have all aged out.
+    tools = account.cluster.slurm_tools
+    squeue = tools.wrap(squeue_argv(user=account.username))
     request = AgentRequest(
-        # All of the account's jobs rather than --jobs: squeue refuses a list whose
-        # jobs have all aged out, and one listing costs the same.
-        commands=[AgentCommand(id="squeue", argv=squeue_argv(user=account.username))],
+        commands=[AgentCommand(id="squeue", argv=squeue)] if with_squeue else [],
         files=[
             *(
                 FileRead(key=_exit_key(a), path=RunDir(a.run_dir).file(EXIT_CODE_FILE))
@@ -161,7 +195,7 @@ def _apply(attempts: list[Attempt], reply: AgentReply) -> int:
         exit_code = _exit_code(reply, attempt)
         row = rows.get(attempt.slurm_job_id)
         if row is not None:
-            changed += _from_squeue(attempt, row, exit_code, now)
+            changed += from_squeue(attempt, row, exit_code, now)
         elif exit_code is not None:
             changed += attempt_transition(
                 attempt=attempt,
@@ -179,25 +213,3 @@ def _apply(attempts: list[Attempt], reply: AgentReply) -> int:
                 ended_at=now,
             )
     return changed
-
-
-def _from_squeue(attempt: Attempt, row: SqueueRow, exit_code: int | None, now: datetime) -> int:
-    new = portal_state(row.state)
-    fields: dict[str, Any] = {}
-    if row.node_list and row.node_list != attempt.node_list and not row.node_list.startswith("("):
-        fields["node_list"] = row.node_list
-    if row.start_time and new != State.PENDING and attempt.started_at != row.start_time:
-        fields["started_at"] = row.start_time
-    if new in FINAL_STATES:
-        fields["ended_at"] = row.end_time or now
-        code = exit_code if exit_code is not None else row.exit_code
-        if code is not None:
-            fields["exit_code"] = code
-    if new == attempt.state and not fields:
-        return 0
-    reason = row.reason if row.reason and row.reason not in ("None", "(null)") else ""
-    return int(
-        attempt_transition(
-            attempt=attempt, to=new, reason=reason or f"Slurm says {row.state}.", **fields
-        )
-    )

@@ -54,7 +54,7 @@ def attempt_submit(*, attempt_id: int) -> None:
     endpoint = account_endpoint(account=attempt.account)
     try:
         with pool.session(endpoint) as connection:
-            slurm = Slurm(connection)
+            slurm = Slurm(connection, tools=attempt.job.cluster.slurm_tools)
             if is_retry and _adopt(attempt, connection, slurm):
                 return
             submitted_at = timezone.now()

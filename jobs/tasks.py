@@ -41,8 +41,9 @@ def cancel_attempt(attempt_id: int) -> None:
     attempt = Attempt.objects.select_related("account", "account__cluster").get(pk=attempt_id)
     if attempt.account is None or not attempt.slurm_job_id or attempt.is_finished:
         return
+    tools = attempt.account.cluster.slurm_tools
     with pool.session(account_endpoint(account=attempt.account)) as connection:
-        Slurm(connection).cancel(attempt.slurm_job_id)
+        Slurm(connection, tools=tools).cancel(attempt.slurm_job_id)
 
 
 def _redis() -> redis.Redis:

@@ -78,7 +78,7 @@ def mirror_apply(*, project: Project, cluster: Cluster) -> list[str]:
     try:
         with pool.session(endpoint) as connection:
             for argv in plan.argvs:
-                run_sacctmgr(connection, argv)
+                run_sacctmgr(connection, argv, tools=cluster.slurm_tools)
     except ClusterError as exc:
         raise MirrorError(f"sacctmgr on {cluster.name} failed: {exc}") from exc
     return plan.commands

@@ -1,4 +1,4 @@
-"""The portal agent: a stdlib-only script run on a cluster's login node once per poll."""
+"""The portal agent: a stdlib-only script sent to a cluster's login node once per poll."""
 
 from .client import (
     AGENT_HASH,
@@ -14,8 +14,8 @@ from .client import (
     ListingEntry,
     ListingRead,
     RemoteShell,
-    agent_remote_path,
-    ensure_agent,
+    agent_command,
+    agent_stdin,
     run_agent,
 )
 
@@ -33,7 +33,7 @@ __all__ = [
     "ListingEntry",
     "ListingRead",
     "RemoteShell",
-    "agent_remote_path",
-    "ensure_agent",
+    "agent_command",
+    "agent_stdin",
     "run_agent",
 ]

@@ -1,14 +1,16 @@
 """Runs the portal agent on a cluster: one SSH exec per poll cycle, JSON in, JSON out.
 
-The agent is installed lazily: a poll runs it straight away, and only when
-Python answers that the file does not exist is it installed and run again, so
-a normal poll is exactly one `Connection.run`.
+The agent is never installed: each call sends its source on stdin, ahead of the
+request, to an isolated interpreter (`python3 -I`, started by `env -i` with a
+minimal PATH), so nothing in the account's home, PATH or Python environment can
+replace it. A login shell's rc files still run first: what comes back through a
+tenant's session is that tenant's word (their own files), never the truth about
+job state or billing (see `jobs.polling`).
 """
 
 import base64
 import hashlib
 import json
-import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,13 +22,15 @@ from clusters.ssh import CommandResult, Endpoint, SSHError
 AGENT_SOURCE: bytes = Path(__file__).with_name("portal_agent.py").read_bytes()
 AGENT_HASH: str = hashlib.sha256(AGENT_SOURCE).hexdigest()[:16]
 AGENT_VERSION = 1
+CLEAN_PATH = "/usr/bin:/bin"
+# Reads the agent's source (its length on the first line) from stdin and runs it as
+# __main__; the agent then reads the request from the rest of stdin.
+BOOTSTRAP = (
+    "import sys;i=sys.stdin.buffer;n=int(i.readline());"
+    "exec(compile(i.read(n),'portal_agent','exec'))"
+)
 # Seconds the SSH call may take beyond the sum of the command timeouts (file reads, startup).
 TIMEOUT_SLACK = 30.0
-
-
-def agent_remote_path() -> str:
-    """Where the agent lives, relative to the account's home directory."""
-    return f".portal/agent-{AGENT_HASH}.py"
 
 
 class AgentError(SSHError):
@@ -139,50 +143,14 @@ class AgentReply:
     listings: Mapping[str, Listing] = field(default_factory=dict)
 
 
-# (cluster, host, port, username, hash) known to have this agent installed, per process.
-_installed: set[tuple[str, str, int, str, str]] = set()
+def agent_command(python: str = "python3") -> str:
+    """The shell command that starts the agent: a clean environment, an isolated Python."""
+    argv = ["/usr/bin/env", "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", python, "-I", "-c"]
+    return f"{shlex.join(argv)} {shlex.quote(BOOTSTRAP)}"
 
 
-def _account(connection: RemoteShell) -> tuple[str, str, int, str, str]:
-    e = connection.endpoint
-    return (e.cluster_name, e.host, e.port, e.username, AGENT_HASH)
-
-
-def _install(connection: RemoteShell) -> None:
-    path = agent_remote_path()
-    partial = f"{path}.{secrets.token_hex(4)}.partial"
-    # Written under a temporary name and renamed, so an interrupted install never leaves
-    # a half-written agent under the real name. `sh -c` because login shells differ.
-    script = (
-        f"umask 077 && mkdir -p .portal && chmod 700 .portal && cat > {shlex.quote(partial)} "
-        f"&& chmod 700 {shlex.quote(partial)} && mv -f {shlex.quote(partial)} {shlex.quote(path)}"
-    )
-    result = connection.run(f"sh -c {shlex.quote(script)}", stdin=AGENT_SOURCE, timeout=30)
-    if result.exit_status != 0:
-        raise AgentError(
-            f"Cannot install the portal agent in ~/{path} on cluster "
-            f"{connection.endpoint.cluster_name!r} as {connection.endpoint.username!r}: "
-            f"{result.error_text.strip() or f'exit status {result.exit_status}'}",
-            retryable=True,
-        )
-    _installed.add(_account(connection))
-
-
-def ensure_agent(connection: RemoteShell) -> None:
-    """Install the agent for this account unless this process already knows it is there."""
-    if _account(connection) not in _installed:
-        _install(connection)
-
-
-def _agent_missing(result: CommandResult) -> bool:
-    # CPython's own message, e.g. "python3: can't open file '.portal/agent-…py': [Errno 2] …".
-    # Not stdout: a login shell may print a banner there.
-    return (
-        result.exit_status == 2
-        and "can't open file" in result.error_text
-        and f"agent-{AGENT_HASH}.py" in result.error_text
-        and "[Errno 2]" in result.error_text
-    )
+def agent_stdin(request: AgentRequest) -> bytes:
+    return b"%d\n" % len(AGENT_SOURCE) + AGENT_SOURCE + request.to_json()
 
 
 def run_agent(
@@ -192,18 +160,10 @@ def run_agent(
     python: str = "python3",
     timeout: float | None = None,
 ) -> AgentReply:
-    """One poll: run the agent with `request`, installing it first if it is missing."""
-    # -I: isolated mode, so the user's PYTHONPATH or site-packages cannot break the agent.
-    command = f"{shlex.quote(python)} -I {shlex.quote(agent_remote_path())}"
-    payload = request.to_json()
+    """One poll: send the agent and `request` to a fresh interpreter, read its reply."""
     deadline = timeout if timeout is not None else request.timeout
-    result = connection.run(command, stdin=payload, timeout=deadline)
-    if _agent_missing(result):
-        _install(connection)
-        result = connection.run(command, stdin=payload, timeout=deadline)
-    reply = _parse(connection.endpoint, result)
-    _installed.add(_account(connection))
-    return reply
+    result = connection.run(agent_command(python), stdin=agent_stdin(request), timeout=deadline)
+    return _parse(connection.endpoint, result)
 
 
 def _parse(endpoint: Endpoint, result: CommandResult) -> AgentReply:
@@ -211,8 +171,7 @@ def _parse(endpoint: Endpoint, result: CommandResult) -> AgentReply:
     stderr = result.error_text.strip()[-2000:]
     if result.exit_status == 127 and not result.stdout:
         raise AgentError(
-            f"The portal agent cannot start {where}: {stderr} (is python3 on the PATH of "
-            "non-interactive SSH sessions?)",
+            f"The portal agent cannot start {where}: {stderr} (is python3 in {CLEAN_PATH}?)",
             retryable=False,
         )
     # Only the last line: a chatty ~/.bashrc may print before the agent does.

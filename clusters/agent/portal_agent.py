@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The portal agent: one JSON request on stdin, one JSON reply on stdout.
 
-Uploaded to a cluster's login node and run as `python3 agent-<hash>.py` once
-per poll cycle. It knows nothing about Slurm: it runs the argv lists it is
-given (no shell), reads files from byte offsets and lists directories. It
-must stay standalone, stdlib-only and runnable on Python 3.8.
+Sent on stdin to `python3 -I` on a cluster's login node once per poll cycle
+(never stored there, so no user can replace it). It knows nothing about Slurm:
+it runs the argv lists it is given (no shell), reads files from byte offsets and
+lists directories. It must stay standalone, stdlib-only and runnable on Python 3.8.
 """
 
 from __future__ import annotations  # annotations stay strings on Python 3.8

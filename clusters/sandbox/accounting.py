@@ -129,6 +129,15 @@ def ensure_cluster_registered(paths: Paths, timeout: float = 30) -> None:
             raise SandboxError(f"sacctmgr add cluster failed: {added.stdout}{added.stderr}")
 
 
+def ensure_operator(paths: Paths, user: str) -> None:
+    """Make `user` a Slurm operator: it sees every user's jobs even under PrivateData."""
+    added = sacctmgr(paths, "add", "user", user, "account=root", "adminlevel=operator")
+    if added.returncode != 0 and "Nothing new added" not in added.stdout:
+        raise SandboxError(f"sacctmgr add user {user} failed: {added.stdout}{added.stderr}")
+    if "Nothing new added" in added.stdout:  # it exists: keep its admin level current
+        sacctmgr(paths, "modify", "user", "where", f"name={user}", "set", "adminlevel=operator")
+
+
 def accounting_up(paths: Paths) -> None:
     """MariaDB and slurmdbd running (before slurmctld is started or restarted)."""
     munged = next(x for x in d.daemons(paths) if x.name == "munged")

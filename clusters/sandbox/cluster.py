@@ -18,6 +18,7 @@ from .config import (
     GPUS_PER_NODE,
     NODES,
     PARTITION,
+    PORTAL_USER,
     SSH_HOST,
     SSH_PORT,
     Paths,
@@ -30,6 +31,7 @@ from .system import (
     ensure_munge_key,
     ensure_node_names,
     ensure_packages,
+    ensure_portal_user,
     ensure_ssh_key,
     ensure_users,
     install_nvidia_smi,
@@ -56,6 +58,9 @@ class SandboxInfo:
     nodes: list[str]
     gpus_per_node: int
     accounting: bool = False  # slurmdbd runs: sacct and sacctmgr answer
+    portal_user: str = PORTAL_USER  # the portal's own login, no job runs as it
+    portal_key: str = field(default="", repr=False)
+    slurm_conf: str = ""  # SLURM_CONF for commands run in a clean environment
 
 
 def _node_resources() -> tuple[int, int]:
@@ -79,6 +84,7 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     ensure_gpu_devices(paths, NODES, GPUS_PER_NODE)
     ensure_ssh_key(paths.host_key, "sandbox-sshd")
     keys = ensure_users(paths)
+    portal_key = ensure_portal_user(paths)
     install_nvidia_smi(paths)
     try:
         ensure_node_names(NODES)
@@ -114,6 +120,7 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     )
     if accounting:
         acct.ensure_cluster_registered(paths)  # sacctmgr reads the new slurm.conf
+        acct.ensure_operator(paths, PORTAL_USER)
     if reconfigure:
         d.stop(ctld)
     # Nodes left INVAL by an old config only recover when both daemons restart.
@@ -148,6 +155,9 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
         nodes=list(NODES),
         gpus_per_node=GPUS_PER_NODE,
         accounting=accounting,
+        portal_user=PORTAL_USER,
+        portal_key=portal_key,
+        slurm_conf=str(paths.slurm_conf),
     )
 
 

@@ -11,7 +11,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from .config import NVIDIA_MAJOR, USERS, Paths
+from .config import NVIDIA_MAJOR, PORTAL_USER, PORTAL_USER_SHELL, USERS, Paths
 
 
 class SandboxError(RuntimeError):
@@ -146,12 +146,14 @@ def ensure_ssh_key(path: Path, comment: str) -> None:
     path.chmod(0o600)
 
 
-def ensure_user(name: str, pubkey: str) -> None:
+def ensure_user(name: str, pubkey: str, shell: str = "/bin/bash") -> None:
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        run(["useradd", "--create-home", "--shell", "/bin/bash", name])
+        run(["useradd", "--create-home", "--shell", shell, name])
         pw = pwd.getpwnam(name)
+    if pw.pw_shell != shell:
+        run(["usermod", "--shell", shell, name])
     # useradd leaves the account locked ("!"), which sshd rejects with UsePAM no.
     shadow = Path("/etc/shadow").read_text()
     fields = next(line.split(":") for line in shadow.splitlines() if line.startswith(name + ":"))
@@ -186,6 +188,14 @@ def ensure_users(paths: Paths) -> dict[str, str]:
         ensure_user(user, key.with_suffix(".pub").read_text())
         keys[user] = key.read_text()
     return keys
+
+
+def ensure_portal_user(paths: Paths) -> str:
+    """Create the portal's own login (no job runs as it); returns its private key text."""
+    key = paths.user_key(PORTAL_USER)
+    ensure_ssh_key(key, f"{PORTAL_USER}@sandbox")
+    ensure_user(PORTAL_USER, key.with_suffix(".pub").read_text(), shell=PORTAL_USER_SHELL)
+    return key.read_text()
 
 
 def install_nvidia_smi(paths: Paths) -> bool:

@@ -35,8 +35,10 @@ from clusters.slurm.parsers import (
     parse_time,
     parse_time_limit,
 )
+from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 
 __all__ = [
+    "DEFAULT_TOOLS",
     "FIELD_SEP",
     "SACCT_FIELDS",
     "SQUEUE_FIELDS",
@@ -48,6 +50,7 @@ __all__ = [
     "Slurm",
     "SlurmError",
     "SlurmOutputError",
+    "SlurmTools",
     "SqueueRow",
     "check_result",
     "check_scancel",

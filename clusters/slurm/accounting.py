@@ -5,20 +5,26 @@ from datetime import datetime
 
 from clusters.slurm.commands import check_result, sacct_argv, sacct_result
 from clusters.slurm.parsers import SacctRow
+from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 from clusters.ssh import Connection
 
 COMMAND_TIMEOUT = 30.0
 
 
 def job_accounting(
-    connection: Connection, *, job_id: str, since: datetime, name: str = ""
+    connection: Connection,
+    *,
+    job_id: str,
+    since: datetime,
+    name: str = "",
+    tools: SlurmTools = DEFAULT_TOOLS,
 ) -> SacctRow | None:
     """sacct's record of one job's allocation, or None while slurmdbd has not got it yet.
 
     With `name`, a record of a reused job id (a cluster restarted clean) under another
     name is not taken. Raises AccountingDisabled when the cluster keeps no accounting.
     """
-    argv = sacct_argv(job_ids=[job_id], since=since)
+    argv = tools.wrap(sacct_argv(job_ids=[job_id], since=since, all_users=True))
     command = shlex.join(argv)
     rows = sacct_result(connection.run(command, timeout=COMMAND_TIMEOUT), command=command)
     matches = [row for row in rows if row.job_id == job_id and (not name or row.name == name)]
@@ -55,12 +61,14 @@ def account_add_argv(*, account: str, description: str) -> list[str]:
 _UNCHANGED = ("Nothing new added", "already exists", "Nothing modified")
 
 
-def run_sacctmgr(connection: Connection, argv: list[str]) -> str:
+def run_sacctmgr(
+    connection: Connection, argv: list[str], *, tools: SlurmTools = DEFAULT_TOOLS
+) -> str:
     """Run one sacctmgr command; 'Nothing new added' / 'Nothing modified' are not errors.
 
     sacctmgr says those on stdout and exits 1.
     """
-    command = shlex.join(argv)
+    command = shlex.join(tools.wrap(argv))
     result = connection.run(command, timeout=COMMAND_TIMEOUT)
     if result.exit_status == 1 and any(text in result.text for text in _UNCHANGED):
         return result.text

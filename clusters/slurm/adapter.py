@@ -24,7 +24,15 @@ from clusters.slurm.commands import (
     squeue_result,
 )
 from clusters.slurm.errors import AccountingDisabled
-from clusters.slurm.parsers import Node, Partition, SqueueRow, parse_nodes, parse_partitions
+from clusters.slurm.parsers import (
+    Node,
+    Partition,
+    SacctRow,
+    SqueueRow,
+    parse_nodes,
+    parse_partitions,
+)
+from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 from clusters.ssh import CommandResult, Connection
 
 COMMAND_TIMEOUT = 30.0
@@ -34,18 +42,26 @@ FIND_BY_NAME_WINDOW = timedelta(days=7)
 class Slurm:
     """Slurm on one cluster, as the SSH account of `connection`."""
 
-    def __init__(self, connection: Connection, *, timeout: float = COMMAND_TIMEOUT) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        tools: SlurmTools = DEFAULT_TOOLS,
+        timeout: float = COMMAND_TIMEOUT,
+    ) -> None:
         self.connection = connection
+        self.tools = tools
         self.timeout = timeout
         self._accounting: bool | None = None  # unknown until sacct has been tried
 
-    def _run(self, argv: list[str]) -> tuple[str, CommandResult]:
-        command = shlex.join(argv)
+    def _run(self, argv: list[str], *, clean: bool = True) -> tuple[str, CommandResult]:
+        command = shlex.join(self.tools.wrap(argv, clean=clean))
         return command, self.connection.run(command, timeout=self.timeout)
 
     def submit(self, script_path: str) -> str:
         """Submit a batch script already on the cluster; returns the job id."""
-        command, result = self._run(sbatch_argv(script_path))
+        # The job inherits the submitting environment: sbatch alone keeps the session's.
+        command, result = self._run(sbatch_argv(script_path), clean=False)
         return parse_sbatch(result, command=command)
 
     def cancel(self, job_id: str) -> None:
@@ -59,6 +75,13 @@ class Slurm:
             return []
         command, result = self._run(squeue_argv(job_ids=job_ids))
         return squeue_result(result, command=command)
+
+    def history(self, job_ids: list[str], *, since: datetime) -> list[SacctRow]:
+        """sacct's allocation records of these jobs, whoever ran them (AccountingDisabled)."""
+        if not job_ids:
+            return []
+        command, result = self._run(sacct_argv(job_ids=job_ids, since=since, all_users=True))
+        return sacct_result(result, command=command)
 
     def find_by_name(self, name: str, *, since: datetime | None = None) -> list[SqueueRow]:
         """This account's jobs with exactly this name: squeue, else sacct if it is on."""

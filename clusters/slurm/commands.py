@@ -1,8 +1,9 @@
 """Argument lists for Slurm commands and the checks that turn their results into SlurmErrors.
 
-The argv lists suit both the portal agent (runs them without a shell) and the adapter
-(runs `shlex.join(argv)` over SSH). Slurm can exit 0 while failing, so stderr is
-always read.
+The argv lists name the command bare (`squeue`, ...); `SlurmTools.wrap` turns one into
+what runs on the cluster (absolute path, clean environment). The result suits both the
+portal agent (runs it without a shell) and the adapter (runs `shlex.join(argv)` over
+SSH). Slurm can exit 0 while failing, so stderr is always read.
 """
 
 import logging
@@ -23,8 +24,6 @@ from clusters.ssh import CommandResult
 
 logger = logging.getLogger(__name__)
 
-# Times in UTC and in Slurm's ISO format, whatever the login node or user's rc files set.
-_ENV = ["env", "TZ=UTC", "SLURM_TIME_FORMAT=standard"]
 # `-O Field:<suffix>` with no width prints the whole value (no 20-char padding or cut).
 SQUEUE_FORMAT = ",".join(f"{field}:{FIELD_SEP}" for field in SQUEUE_FIELDS)
 _JOB_ID = re.compile(r"\d+(?:_(?:\d+|\[[\d,\-%]+\])|\+\d+)?")
@@ -66,7 +65,7 @@ def squeue_argv(
 
     Slurm splits --name on commas, so a name with a comma cannot be asked for exactly.
     """
-    argv = [*_ENV, "squeue", "--states=all", "--noheader", "--noconvert"]
+    argv = ["squeue", "--states=all", "--noheader", "--noconvert"]
     argv.append(f"--Format={SQUEUE_FORMAT}")
     if job_ids is not None:
         if not job_ids:
@@ -86,15 +85,15 @@ def sacct_argv(
     job_ids: list[str] | None = None,
     since: datetime,
     names: list[str] | None = None,
+    all_users: bool = False,
 ) -> list[str]:
-    """sacct for this user's allocations since `since`, for parse_sacct.
+    """sacct for this user's (or, `all_users`, everyone's) allocations since `since`.
 
     The window is always bounded: sacct without one scans the whole job history.
     """
     if since.tzinfo is None:
         raise ValueError("sacct_argv: `since` must be timezone-aware")
     argv = [
-        *_ENV,
         "sacct",
         "--allocations",
         "--noheader",
@@ -103,6 +102,8 @@ def sacct_argv(
         f"--starttime={since.astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
         "--endtime=now",
     ]
+    if all_users:
+        argv.append("--allusers")
     if job_ids:
         argv.append(f"--jobs={_job_ids(job_ids)}")
     if names:

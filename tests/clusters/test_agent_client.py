@@ -1,4 +1,4 @@
-"""The portal agent's client (`run_agent`, `ensure_agent`) against a local shell standing in for SSH."""
+"""The portal agent's client (`run_agent`) against a local shell standing in for SSH."""
 
 import subprocess
 from pathlib import Path
@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from clusters.agent import (
-    AGENT_HASH,
     AGENT_SOURCE,
+    AgentCommand,
     AgentError,
     AgentRequest,
     FileRead,
-    agent_remote_path,
-    ensure_agent,
+    agent_command,
+    agent_stdin,
     run_agent,
 )
 from clusters.ssh import CommandResult, Endpoint
@@ -25,7 +25,6 @@ class LocalShell:
     def __init__(self, home: Path, *, banner: str = "") -> None:
         self.home = home
         self.banner = banner
-        # One account per home, so the per-process "installed" cache never spans tests.
         self.endpoint = Endpoint("local", "localhost", 22, "ssh-ed25519 AAAA", home.name, "")
         self.commands: list[str] = []
 
@@ -41,23 +40,49 @@ class LocalShell:
         return CommandResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-def test_run_agent_installs_once_then_polls_in_one_command(tmp_path: Path) -> None:
+def test_each_poll_is_one_command_that_sends_the_agent_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
     shell = LocalShell(tmp_path)
     (tmp_path / "train.log").write_bytes(b"\x00loss=1\r")
     request = AgentRequest(files=[FileRead("log", str(tmp_path / "train.log"), 1)])
 
     first = run_agent(shell, request, python=PYTHON)
-    assert len(shell.commands) == 3  # missing, install, retry
-    installed = tmp_path / agent_remote_path()
-    assert installed.read_bytes() == AGENT_SOURCE and installed.name == f"agent-{AGENT_HASH}.py"
-    assert installed.stat().st_mode & 0o777 == 0o700
-    assert installed.parent.stat().st_mode & 0o777 == 0o700
-    assert first.files["log"].data == b"loss=1\r" and first.files["log"].end == 8
-
     second = run_agent(shell, request, python=PYTHON)
-    ensure_agent(shell)  # this process already knows it is there
-    assert len(shell.commands) == 4
+    assert shell.commands == [agent_command(PYTHON)] * 2
+    assert shell.commands[0].startswith("/usr/bin/env -i PATH=/usr/bin:/bin ")
+    assert " -I -c " in shell.commands[0]
+    assert first.files["log"].data == b"loss=1\r" and first.files["log"].end == 8
     assert second.files == first.files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.log"]  # nothing installed
+
+
+def test_a_replaced_agent_file_or_python_on_path_changes_nothing(tmp_path: Path) -> None:
+    """What a job can write (its home, its PATH, PYTHON* variables) never runs as the agent."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    for name in ("python3", "squeue", "env"):
+        (fake_bin / name).write_text('#!/bin/sh\necho \'{"version": 1, "forged": true}\'\n')
+        (fake_bin / name).chmod(0o755)
+    (tmp_path / ".portal").mkdir()
+    (tmp_path / ".portal" / "agent.py").write_text("print('forged')\n")
+    (tmp_path / "sitecustomize.py").write_text("print('forged')\n")
+    shell = LocalShell(
+        tmp_path, banner=f"export PATH={fake_bin}:$PATH PYTHONPATH={tmp_path} PYTHONSTARTUP=x; "
+    )
+    reply = run_agent(
+        shell,
+        AgentRequest(commands=[AgentCommand("path", ["/bin/sh", "-c", "echo $PATH"])]),
+        python="python3",
+    )
+    assert reply.commands["path"].stdout == "/usr/bin:/bin\n"
+
+
+def test_the_agent_travels_ahead_of_the_request_on_stdin() -> None:
+    stdin = agent_stdin(AgentRequest())
+    length, rest = stdin.split(b"\n", 1)
+    assert rest[: int(length)] == AGENT_SOURCE
+    assert rest[int(length) :] == AgentRequest().to_json()
 
 
 def test_run_agent_tolerates_a_chatty_login_shell(tmp_path: Path) -> None:
@@ -74,9 +99,7 @@ def test_run_agent_raises_on_a_refused_request(tmp_path: Path) -> None:
 
 
 def test_run_agent_raises_with_stderr_on_a_broken_reply(tmp_path: Path) -> None:
-    shell = LocalShell(tmp_path)
-    ensure_agent(shell)
-    (tmp_path / agent_remote_path()).write_text("import sys\nsys.exit('agent exploded')\n")
+    shell = LocalShell(tmp_path, banner="echo agent exploded >&2; exit 1; ")
     with pytest.raises(AgentError, match=r"no JSON reply.*agent exploded") as caught:
         run_agent(shell, AgentRequest(), python=PYTHON)
     assert caught.value.retryable is True

@@ -5,14 +5,16 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
 
 from clusters.agent import (
     AgentCommand,
     AgentRequest,
     FileRead,
-    agent_remote_path,
     run_agent,
 )
+from clusters.sandbox.config import Paths
+from clusters.slurm import SlurmTools
 from clusters.ssh import CommandResult, Connection
 from tests.helpers import slurm_name
 
@@ -55,21 +57,17 @@ def test_a_command_that_exits_before_reading_its_input_still_gives_its_status(
     assert alice.is_alive  # the connection is fine for the next command
 
 
-def test_first_run_installs_the_agent_then_each_poll_is_one_command(alice: Connection) -> None:
-    alice.run(f"rm -f {shlex.quote(agent_remote_path())}")
+def test_each_poll_is_one_command_and_leaves_nothing_in_the_home(alice: Connection) -> None:
+    before = alice.run("ls -A").text
     counting = CountingConnection(alice)
     request = AgentRequest(commands=[AgentCommand("hostname", ["hostname"], timeout=10)])
 
     first = run_agent(counting, request)
-    assert first.commands["hostname"].exit == 0
-    assert len(counting.commands) == 3  # agent missing, install, run again
-    modes = alice.run(f"stat -c %a .portal {shlex.quote(agent_remote_path())}").text.split()
-    assert modes == ["700", "700"]
-
-    counting.commands.clear()
     second = run_agent(counting, request)
-    assert counting.commands == [counting.commands[0]]  # exactly one exec
+    assert first.commands["hostname"].exit == 0
+    assert len(counting.commands) == 2  # one exec per poll, no install step
     assert second.commands["hostname"].stdout == first.commands["hostname"].stdout
+    assert alice.run("ls -A").text == before
 
 
 def test_squeue_through_the_agent_lists_alices_jobs(alice: Connection) -> None:
@@ -80,7 +78,8 @@ def test_squeue_through_the_agent_lists_alices_jobs(alice: Connection) -> None:
     assert submitted.exit_status == 0, submitted.error_text
     job_id = submitted.text.strip().split(";")[0]
     try:
-        argv = ["squeue", "--noheader", "--user=alice", "--format=%i|%j|%T"]
+        tools = SlurmTools(conf=str(Paths.of(settings.SANDBOX_STATE_DIR).slurm_conf))
+        argv = tools.wrap(["squeue", "--noheader", "--user=alice", "--format=%i|%j|%T"])
         reply = run_agent(alice, AgentRequest(commands=[AgentCommand("squeue", argv)]))
         squeue = reply.commands["squeue"]
         assert squeue.exit == 0, squeue.stderr

@@ -6,12 +6,20 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
-from clusters.slurm import Slurm, SlurmError, SqueueRow
+from clusters.sandbox.config import Paths
+from clusters.slurm import Slurm, SlurmError, SlurmTools, SqueueRow
 from clusters.ssh import Connection
 from tests.helpers import slurm_name
 
 pytestmark = pytest.mark.sandbox
+
+
+def _slurm(connection: Connection) -> Slurm:
+    """The adapter as the portal runs it there: the sandbox's slurm.conf, a clean environment."""
+    conf = Paths.of(settings.SANDBOX_STATE_DIR).slurm_conf
+    return Slurm(connection, tools=SlurmTools(conf=str(conf)))
 
 
 def _upload_script(conn: Connection, name: str, *options: str) -> str:
@@ -32,7 +40,7 @@ def _wait_for(slurm: Slurm, job_id: str, states: set[str], timeout: float = 15) 
 
 
 def test_submit_find_queue_cancel(alice: Connection) -> None:
-    slurm = Slurm(alice)
+    slurm = _slurm(alice)
     name = slurm_name("adapter")
     job_id = slurm.submit(_upload_script(alice, name, "--time=2"))
     try:
@@ -54,7 +62,7 @@ def test_submit_find_queue_cancel(alice: Connection) -> None:
 
 
 def test_queue_of_unknown_or_no_jobs_is_empty(alice: Connection) -> None:
-    slurm = Slurm(alice)
+    slurm = _slurm(alice)
     assert slurm.queue([]) == []
     assert slurm.queue(["999999"]) == []  # squeue exits 1 for one unknown id
     assert slurm.queue(["999998", "999999"]) == []
@@ -64,23 +72,23 @@ def test_bad_partition_names_slurms_message(alice: Connection) -> None:
     name = slurm_name("adapter")
     path = _upload_script(alice, name, "--partition=nope")
     with pytest.raises(SlurmError, match="Invalid partition name specified") as caught:
-        Slurm(alice).submit(path)
+        _slurm(alice).submit(path)
     assert not caught.value.retryable
     assert path in caught.value.command
 
 
 def test_cancel_of_another_users_job_is_refused(alice: Connection, bob: Connection) -> None:
-    alice_slurm = Slurm(alice)
+    alice_slurm = _slurm(alice)
     job_id = alice_slurm.submit(_upload_script(alice, slurm_name("adapter"), "--hold"))
     try:
         with pytest.raises(SlurmError, match="Access/permission denied"):
-            Slurm(bob).cancel(job_id)
+            _slurm(bob).cancel(job_id)
     finally:
         alice_slurm.cancel(job_id)
 
 
 def test_partitions_and_nodes(alice: Connection) -> None:
-    slurm = Slurm(alice)
+    slurm = _slurm(alice)
     (partition,) = slurm.partitions()
     assert (partition.name, partition.is_default, partition.state) == ("gpu", True, "UP")
     assert partition.total_nodes == 2 and partition.max_time is None
@@ -94,7 +102,7 @@ def test_partitions_and_nodes(alice: Connection) -> None:
 
 def test_hostile_names_run_nothing(alice: Connection) -> None:
     canary = Path(f"/tmp/canary-{uuid.uuid4().hex[:8]}")
-    slurm = Slurm(alice)
+    slurm = _slurm(alice)
     hostile = [
         f"x; touch {canary}",
         f"$(touch {canary})",
@@ -122,7 +130,7 @@ def test_hostile_names_run_nothing(alice: Connection) -> None:
 def test_find_by_name_without_accounting_falls_back_to_nothing(
     alice: Connection, sandbox_info
 ) -> None:
-    slurm = Slurm(alice)
+    slurm = _slurm(alice)
     assert slurm.find_by_name(f"never-submitted-{uuid.uuid4().hex}") == []
     # Without slurmdbd, sacct said storage is disabled and is not asked again.
     assert slurm._accounting is sandbox_info.accounting

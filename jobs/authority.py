@@ -1,0 +1,160 @@
+"""Job state as the portal's own account on a cluster sees it: the truth the poll applies.
+
+A job runs as its user, so whatever comes back through that user's session (squeue
+there, the exit-code file the batch script writes) is the job's word and only a hint:
+it can hide the job or report it gone. The portal account's squeue and sacct decide
+state, and a job is final only once one of them shows it so; a job that left squeue
+without a record in sacct yet stays live (UNKNOWN) and keeps its reservation.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from clusters.models import Cluster
+from clusters.selectors import portal_endpoint
+from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SqueueRow
+from clusters.ssh import SSHError, pool
+from jobs.models import FINAL_STATES, Attempt, State
+from jobs.slurm_states import portal_state
+from jobs.states import attempt_transition
+
+# A job gone from squeue without an exit file may be mid-requeue; wait this long.
+VANISH_GRACE = timedelta(seconds=30)
+# sacct's window starts this long before the earliest submission (clock skew).
+SACCT_MARGIN = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class ClusterTruth:
+    """What the portal account read of the polled jobs, by Slurm job id."""
+
+    queue: dict[str, SqueueRow] = field(default_factory=dict)
+    history: dict[str, SacctRow] = field(default_factory=dict)  # only jobs gone from squeue
+    accounting: bool = False  # sacct answered for the jobs gone from squeue
+
+
+def truth_read(*, cluster: Cluster, attempts: list[Attempt]) -> ClusterTruth:
+    """squeue for the attempts' jobs as the portal account, and sacct for those it lacks.
+
+    Raises SSHError or SlurmError when the cluster cannot say (state stays unknown).
+    """
+    endpoint = portal_endpoint(cluster=cluster)
+    if endpoint is None:
+        raise SSHError(f"cluster {cluster.name!r} has no portal account", retryable=False)
+    ids = sorted({a.slurm_job_id for a in attempts if a.slurm_job_id})
+    if not ids:
+        return ClusterTruth()
+    with pool.session(endpoint) as connection:
+        slurm = Slurm(connection, tools=cluster.slurm_tools)
+        queue = {row.job_id: row for row in slurm.queue(ids)}
+        missing = [job_id for job_id in ids if job_id not in queue]
+        if not (missing and cluster.accounting_enabled):
+            return ClusterTruth(queue=queue)
+        since = min(a.submitted_at or a.created_at for a in attempts) - SACCT_MARGIN
+        try:
+            rows = slurm.history(missing, since=since)
+        except AccountingDisabled:
+            return ClusterTruth(queue=queue)
+    # sacct lists a requeued job once per run, oldest first: the last one is current.
+    return ClusterTruth(queue=queue, history={row.job_id: row for row in rows}, accounting=True)
+
+
+def truth_apply(
+    attempts: list[Attempt], truth: ClusterTruth, exit_hints: dict[int, int | None]
+) -> int:
+    """Move each attempt to the state the portal account saw; returns how many changed.
+
+    `exit_hints` (attempt pk -> the exit-code file's value) is used only where the
+    cluster keeps no accounting and the job has long left the portal account's squeue.
+    """
+    now = timezone.now()
+    changed = 0
+    for attempt in attempts:
+        row = truth.queue.get(attempt.slurm_job_id)
+        record = truth.history.get(attempt.slurm_job_id)
+        if row is not None:
+            changed += from_squeue(attempt, row, None, now)
+        elif record is not None:
+            changed += _from_sacct(attempt, record, now)
+        elif now - attempt.state_changed_at <= VANISH_GRACE:
+            continue
+        elif truth.accounting:
+            changed += _unknown(
+                attempt,
+                "The job left Slurm's queue and sacct has no record of it yet; its GPUs stay "
+                "reserved until it has.",
+            )
+        else:
+            changed += _vanished(attempt, exit_hints.get(attempt.pk), now)
+    return changed
+
+
+def _unknown(attempt: Attempt, reason: str) -> int:
+    if attempt.state == State.UNKNOWN:
+        return 0
+    return int(attempt_transition(attempt=attempt, to=State.UNKNOWN, reason=reason))
+
+
+def _from_sacct(attempt: Attempt, record: SacctRow, now: datetime) -> int:
+    new = portal_state(record.state)
+    if new not in FINAL_STATES:
+        return 0  # running by sacct but not in squeue: a moment of lag, look again
+    fields: dict[str, Any] = {"ended_at": record.end_time or now}
+    if record.start_time and record.node_list:
+        fields["started_at"] = record.start_time
+        if record.node_list != attempt.node_list:
+            fields["node_list"] = record.node_list
+    if record.exit_code is not None:
+        fields["exit_code"] = record.exit_code
+    reason = f"Slurm accounting says {record.state}."
+    return int(attempt_transition(attempt=attempt, to=new, reason=reason, **fields))
+
+
+def _vanished(attempt: Attempt, exit_code: int | None, now: datetime) -> int:
+    # No accounting: the portal account's squeue keeps an ended job for MinJobAge, so a
+    # job long gone from it has ended; only its exit-code file can say how.
+    if exit_code is not None:
+        return int(
+            attempt_transition(
+                attempt=attempt,
+                to=State.COMPLETED if exit_code == 0 else State.FAILED,
+                reason=f"Exited with status {exit_code}.",
+                exit_code=exit_code,
+                ended_at=attempt.ended_at or now,
+            )
+        )
+    return int(
+        attempt_transition(
+            attempt=attempt,
+            to=State.FAILED,
+            reason="The job left Slurm's queue without recording an exit status "
+            "(killed before the batch script ended, and the cluster keeps no accounting).",
+            ended_at=now,
+        )
+    )
+
+
+def from_squeue(attempt: Attempt, row: SqueueRow, exit_code: int | None, now: datetime) -> int:
+    """Apply one squeue row (the exit code, if given, wins over squeue's)."""
+    new = portal_state(row.state)
+    fields: dict[str, Any] = {}
+    if row.node_list and row.node_list != attempt.node_list and not row.node_list.startswith("("):
+        fields["node_list"] = row.node_list
+    if row.start_time and new != State.PENDING and attempt.started_at != row.start_time:
+        fields["started_at"] = row.start_time
+    if new in FINAL_STATES:
+        fields["ended_at"] = row.end_time or now
+        code = exit_code if exit_code is not None else row.exit_code
+        if code is not None:
+            fields["exit_code"] = code
+    if new == attempt.state and not fields:
+        return 0
+    reason = row.reason if row.reason and row.reason not in ("None", "(null)") else ""
+    return int(
+        attempt_transition(
+            attempt=attempt, to=new, reason=reason or f"Slurm says {row.state}.", **fields
+        )
+    )

@@ -1,0 +1,165 @@
+"""A job that hides itself from its user's own squeue is still tracked and charged as sacct says.
+
+Against the real stack: the sandbox cluster behind OpenSSH, a real Celery worker polling
+through the real agent. The job itself does the attack, as its user alice: a forged agent
+under every name in ~/.portal, fake `squeue`/`sacct`/`python3` first on the PATH and shell
+functions of those names in ~/.bashrc, and an exit-code file saying "0" while it still runs.
+"""
+
+import pwd
+import shlex
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from clusters.agent import AGENT_HASH
+from jobs.authority import VANISH_GRACE
+from jobs.models import Attempt, Job, State
+from jobs.services import job_submit
+from projects.models import Reservation, UsageCharge
+from tests.factories import spec
+from tests.fixtures.sandbox import _slurm
+from tests.helpers import QUEUE_WAIT, wait_for
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive, pytest.mark.timeout(600)]
+
+FAKE_BIN = ".trust-fake-bin"
+FORGED_RAN = ".trust-forged-ran"  # touched by anything forged that the portal runs
+ATTACK_DONE = ".trust-attack-done"
+RUN_SECONDS = 75  # past VANISH_GRACE and several polls after the attack
+# What the old agent's squeue would have said: no jobs at all.
+FORGED_REPLY = (
+    '{"version": 1, "time": 0, "commands": {"squeue": {"exit": 0, "stdout": "", "stderr": "",'
+    ' "truncated": false, "timed_out": false, "seconds": 0}}, "files": {}, "listings": {}}'
+)
+
+
+def _attack_script() -> str:
+    forged = f'#!/bin/sh\ntouch "$HOME/{FORGED_RAN}"\necho {shlex.quote(FORGED_REPLY)}\n'
+    rc_lines = [
+        f'export PATH="$HOME/{FAKE_BIN}:$PATH"',
+        "squeue() { :; }",
+        "sacct() { :; }",
+        f'python3() {{ touch "$HOME/{FORGED_RAN}"; echo {shlex.quote(FORGED_REPLY)}; }}',
+    ]
+    return "\n".join(
+        [
+            "set -e",
+            f'mkdir -p "$HOME/.portal" "$HOME/{FAKE_BIN}"',
+            f"for name in agent.py agent-{AGENT_HASH}.py; do",
+            f'  printf %s {shlex.quote(forged)} > "$HOME/.portal/$name"',
+            '  chmod 755 "$HOME/.portal/$name"',
+            "done",
+            "for name in squeue sacct python3 python env; do",
+            f'  printf %s {shlex.quote(forged)} > "$HOME/{FAKE_BIN}/$name"',
+            f'  chmod 755 "$HOME/{FAKE_BIN}/$name"',
+            "done",
+            f'{{ printf "%s\\n" {" ".join(shlex.quote(line) for line in rc_lines)};'
+            ' cat "$HOME/.bashrc"; } > "$HOME/.bashrc.new"',
+            'mv "$HOME/.bashrc.new" "$HOME/.bashrc"',
+            'echo 0 > "$PORTAL_RUN_DIR/exit_code"',  # a forged "exited 0" while it runs
+            f'touch "$HOME/{ATTACK_DONE}"',
+            f"sleep {RUN_SECONDS}",
+        ]
+    )
+
+
+@pytest.fixture
+def alice_home() -> Iterator[Path]:
+    """alice's home, with her ~/.bashrc and ~/.portal restored (as root) whatever happens."""
+    home = Path(pwd.getpwnam("alice").pw_dir)
+    bashrc = home / ".bashrc"
+    saved = bashrc.read_bytes() if bashrc.exists() else None
+    portal = home / ".portal"
+    kept = {p: p.read_bytes() for p in portal.iterdir()} if portal.is_dir() else {}
+    try:
+        yield home
+    finally:
+        if saved is None:
+            bashrc.unlink(missing_ok=True)
+        else:
+            bashrc.write_bytes(saved)
+        for path in portal.iterdir() if portal.is_dir() else []:
+            if path not in kept:
+                path.unlink()
+        for path, data in kept.items():
+            path.write_bytes(data)
+        shutil.rmtree(home / FAKE_BIN, ignore_errors=True)
+        for name in (FORGED_RAN, ATTACK_DONE, "trust-attack.sh"):
+            (home / name).unlink(missing_ok=True)
+
+
+def _sacct(job_id: str) -> dict[str, str]:
+    """sacct as root on the cluster host: read independently of the portal and of alice."""
+    fields = ["ElapsedRaw", "AllocTRES", "State", "Start", "End"]
+    proc = _slurm(
+        settings.SANDBOX_STATE_DIR,
+        *("sacct", "-X", "-n", "-P", "-j", job_id, f"--format={','.join(fields)}"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.strip().splitlines()
+    return dict(zip(fields, line.split("|"), strict=True))
+
+
+def _tres_gpus(tres: str) -> int:
+    parts = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
+    return int(parts.get("gres/gpu", "0"))
+
+
+def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says(
+    celery_worker, researcher, project, sandbox_cluster, sandbox_info, alice, alice_home
+) -> None:
+    if not sandbox_info.accounting:
+        pytest.skip("the sandbox runs without slurmdbd (no MariaDB or slurmdbd installed)")
+    assert sandbox_cluster.has_portal_account  # the sandbox registers portal-svc
+    sandbox_cluster.accounting_enabled = True
+    sandbox_cluster.save()
+    script = alice_home / "trust-attack.sh"
+    alice.upload(str(script), _attack_script().encode(), mode=0o700)
+    job: Job = job_submit(
+        user=researcher,
+        project=project,
+        cluster=sandbox_cluster,
+        spec=spec(name="hide", command=f"bash {shlex.quote(str(script))}", gpus_per_node=1),
+    )
+    attempt = Attempt.objects.get(job=job, number=1)
+    wait_for(lambda: (alice_home / ATTACK_DONE).exists(), QUEUE_WAIT, "the attack to land")
+    attempt.refresh_from_db()
+    job_id = attempt.slurm_job_id
+
+    # The attack works on alice's own session: her squeue and sacct no longer show the job.
+    assert alice.run(f"squeue --noheader --jobs={job_id}").text.strip() == ""
+    assert alice.run(f"sacct -n -X -j {job_id}").text.strip() == ""
+    assert alice.run("echo $PATH").text.startswith(f"{alice_home}/{FAKE_BIN}:")
+
+    # Yet the portal sees it run (the next poll) and keeps it running and reserved, past
+    # the grace after which a job gone from squeue used to be failed.
+    wait_for(lambda: Attempt.objects.get(pk=attempt.pk).state == State.RUNNING, 30, "RUNNING")
+    watched_until = time.monotonic() + VANISH_GRACE.total_seconds() + 15
+    while time.monotonic() < watched_until:
+        attempt.refresh_from_db()
+        reservation = Reservation.objects.get(attempt=attempt)
+        assert attempt.state == State.RUNNING, attempt.reason
+        assert reservation.released_at is None
+        assert not UsageCharge.objects.filter(attempt=attempt).exists()
+        time.sleep(2)
+
+    wait_for(
+        lambda: UsageCharge.objects.filter(attempt=attempt).exists(),
+        RUN_SECONDS + 120,
+        "the charge from sacct",
+    )
+    attempt.refresh_from_db()
+    charge = UsageCharge.objects.get(attempt=attempt)
+    truth = _sacct(job_id)
+    assert truth["State"] == "COMPLETED" and attempt.state == State.COMPLETED
+    assert charge.source == UsageCharge.Source.SACCT
+    assert charge.elapsed_seconds == int(truth["ElapsedRaw"]) >= RUN_SECONDS
+    assert charge.gpus == _tres_gpus(truth["AllocTRES"]) == 1
+    assert Reservation.objects.get(attempt=attempt).released_at is not None
+    # Nothing the job left in alice's home or PATH ever ran as the portal's agent.
+    assert not (alice_home / FORGED_RAN).exists()

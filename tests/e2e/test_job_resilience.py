@@ -1,14 +1,17 @@
 """Failures on the way: lost sbatch replies, killed workers, changed host keys, sshd down."""
 
 import shlex
+import shutil
 import subprocess
 
 import pytest
 from django.conf import settings
 
 from clusters import sandbox
+from clusters.models import Cluster
 from clusters.sandbox import config, daemons
 from clusters.slurm import Slurm
+from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
 from clusters.ssh import SSHError
 from devtools.keys import new_key_pair
 from jobs.models import Attempt, Job, State
@@ -108,9 +111,17 @@ def test_worker_killed_mid_submission_makes_one_job(
     celery_worker, researcher, project, sandbox_cluster, alice
 ) -> None:
     # sbatch on the cluster answers slowly: Slurm has the job, the worker not yet its id.
-    shim = config.Paths.of(settings.SANDBOX_STATE_DIR).bin / "sbatch"
+    # The portal runs Slurm by absolute path from the cluster's bin directory, so the slow
+    # sbatch goes in a directory of its own, beside links to the real other commands.
+    slow = config.Paths.of(settings.SANDBOX_STATE_DIR).bin.parent / "slow-slurm"
+    shutil.rmtree(slow, ignore_errors=True)
+    slow.mkdir(mode=0o755)
+    for command in ("sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "squeue"):
+        (slow / command).symlink_to(f"/usr/bin/{command}")
+    shim = slow / "sbatch"
     shim.write_text('#!/bin/sh\n/usr/bin/sbatch "$@"; code=$?; sleep 5; exit $code\n')
     shim.chmod(0o755)
+    Cluster.objects.filter(pk=sandbox_cluster.pk).update(slurm_bin_dir=str(slow))
     try:
         job = job_submit(
             user=researcher, project=project, cluster=sandbox_cluster, spec=spec(command="sleep 2")
@@ -124,7 +135,8 @@ def test_worker_killed_mid_submission_makes_one_job(
         assert Attempt.objects.get(pk=attempt.pk).state == State.SUBMITTING
         celery_worker.kill()  # kill -9 while the worker waits for sbatch's reply
     finally:
-        shim.unlink(missing_ok=True)
+        Cluster.objects.filter(pk=sandbox_cluster.pk).update(slurm_bin_dir=DEFAULT_SLURM_BIN_DIR)
+        shutil.rmtree(slow, ignore_errors=True)
         celery_worker.start()
     wait_for(
         lambda: Attempt.objects.get(pk=attempt.pk).state == State.COMPLETED,

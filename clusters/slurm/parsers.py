@@ -50,6 +50,7 @@ _NO_LIMIT = frozenset(
 _NO_NODES = frozenset({"", "(null)", "None assigned"})
 _GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,]+?))?:(\d+)")
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu(:[^=,]+)?=(\d+)")
+_TRES_CPU = re.compile(r"(?:^|,)cpu=(\d+)(?:,|$)")
 _SCONTROL_KEY = re.compile(r"([A-Za-z][\w/:.\-]*)=(.*)")
 _UNAVAILABLE_NODE_STATES = frozenset(
     {
@@ -108,6 +109,7 @@ class SacctRow:
     node_list: str
     gpus: int
     comment: str
+    cpus: int = 0  # AllocTRES cpu=: every node's together
 
     def as_squeue_row(self) -> SqueueRow:
         return SqueueRow(
@@ -210,6 +212,12 @@ def gpus_from_tres(text: str) -> int:
     return untyped[0] if untyped else sum(int(count) for _type, count in found)
 
 
+def cpus_from_tres(text: str) -> int:
+    """CPUs in a TRES string (`billing=2,cpu=2,mem=6026M,node=1`); 0 when it names none."""
+    found = _TRES_CPU.search(text)
+    return int(found[1]) if found else 0
+
+
 def _wait_status(text: str) -> tuple[int | None, int | None]:
     if not text:
         return None, None
@@ -308,6 +316,7 @@ def parse_sacct(text: str) -> list[SacctRow]:
                     node_list="" if nodes in _NO_NODES else nodes,
                     gpus=gpus_from_tres(tres),
                     comment=comment,
+                    cpus=cpus_from_tres(tres),
                 )
             )
         except ValueError as exc:

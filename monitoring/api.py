@@ -27,6 +27,7 @@ from jobs.rundir import gpu_series
 from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
 from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
+from portal_lib.bounds import BIGINT_MAX, INT_MAX
 
 DEFAULT_LOG_LIMIT = 64 * 1024
 MAX_LOG_LIMIT = 1024 * 1024
@@ -59,7 +60,10 @@ def _log_file_field() -> serializers.RegexField:
 class LogRangeQuerySerializer(serializers.Serializer[Any]):
     file = _log_file_field()
     offset = serializers.IntegerField(
-        min_value=-1, default=0, help_text="First byte to read; -1 reads the last `limit` bytes."
+        min_value=-1,
+        max_value=BIGINT_MAX,
+        default=0,
+        help_text="First byte to read; -1 reads the last `limit` bytes.",
     )
     limit = serializers.IntegerField(
         min_value=0, max_value=MAX_LOG_LIMIT, default=DEFAULT_LOG_LIMIT, help_text="Bytes at most."
@@ -98,6 +102,8 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
     max_points = serializers.IntegerField(
         # Two: the first and the last point are always kept.
         min_value=2,
+        # Bounded as an integer column; what is asked past the cap gets the cap.
+        max_value=INT_MAX,
         default=DEFAULT_MAX_POINTS,
         help_text=f"Points at most, capped at {MAX_POINTS_CAP}.",
     )

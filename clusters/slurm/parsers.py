@@ -184,14 +184,17 @@ def parse_time_limit(text: str) -> timedelta | None:
         raise ValueError(f"not a Slurm time limit: {text!r}")
     days, first, second, third = match.groups()
     parts = [int(part) for part in (first, second, third) if part is not None]
-    if days is not None:  # days-hours[:minutes[:seconds]]
-        hours, minutes, seconds = (*parts, 0, 0)[:3]
-        return timedelta(days=int(days), hours=hours, minutes=minutes, seconds=seconds)
-    if len(parts) == 1:  # minutes
-        return timedelta(minutes=parts[0])
-    if len(parts) == 2:  # minutes:seconds
-        return timedelta(minutes=parts[0], seconds=parts[1])
-    return timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+    try:
+        if days is not None:  # days-hours[:minutes[:seconds]]
+            hours, minutes, seconds = (*parts, 0, 0)[:3]
+            return timedelta(days=int(days), hours=hours, minutes=minutes, seconds=seconds)
+        if len(parts) == 1:  # minutes
+            return timedelta(minutes=parts[0])
+        if len(parts) == 2:  # minutes:seconds
+            return timedelta(minutes=parts[0], seconds=parts[1])
+        return timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+    except OverflowError as exc:  # past timedelta's 999999999 days
+        raise ValueError(f"time limit out of range: {text[:40]!r}") from exc
 
 
 def normalise_state(text: str) -> str:

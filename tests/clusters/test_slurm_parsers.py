@@ -18,7 +18,7 @@ from clusters.slurm import (
     squeue_argv,
     squeue_result,
 )
-from clusters.slurm.parsers import cpus_from_tres
+from clusters.slurm.parsers import cpus_from_tres, parse_time_limit
 from tests.clusters.slurm_output import at, by_id, fixture, result
 
 # --- squeue -----------------------------------------------------------------------------
@@ -250,3 +250,11 @@ def test_sacct_result_accounting_disabled() -> None:
 )
 def test_cpus_from_tres(tres: str, cpus: int) -> None:
     assert cpus_from_tres(tres) == cpus
+
+
+@pytest.mark.parametrize(
+    "text", ["1" + "0" * 29, "1" + "0" * 29 + "-00:00:00", "1:1" + "0" * 29 + ":00"]
+)
+def test_a_time_limit_past_any_duration_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        parse_time_limit(text)

@@ -24,7 +24,7 @@ from clusters.ssh import SSHError
 from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
-from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
+from monitoring.logs import log_read, log_read_any, log_tail
 from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
@@ -35,7 +35,6 @@ DOWNLOAD_CHUNK_BYTES = 1024 * 1024
 DEFAULT_MAX_POINTS = 2000
 MAX_POINTS_CAP = 10_000
 MAX_TAIL_LINES = 10_000
-MAX_TAIL_BYTES = 4 * 1024 * 1024
 
 
 def _attempt_or_404(request: Request, job_id: int, number: int) -> Attempt:
@@ -144,15 +143,8 @@ class LogRangeView(APIView):
         attempt = _attempt_or_404(request, job_id, number)
         query = _query(LogRangeQuerySerializer, request)
         if "lines" in query:
+            # Very long lines: the tail is its last MAX_TAIL_BYTES, at a line start if any.
             piece = log_tail(attempt_id=attempt.pk, file=query["file"], lines=query["lines"])
-            if len(piece.data) > MAX_TAIL_BYTES:
-                # Very long lines: the tail is cut to its last bytes, at a line start if any.
-                data = piece.data[-MAX_TAIL_BYTES:]
-                cut = data.find(b"\n")
-                data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
-                piece = LogSlice(
-                    piece.end - len(data), piece.end, data, piece.size, piece.first_offset
-                )
             return Response(LogSliceSerializer(piece).data)
         try:
             piece = log_read_any(

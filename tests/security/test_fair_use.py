@@ -1,11 +1,13 @@
 """Fair use (issue #13, point 6): login throttling, CPU- and node-hours, concurrent jobs, the
-submit rate.
+submit rate, what one log request may read.
 
 Before: logins had no throttling; CPU-only jobs reserved and were charged nothing (a
 project without GPU-hours left could still run any number of them); 30 submissions in
-1.8 s all passed; a project had no limit on its queued and running jobs.
+1.8 s all passed; a project had no limit on its queued and running jobs; the log tail of
+a job that printed no newline assembled every stored byte (64 MiB) per request.
 """
 
+import tracemalloc
 from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
@@ -24,6 +26,7 @@ from jobs.accounting import attempt_charge_from_accounting
 from jobs.models import Attempt, Job, State
 from jobs.services import attempt_start
 from jobs.states import attempt_transition
+from monitoring.logs import MAX_TAIL_BYTES, Delivery, log_files, log_store
 from projects.models import Project, Quota, Reservation, UsageCharge
 from projects.selectors import project_usage
 from tests import factories
@@ -252,3 +255,49 @@ def test_restarts_are_not_submissions(
     assert Job.objects.filter(user=owner).count() == 1
     attempt_start(job=job, number=2, account=service_account, reason="restart")
     assert job.attempts.count() == 2
+
+
+def _no_newlines(attempt: Attempt, mib: int) -> None:
+    """`mib` MiB of stdout without a newline (the fixture's short log becomes its start)."""
+    chunk = b"A" * (1 << 20)
+    files = log_files(attempt_ids=[attempt.pk], names=["stdout.log"])
+    log_store(
+        files=files,
+        deliveries=[Delivery(attempt.pk, "stdout.log", n << 20, chunk) for n in range(mib)],
+    )
+
+
+def test_the_log_tail_reads_at_most_its_cap_whatever_the_log(
+    job: Job, tokens: Tokens, settings: Any
+) -> None:
+    # A job printed 40 MiB without a newline; a viewer asks for the most lines allowed.
+    settings.LOG_KEEP_BYTES = 64 << 20
+    attempt = job.attempts.get()
+    _no_newlines(attempt, 40)
+    client = bearer(tokens.owner)
+    tracemalloc.start()
+    try:
+        answer = client.get(f"/api/v1/jobs/{job.pk}/attempts/1/log", {"lines": 10_000})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert answer.status_code == 200
+    body = answer.json()
+    assert len(body["text"]) == MAX_TAIL_BYTES and body["end"] == body["size"]
+    # The cap, a chunk and the JSON copies; the whole log would be 80 MiB and more.
+    assert peak < 8 * MAX_TAIL_BYTES, peak
+    # A byte range stays within its limit, however large the limit asked for.
+    huge = client.get(f"/api/v1/jobs/{job.pk}/attempts/1/log", {"limit": 1 << 40})
+    assert huge.status_code == 400 and "limit" in huge.json()
+
+
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous")
+def test_a_log_download_streams_in_bounded_pieces(job: Job, tokens: Tokens, settings: Any) -> None:
+    settings.LOG_KEEP_BYTES = 64 << 20
+    _no_newlines(job.attempts.get(), 5)
+    answer = bearer(tokens.owner).get(f"/api/v1/jobs/{job.pk}/attempts/1/log/download")
+    assert answer.status_code == 200 and answer.streaming
+    pieces = list(answer)  # each piece as the view yielded it
+    assert max(len(piece) for piece in pieces) <= 1 << 20
+    data = b"".join(pieces)
+    assert len(data) == 5 << 20 and data.endswith(b"A" * (1 << 20))

@@ -24,6 +24,7 @@ from clusters.ssh import SSHError
 from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
+from monitoring.links import series_url
 from monitoring.logs import log_read, log_read_any, log_tail
 from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
@@ -89,6 +90,10 @@ class LogSliceSerializer(serializers.Serializer[Any]):
 
 class SeriesNamesSerializer(serializers.Serializer[Any]):
     names = serializers.ListField(child=serializers.CharField())
+    urls = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="By name: the series' URL, its name percent-encoded (none for `.` or `..`).",
+    )
 
 
 class SeriesQuerySerializer(serializers.Serializer[Any]):
@@ -206,7 +211,9 @@ class SeriesNamesView(APIView):
     def get(self, request: Request, job_id: int, number: int) -> Response:
         """Names of the metric series recorded for an attempt."""
         attempt = _attempt_or_404(request, job_id, number)
-        return Response({"names": series_names(attempt_id=attempt.pk)})
+        names = series_names(attempt_id=attempt.pk)
+        urls = {name: series_url(job_id=job_id, number=number, name=name) for name in names}
+        return Response({"names": names, "urls": {k: v for k, v in urls.items() if v}})
 
 
 class SeriesView(APIView):

@@ -56,6 +56,7 @@ class ClusterForm(forms.ModelForm):
             "gpu_model",
             "gpu_peak_bf16_tflops",
             "price_per_gpu_hour",
+            "price_per_cpu_hour",
             "is_active",
             "accounting_enabled",
             "mirror_quotas",

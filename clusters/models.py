@@ -50,6 +50,14 @@ class Cluster(models.Model):
         validators=[MinValueValidator(Decimal("0"))],
         verbose_name="price per GPU-hour",
     )
+    price_per_cpu_hour = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+        verbose_name="price per CPU-hour",
+        help_text="Added to a job's cost for each CPU-hour, GPU jobs' CPUs included.",
+    )
     is_active = models.BooleanField(default=True, verbose_name="active")
     accounting_enabled = models.BooleanField(
         default=False,

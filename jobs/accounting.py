@@ -22,7 +22,10 @@ class AccountingNotReady(Exception):
 
 
 def measured_by_sacct(attempt: Attempt) -> Measured | None:
-    """The attempt's GPUs and elapsed time as slurmdbd recorded them; None if never started."""
+    """The attempt's GPUs, CPUs, nodes and elapsed time as slurmdbd recorded them.
+
+    None if it never started.
+    """
     if attempt.account is None or not attempt.slurm_job_id:
         raise AccountingNotReady("the attempt has no Slurm job or account to ask about")
     since = (attempt.submitted_at or attempt.created_at) - timedelta(minutes=5)
@@ -45,9 +48,12 @@ def measured_by_sacct(attempt: Attempt) -> Measured | None:
     # Cancelled while pending: no nodes (sacct still shows Start = End for it).
     if row.start_time is None or row.elapsed is None or not row.node_list:
         return None
-    gpus = row.gpus or attempt.job.total_gpus
+    job = attempt.job
+    # The allocation as Slurm made it; a record without TRES falls back to the request.
     return Measured(
-        gpus=gpus,
+        gpus=row.gpus or job.total_gpus,
+        cpus=row.cpus or job.total_cpus,
+        nodes=row.node_count or job.nodes,
         started_at=row.start_time,
         ended_at=row.start_time + row.elapsed,
         source=UsageCharge.Source.SACCT,

@@ -24,7 +24,8 @@ from clusters.models import Cluster
 from jobs.access import job_for_viewer, jobs_visible_to, require_submitter
 from jobs.models import DEFAULT_RESTART_ON, Attempt, Job, JobEvent, State, Template
 from jobs.services import job_cancel, job_submit
-from jobs.specs import JobSpec, spec_from_job
+from jobs.specs import MAX_TIME_LIMIT, JobSpec, spec_from_job
+from portal_lib.bounds import BIGINT_MAX, INT_MAX
 from projects.access import projects_of_member
 from projects.models import Project
 
@@ -131,25 +132,28 @@ class SpecSerializer(serializers.Serializer[Any]):
     gpus_per_node = serializers.IntegerField(min_value=0, max_value=64, default=1)
     cpus_per_task = serializers.IntegerField(min_value=1, max_value=1024, default=4)
     memory_mb = serializers.IntegerField(
-        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True, default=None
     )
     time_limit = serializers.DurationField(
-        default=timedelta(hours=1), help_text="[DD ]HH:MM:SS, or seconds; e.g. 02:00:00."
+        default=timedelta(hours=1),
+        min_value=timedelta(seconds=1),
+        max_value=MAX_TIME_LIMIT,
+        help_text="[DD ]HH:MM:SS, or seconds; e.g. 02:00:00. At most 365 days.",
     )
     partition = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     setup = serializers.CharField(
         required=False, allow_blank=True, default="", trim_whitespace=False
     )
     model_params = serializers.IntegerField(
-        min_value=1, max_value=2**63 - 1, required=False, allow_null=True, default=None
+        min_value=1, max_value=BIGINT_MAX, required=False, allow_null=True, default=None
     )
     total_steps = serializers.IntegerField(
-        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True, default=None
     )
     metric_patterns = serializers.CharField(required=False, allow_blank=True, default="")
     # The restart policy; what may be restarted is checked with the rest of the spec.
     max_restarts = serializers.IntegerField(
-        min_value=0, max_value=2**31 - 1, default=0, help_text="Restarts after a failure."
+        min_value=0, max_value=INT_MAX, default=0, help_text="Restarts after a failure."
     )
     restart_on = serializers.ListField(
         child=serializers.CharField(max_length=32),
@@ -229,6 +233,25 @@ class JobCursorPagination(CursorPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
+
+    def get_page_size(self, request: Request) -> int:
+        # Out of range is a 400 naming the range, like every other integer parameter.
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        field = serializers.IntegerField(min_value=1, max_value=self.max_page_size)
+        try:
+            size: int = field.run_validation(raw)
+        except ValidationError as exc:
+            raise ValidationError({self.page_size_query_param: exc.detail}) from exc
+        return size
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+        return parameters
 
 
 # --- views ------------------------------------------------------------------------------

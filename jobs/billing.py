@@ -36,7 +36,8 @@ def quota_request(job: Job) -> QuotaRequest:
         cluster=job.cluster,
         partition=job.partition,
         gpus=job.total_gpus,
-        cpus=job.cpus_per_task,
+        cpus=job.total_cpus,
+        nodes=job.nodes,
         time_limit=job.time_limit,
     )
 
@@ -48,7 +49,7 @@ def _with_job(attempt: Attempt) -> Attempt:
 
 
 def attempt_reserve(*, attempt: Attempt) -> Reservation:
-    """Hold the attempt's GPUs x time limit against its project's budget, or refuse.
+    """Hold the attempt's GPUs, CPUs and nodes x time limit against its budgets, or refuse.
 
     Call it inside the transaction that creates the attempt. A refusal is why this job
     cannot start: a JobError naming the limit, the request and what is left.
@@ -68,6 +69,7 @@ def _payer(attempt: Attempt) -> Payer:
         user_id=job.user_id,
         cluster_id=job.cluster_id,
         price_per_gpu_hour=job.cluster.price_per_gpu_hour,
+        price_per_cpu_hour=job.cluster.price_per_cpu_hour,
     )
 
 
@@ -95,6 +97,8 @@ def measured_by_portal(attempt: Attempt) -> Measured | None:
     started = attempt.started_at or attempt.submitted_at or ended
     return Measured(
         gpus=attempt.job.total_gpus,
+        cpus=attempt.job.total_cpus,
+        nodes=attempt.job.nodes,
         started_at=min(started, ended),
         ended_at=ended,
         source=UsageCharge.Source.PORTAL,

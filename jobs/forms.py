@@ -1,5 +1,6 @@
 """The submit form: turns what the researcher typed into a JobSpec, or says what to change."""
 
+import math
 import re
 from datetime import timedelta
 from typing import Any
@@ -11,12 +12,14 @@ from django.db.models import Q, QuerySet
 from clusters.models import Cluster
 from clusters.slurm import parse_time_limit
 from jobs.models import Template
-from jobs.specs import JobSpec
+from jobs.specs import MAX_TIME_LIMIT, JobSpec
+from portal_lib.bounds import INT_MAX
 from projects.access import submittable_projects
 from projects.models import Project
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMbBtT]?)\s*$")
 _SIZE_FACTORS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+MAX_MODEL_PARAMS = 10**15  # 1000T: far past any model, well inside a bigint
 TIME_FORMATS = (
     "minutes (90), hours:minutes:seconds (1:30:00) or days-hours:minutes:seconds (2-00:00:00)"
 )
@@ -44,7 +47,11 @@ class TimeLimitField(forms.CharField):
             limit = None
         if limit is None:
             raise forms.ValidationError(
-                f"{text!r} is not a time limit; write it as {TIME_FORMATS}."
+                f"{text[:40]!r} is not a time limit; write it as {TIME_FORMATS}."
+            )
+        if limit > MAX_TIME_LIMIT:
+            raise forms.ValidationError(
+                f"Give a time limit between 1 minute and {MAX_TIME_LIMIT.days} days."
             )
         return limit
 
@@ -61,13 +68,16 @@ class ModelSizeField(forms.CharField):
         text = super().to_python(value)
         if not text:
             return None
-        match = _SIZE.match(text.replace(",", "").replace("_", ""))
+        match = _SIZE.match(text.replace(",", "").replace("_", "")[:100])
         if match is None:
             raise forms.ValidationError(
-                f"{text!r} is not a parameter count; write e.g. 7B, 125M or 350000000."
+                f"{text[:40]!r} is not a parameter count; write e.g. 7B, 125M or 350000000."
             )
         number, unit = match.groups()
-        return int(float(number) * _SIZE_FACTORS[unit.lower()])
+        count = float(number) * _SIZE_FACTORS[unit.lower()]
+        if not math.isfinite(count) or not 1 <= count <= MAX_MODEL_PARAMS:
+            raise forms.ValidationError("Give between 1 and 1000T parameters, e.g. 7B.")
+        return int(count)
 
 
 def format_time_limit(limit: timedelta) -> str:
@@ -141,7 +151,7 @@ class JobForm(forms.Form):
         required=False,
         help_text="For MFU: e.g. 7B or 125M.",
     )
-    total_steps = _number("Last step", 1, 2**31 - 1, None, required=False, help_text="For the ETA.")
+    total_steps = _number("Last step", 1, INT_MAX, None, required=False, help_text="For the ETA.")
     metric_patterns = forms.CharField(
         label="Extra metric patterns",
         required=False,

@@ -175,6 +175,11 @@ class Job(models.Model):
         return self.nodes * self.gpus_per_node
 
     @property
+    def total_cpus(self) -> int:
+        # One task per node (sbatch --ntasks-per-node=1), cpus_per_task CPUs each.
+        return self.nodes * self.cpus_per_task
+
+    @property
     def is_finished(self) -> bool:
         return self.state in FINAL_STATES
 

@@ -35,12 +35,20 @@ def script_preview(*, project: Project, cluster: Cluster, spec: JobSpec) -> str:
 
 
 def estimate_for(*, project: Project, cluster: Cluster, spec: JobSpec) -> dict[str, Any]:
-    """The quota estimate as JSON: GPU-hours reserved, cost, budget left before and after."""
+    """The quota estimate as JSON: hours reserved, cost, budgets left before and after.
+
+    A CPU- or node-hour budget left of None is no limit.
+    """
     estimate = job_estimate(project=project, cluster=cluster, spec=spec)
     return {
         "gpu_hours": _number(estimate.gpu_hours),
+        "cpu_hours": _number(estimate.cpu_hours),
+        "node_hours": _number(estimate.node_hours),
         "cost": _number(estimate.cost),
         "price_per_gpu_hour": _number(cluster.price_per_gpu_hour),
+        "price_per_cpu_hour": _number(cluster.price_per_cpu_hour),
+        "cpu_left_before": _number(estimate.cpu_left_before),
+        "node_left_before": _number(estimate.node_left_before),
         "left_before": _number(estimate.left_before),
         "left_after": _number(estimate.left_after),
         "fits": bool(estimate.fits),

@@ -17,6 +17,7 @@ from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_transition
+from jobs.submit_rate import submit_rate_check
 from portal_lib.queueing import queue_on_commit
 from projects.models import Project, Quota
 
@@ -52,6 +53,7 @@ def job_submit(
         raise JobError("The job cannot be submitted as it is.", errors=errors)
 
     with transaction.atomic():
+        submit_rate_check(user=user)
         job = Job.objects.create(
             project=project,
             user=user,

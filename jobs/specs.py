@@ -25,6 +25,8 @@ from projects.quota import describe, limit_errors
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
 _NAME = re.compile(r"^[\w.+-][\w .+-]{0,127}$")
 MAX_COMMAND_CHARS = 65536
+# Longer than any partition allows; keeps GPU-hours x time inside the ledger's columns.
+MAX_TIME_LIMIT = timedelta(days=365)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ def validate_spec(
         add("cpus_per_task", "Ask for at least one CPU per task.")
     if spec.time_limit <= timedelta(0):
         add("time_limit", "Give a positive time limit, e.g. 1:00:00.")
+    if spec.time_limit > MAX_TIME_LIMIT:
+        add("time_limit", f"Give a time limit of at most {describe(MAX_TIME_LIMIT)}.")
 
     partition, problem = _partition(spec, partitions)
     if problem:

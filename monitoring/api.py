@@ -24,9 +24,11 @@ from clusters.ssh import SSHError
 from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
-from monitoring.logs import LogSlice, log_read, log_read_any, log_tail
+from monitoring.links import series_url
+from monitoring.logs import log_read, log_read_any, log_tail
 from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
+from portal_lib.bounds import BIGINT_MAX, INT_MAX
 
 DEFAULT_LOG_LIMIT = 64 * 1024
 MAX_LOG_LIMIT = 1024 * 1024
@@ -34,7 +36,6 @@ DOWNLOAD_CHUNK_BYTES = 1024 * 1024
 DEFAULT_MAX_POINTS = 2000
 MAX_POINTS_CAP = 10_000
 MAX_TAIL_LINES = 10_000
-MAX_TAIL_BYTES = 4 * 1024 * 1024
 
 
 def _attempt_or_404(request: Request, job_id: int, number: int) -> Attempt:
@@ -59,7 +60,10 @@ def _log_file_field() -> serializers.RegexField:
 class LogRangeQuerySerializer(serializers.Serializer[Any]):
     file = _log_file_field()
     offset = serializers.IntegerField(
-        min_value=-1, default=0, help_text="First byte to read; -1 reads the last `limit` bytes."
+        min_value=-1,
+        max_value=BIGINT_MAX,
+        default=0,
+        help_text="First byte to read; -1 reads the last `limit` bytes.",
     )
     limit = serializers.IntegerField(
         min_value=0, max_value=MAX_LOG_LIMIT, default=DEFAULT_LOG_LIMIT, help_text="Bytes at most."
@@ -86,6 +90,10 @@ class LogSliceSerializer(serializers.Serializer[Any]):
 
 class SeriesNamesSerializer(serializers.Serializer[Any]):
     names = serializers.ListField(child=serializers.CharField())
+    urls = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="By name: the series' URL, its name percent-encoded (none for `.` or `..`).",
+    )
 
 
 class SeriesQuerySerializer(serializers.Serializer[Any]):
@@ -98,6 +106,8 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
     max_points = serializers.IntegerField(
         # Two: the first and the last point are always kept.
         min_value=2,
+        # Bounded as an integer column; what is asked past the cap gets the cap.
+        max_value=INT_MAX,
         default=DEFAULT_MAX_POINTS,
         help_text=f"Points at most, capped at {MAX_POINTS_CAP}.",
     )
@@ -138,15 +148,8 @@ class LogRangeView(APIView):
         attempt = _attempt_or_404(request, job_id, number)
         query = _query(LogRangeQuerySerializer, request)
         if "lines" in query:
+            # Very long lines: the tail is its last MAX_TAIL_BYTES, at a line start if any.
             piece = log_tail(attempt_id=attempt.pk, file=query["file"], lines=query["lines"])
-            if len(piece.data) > MAX_TAIL_BYTES:
-                # Very long lines: the tail is cut to its last bytes, at a line start if any.
-                data = piece.data[-MAX_TAIL_BYTES:]
-                cut = data.find(b"\n")
-                data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
-                piece = LogSlice(
-                    piece.end - len(data), piece.end, data, piece.size, piece.first_offset
-                )
             return Response(LogSliceSerializer(piece).data)
         try:
             piece = log_read_any(
@@ -208,7 +211,9 @@ class SeriesNamesView(APIView):
     def get(self, request: Request, job_id: int, number: int) -> Response:
         """Names of the metric series recorded for an attempt."""
         attempt = _attempt_or_404(request, job_id, number)
-        return Response({"names": series_names(attempt_id=attempt.pk)})
+        names = series_names(attempt_id=attempt.pk)
+        urls = {name: series_url(job_id=job_id, number=number, name=name) for name in names}
+        return Response({"names": names, "urls": {k: v for k, v in urls.items() if v}})
 
 
 class SeriesView(APIView):

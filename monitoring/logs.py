@@ -22,6 +22,8 @@ from monitoring.models import LogChunk, LogFile
 
 # The agent sends at most this much of one file per cycle, so no chunk is larger.
 MAX_CHUNK_BYTES = 1024 * 1024
+# What one tail request returns at most, however long its lines.
+MAX_TAIL_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -157,24 +159,38 @@ def log_read(*, attempt_id: int, file: str, offset: int, limit: int) -> LogSlice
     return LogSlice(start, start + len(data), bytes(data), log_file.size, log_file.first_offset)
 
 
-def log_tail(*, attempt_id: int, file: str, lines: int) -> LogSlice:
-    """The last `lines` lines, reading chunks backwards only as far as needed."""
+def log_tail(
+    *, attempt_id: int, file: str, lines: int, max_bytes: int = MAX_TAIL_BYTES
+) -> LogSlice:
+    """The last `lines` lines, at most `max_bytes` of them (cut at a line start if any).
+
+    Reads only the chunks that can hold the last `max_bytes`, so one request costs at
+    most `max_bytes` plus one chunk whatever the lines are like (a log without newlines
+    once assembled all its stored bytes here).
+    """
     log_file = _log_file(attempt_id, file)
     if log_file is None:
         return LogSlice(offset=0, end=0, data=b"", size=0, first_offset=0)
-    chunks = LogChunk.objects.filter(log_file=log_file).order_by("-offset")
+    # No chunk is longer than MAX_CHUNK_BYTES: one starting before this ends before the cap.
+    floor = log_file.size - max_bytes - MAX_CHUNK_BYTES
+    chunks = LogChunk.objects.filter(log_file=log_file, offset__gte=floor).order_by("-offset")
     parts: list[bytes] = []
-    newlines, read = 0, 0
+    newlines, read, held = 0, 0, 0
     # One more newline than lines asked for marks where the first wanted line starts.
-    while newlines <= lines:
-        rows = [(o, bytes(d)) for o, d in chunks.values_list("offset", "data")[read : read + 8]]
+    while newlines <= lines and held < max_bytes:
+        rows = [bytes(d) for d in chunks.values_list("data", flat=True)[read : read + 8]]
         if not rows:
             break
         read += len(rows)
-        for _, data in rows:
+        for data in rows:
             parts.append(data)
             newlines += data.count(b"\n")
+            held += len(data)
     data = b"".join(reversed(parts))
+    if len(data) > max_bytes:
+        data = data[-max_bytes:]
+        cut = data.find(b"\n")
+        data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
     body = data[:-1] if data.endswith(b"\n") else data
     cut = len(body)
     for _ in range(lines):

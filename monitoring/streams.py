@@ -33,6 +33,7 @@ from monitoring.models import Series
 from monitoring.series import series_read
 from monitoring.stream_access import StreamViewer, viewer_may_follow
 from monitoring.stream_slots import slot_give_back, slot_renew, slot_take
+from portal_lib.bounds import BIGINT_MAX
 
 POLL_SECONDS = 0.5
 HEARTBEAT_SECONDS = 15.0
@@ -135,7 +136,9 @@ class _Clock:
 
 class LogStreamQuery(serializers.Serializer[Any]):
     file = _log_file_field()
-    offset = serializers.IntegerField(min_value=0, default=0, help_text="First byte to send.")
+    offset = serializers.IntegerField(
+        min_value=0, max_value=BIGINT_MAX, default=0, help_text="First byte to send."
+    )
 
 
 async def log_events(attempt_id: int, file: str, offset: int) -> AsyncIterator[bytes]:
@@ -262,7 +265,7 @@ def _resume_point(last_event_id: str) -> dict[str, float] | None:
         return None
     try:
         return {str(name): float(x) for name, x in value.items()}
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past a float
         return None
 
 

@@ -30,6 +30,17 @@ class PermissionRefused(PortalError):
     code = "permission_denied"
 
 
+class RateLimited(PortalError):
+    """Too many requests for now; `retry_after` says in how many seconds to try again."""
+
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = max(int(retry_after), 1)
+
+
 def form_add_error(form: Any, exc: PortalError) -> None:
     """Show the error in a Django form: under its fields where it names them, else on top."""
     for field, messages in exc.errors.items():

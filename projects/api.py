@@ -13,6 +13,13 @@ from projects.models import Membership
 from projects.selectors import Usage, projects_usage
 
 
+class MeterSerializer(serializers.Serializer[Any]):
+    budget = serializers.FloatField(allow_null=True, help_text="Per period; null: no limit.")
+    used = serializers.FloatField()
+    reserved = serializers.FloatField(help_text="Held by queued and running jobs.")
+    left = serializers.FloatField(allow_null=True, help_text="Null: no limit.")
+
+
 class UsageSerializer(serializers.Serializer[Usage]):
     period = serializers.CharField()
     period_start = serializers.DateTimeField()
@@ -23,6 +30,8 @@ class UsageSerializer(serializers.Serializer[Usage]):
     left_gpu_hours = serializers.FloatField()
     fraction_used = serializers.FloatField()
     has_quota = serializers.BooleanField()
+    cpu_hours = MeterSerializer(source="cpu", help_text="CPU-hours (CPU-only jobs included).")
+    node_hours = MeterSerializer(source="node", help_text="Node-hours.")
 
 
 class ProjectSerializer(serializers.Serializer[Any]):
@@ -56,7 +65,7 @@ def _memberships(request: Request) -> Any:
 class ProjectListView(APIView):
     @extend_schema(operation_id="projects_list", responses=ProjectSerializer(many=True))
     def get(self, request: Request) -> Response:
-        """Your projects (any role), with this period's GPU-hour usage."""
+        """Your projects (any role), with this period's GPU-, CPU- and node-hour usage."""
         memberships = list(_memberships(request).order_by("project__slug"))
         return Response(ProjectSerializer(_rows(memberships), many=True).data)
 

@@ -32,6 +32,7 @@ class ClusterSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     gpu_model = serializers.CharField()
     price_per_gpu_hour = serializers.FloatField()
+    price_per_cpu_hour = serializers.FloatField()
     partitions = PartitionSerializer(many=True)
     gpus_total = serializers.IntegerField()
     gpus_allocated = serializers.IntegerField()
@@ -48,6 +49,7 @@ def _row(cluster: Cluster) -> dict[str, Any]:
         "name": cluster.name,
         "gpu_model": cluster.gpu_model,
         "price_per_gpu_hour": cluster.price_per_gpu_hour,
+        "price_per_cpu_hour": cluster.price_per_cpu_hour,
         "partitions": status.partitions,
         "gpus_total": sum(p.gpus_total for p in status.partitions),
         "gpus_allocated": sum(p.gpus_allocated for p in status.partitions),

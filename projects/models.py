@@ -2,7 +2,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 slurm_name_validator = RegexValidator(
@@ -75,8 +75,34 @@ class Quota(models.Model):
         verbose_name="GPU-hour budget per period",
     )
     period = models.CharField(max_length=16, choices=Period.choices, default=Period.MONTH)
+    # CPU and node hours are charged always; blank budgets leave them unlimited, so
+    # projects from before these limits keep working until an admin sets them.
+    cpu_hours_per_period = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        verbose_name="CPU-hour budget per period",
+        help_text="CPUs x hours, CPU-only jobs included; blank: no limit.",
+    )
+    node_hours_per_period = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        verbose_name="node-hour budget per period",
+        help_text="Nodes x hours; blank: no limit.",
+    )
     max_concurrent_gpus = models.PositiveIntegerField(
         null=True, blank=True, help_text="Pending and running GPUs together; blank: no limit."
+    )
+    max_concurrent_jobs = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(100_000)],
+        help_text="Queued, pending and running jobs together; blank: no limit.",
     )
     max_gpus_per_job = models.PositiveIntegerField(
         null=True, blank=True, help_text="Blank: no limit."
@@ -124,7 +150,7 @@ class QuotaChange(models.Model):
 
 
 class Reservation(models.Model):
-    """GPU-hours an attempt holds against its project's budget until it is charged."""
+    """GPU-, CPU- and node-hours an attempt holds against its project's budget until charged."""
 
     attempt = models.OneToOneField(
         "jobs.Attempt", on_delete=models.CASCADE, related_name="reservation"
@@ -132,6 +158,10 @@ class Reservation(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="reservations")
     gpus = models.PositiveIntegerField()
     gpu_hours = models.DecimalField(max_digits=12, decimal_places=4)
+    cpus = models.PositiveIntegerField(default=0)
+    cpu_hours = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal(0))
+    nodes = models.PositiveIntegerField(default=0)
+    node_hours = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal(0))
     created_at = models.DateTimeField()
     # Set when the attempt reached a final state: its GPUs stop counting towards
     # the concurrency limit, its hours still count until the charge is written.
@@ -156,7 +186,7 @@ class ImmutableError(Exception):
 
 
 class UsageCharge(models.Model):
-    """The ledger: GPU-hours one attempt really used. Written once, never changed."""
+    """The ledger: GPU-, CPU- and node-hours one attempt really used. Written once."""
 
     class Source(models.TextChoices):
         SACCT = "sacct", "Slurm accounting (sacct)"
@@ -178,6 +208,11 @@ class UsageCharge(models.Model):
     ended_at = models.DateTimeField()
     elapsed_seconds = models.PositiveIntegerField()
     gpu_hours = models.DecimalField(max_digits=12, decimal_places=4)
+    # Charges written before CPU and node hours were counted have zeros here.
+    cpus = models.PositiveIntegerField(default=0)
+    cpu_hours = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal(0))
+    nodes = models.PositiveIntegerField(default=0)
+    node_hours = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal(0))
     cost = models.DecimalField(max_digits=14, decimal_places=4)
     source = models.CharField(max_length=16, choices=Source.choices)
     created_at = models.DateTimeField(auto_now_add=True)

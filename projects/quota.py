@@ -13,7 +13,7 @@ from clusters.models import Cluster
 from portal_lib.errors import PortalError
 from projects.models import Project, Quota
 from projects.periods import period_words
-from projects.selectors import Usage
+from projects.selectors import Held, Meter, Usage
 
 HOURS = Decimal("0.01")
 
@@ -31,19 +31,32 @@ class QuotaRequest:
     project: Project
     cluster: Cluster
     partition: str  # "" for the cluster's default partition
-    gpus: int
-    cpus: int
+    gpus: int  # all nodes' together
+    cpus: int  # all nodes' together
     time_limit: timedelta
+    nodes: int = 1
 
     @property
     def gpu_hours(self) -> Decimal:
-        return gpu_hours_for(gpus=self.gpus, time_limit=self.time_limit)
+        return hours_for(count=self.gpus, time_limit=self.time_limit)
+
+    @property
+    def cpu_hours(self) -> Decimal:
+        return hours_for(count=self.cpus, time_limit=self.time_limit)
+
+    @property
+    def node_hours(self) -> Decimal:
+        return hours_for(count=self.nodes, time_limit=self.time_limit)
+
+
+def hours_for(*, count: int, time_limit: timedelta) -> Decimal:
+    """GPUs (CPUs, nodes) x the time limit in hours: what a submission reserves."""
+    seconds = Decimal(int(time_limit.total_seconds()))
+    return (count * seconds / 3600).quantize(Decimal("0.0001"), ROUND_HALF_UP)
 
 
 def gpu_hours_for(*, gpus: int, time_limit: timedelta) -> Decimal:
-    """GPUs x the time limit in hours: what a submission reserves."""
-    seconds = Decimal(int(time_limit.total_seconds()))
-    return (gpus * seconds / 3600).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+    return hours_for(count=gpus, time_limit=time_limit)
 
 
 def fmt_hours(value: Decimal) -> str:
@@ -68,6 +81,26 @@ def budget_refusal(*, project: Project, needed: Decimal, usage: Usage) -> str:
     return (
         f"needs {fmt_hours(needed)} GPU-h, {fmt_hours(max(usage.left_gpu_hours, Decimal(0)))} "
         f"GPU-h left {period_words(usage.period)} in project {project.slug}"
+    )
+
+
+def meter_refusal(
+    *, project: Project, needed: Decimal, meter: Meter, unit: str, period: str
+) -> str:
+    """A CPU- or node-hour budget without room for `needed`; empty when it has room."""
+    left = meter.left
+    if left is None or needed <= left:
+        return ""
+    return (
+        f"needs {fmt_hours(needed)} {unit}, {fmt_hours(max(left, Decimal(0)))} {unit} left "
+        f"{period_words(period)} in project {project.slug}"
+    )
+
+
+def jobs_refusal(*, project: Project, held: int, limit: int) -> str:
+    return (
+        f"project {project.slug} allows {limit} queued and running jobs at once and has "
+        f"{held}: wait for one to end, or cancel one"
     )
 
 
@@ -116,17 +149,30 @@ def scope_refusal(
     return None
 
 
-def room_refusal(*, request: QuotaRequest, quota: Quota | None, held: int, usage: Usage) -> str:
-    """Whether the project has room now (concurrent GPUs, then GPU-hours); empty if it has."""
+def room_refusal(*, request: QuotaRequest, quota: Quota | None, held: Held, usage: Usage) -> str:
+    """Whether the project has room now; empty if it has.
+
+    In order: concurrent jobs, concurrent GPUs, then the GPU-, CPU- and node-hour budgets.
+    """
     if quota is None:
         return no_budget_refusal(request.project)
+    project = request.project
+    if quota.max_concurrent_jobs is not None and held.jobs + 1 > quota.max_concurrent_jobs:
+        return jobs_refusal(project=project, held=held.jobs, limit=quota.max_concurrent_jobs)
     limit = quota.max_concurrent_gpus
-    if limit is not None and held + request.gpus > limit:
-        return concurrency_refusal(
-            project=request.project, gpus=request.gpus, held=held, limit=limit
-        )
+    if limit is not None and held.gpus + request.gpus > limit:
+        return concurrency_refusal(project=project, gpus=request.gpus, held=held.gpus, limit=limit)
     if not usage.has_quota or request.gpu_hours > usage.left_gpu_hours:
-        return budget_refusal(project=request.project, needed=request.gpu_hours, usage=usage)
+        return budget_refusal(project=project, needed=request.gpu_hours, usage=usage)
+    for needed, meter, unit in (
+        (request.cpu_hours, usage.cpu, "CPU-h"),
+        (request.node_hours, usage.node, "node-h"),
+    ):
+        refusal = meter_refusal(
+            project=project, needed=needed, meter=meter, unit=unit, period=usage.period
+        )
+        if refusal:
+            return refusal
     return ""
 
 
@@ -135,7 +181,7 @@ def quota_refusal(
     request: QuotaRequest,
     quota: Quota | None,
     allowed_clusters: dict[int, str],
-    held: int,
+    held: Held,
     usage: Usage,
 ) -> QuotaRefusal | None:
     """Every rule a reservation must pass, in order; None when the request fits."""

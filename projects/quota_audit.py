@@ -8,8 +8,11 @@ from projects.models import Quota, QuotaChange
 
 AUDITED_QUOTA_FIELDS = (
     "gpu_hours_per_period",
+    "cpu_hours_per_period",
+    "node_hours_per_period",
     "period",
     "max_concurrent_gpus",
+    "max_concurrent_jobs",
     "max_gpus_per_job",
     "max_wall_time",
     "allowed_partitions",

@@ -29,8 +29,12 @@ CSV_COLUMNS = [
     "attempt",
     "slurm_job_id",
     "gpus",
+    "cpus",
+    "nodes",
     "elapsed_seconds",
     "gpu_hours",
+    "cpu_hours",
+    "node_hours",
     "cost",
     "source",
 ]
@@ -88,7 +92,12 @@ def usage_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest], 
                 return _csv(charges)
         rows = usage_summary(charges) if charges is not None else []
         totals = (
-            charges.aggregate(hours=Sum("gpu_hours"), cost=Sum("cost"))
+            charges.aggregate(
+                hours=Sum("gpu_hours"),
+                cpu_hours=Sum("cpu_hours"),
+                node_hours=Sum("node_hours"),
+                cost=Sum("cost"),
+            )
             if charges is not None
             else {}
         )
@@ -103,6 +112,8 @@ def usage_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest], 
             "form": form,
             "rows": rows,
             "total_hours": totals.get("hours") or Decimal(0),
+            "total_cpu_hours": totals.get("cpu_hours") or Decimal(0),
+            "total_node_hours": totals.get("node_hours") or Decimal(0),
             "total_cost": totals.get("cost") or Decimal(0),
             "total_attempts": sum(row.attempts for row in rows),
             "csv_query": query.urlencode(),
@@ -133,8 +144,12 @@ def _csv(charges: Any) -> HttpResponse:
                 charge.attempt.number,
                 charge.attempt.slurm_job_id,
                 charge.gpus,
+                charge.cpus,
+                charge.nodes,
                 charge.elapsed_seconds,
                 charge.gpu_hours,
+                charge.cpu_hours,
+                charge.node_hours,
                 charge.cost,
                 charge.source,
             ]

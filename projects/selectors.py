@@ -4,6 +4,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db.models import Count, DecimalField, Q, QuerySet, Sum, Value
@@ -24,6 +25,31 @@ def project_list_for_user(*, user: User) -> QuerySet[Project]:
 
 
 @dataclass(frozen=True)
+class Hours:
+    """GPU-, CPU- and node-hours together: what a period used, or what live jobs hold."""
+
+    gpu: Decimal = ZERO
+    cpu: Decimal = ZERO
+    node: Decimal = ZERO
+
+
+@dataclass(frozen=True)
+class Meter:
+    """One resource's hours in a period; a budget of None is no limit."""
+
+    budget: Decimal | None
+    used: Decimal
+    reserved: Decimal
+
+    @property
+    def left(self) -> Decimal | None:
+        return None if self.budget is None else self.budget - self.used - self.reserved
+
+
+UNMETERED = Meter(budget=None, used=ZERO, reserved=ZERO)
+
+
+@dataclass(frozen=True)
 class Usage:
     """A project's budget in one period; a project without a quota has a zero budget."""
 
@@ -36,28 +62,40 @@ class Usage:
     left_gpu_hours: Decimal
     fraction_used: float  # used / budget (reservations not included)
     has_quota: bool = True
+    cpu: Meter = UNMETERED
+    node: Meter = UNMETERED
 
     @property
     def percent_used(self) -> int:
         return int(self.fraction_used * 100)
 
 
-def usage_from(quota: Quota | None, used: Decimal, reserved: Decimal, at: datetime | None) -> Usage:
+def usage_from(quota: Quota | None, used: Hours, reserved: Hours, at: datetime | None) -> Usage:
     period = quota.period if quota else Quota.Period.MONTH
     start, end = period_bounds(period, at)
     budget = quota.gpu_hours_per_period if quota else ZERO
-    used = used.quantize(HOURS)
-    reserved = reserved.quantize(HOURS)
+    used_gpu = used.gpu.quantize(HOURS)
+    reserved_gpu = reserved.gpu.quantize(HOURS)
     return Usage(
         period=period,
         period_start=start,
         period_end=end,
         budget_gpu_hours=budget,
-        used_gpu_hours=used,
-        reserved_gpu_hours=reserved,
-        left_gpu_hours=budget - used - reserved,
-        fraction_used=float(used / budget) if budget else (1.0 if used else 0.0),
+        used_gpu_hours=used_gpu,
+        reserved_gpu_hours=reserved_gpu,
+        left_gpu_hours=budget - used_gpu - reserved_gpu,
+        fraction_used=float(used_gpu / budget) if budget else (1.0 if used_gpu else 0.0),
         has_quota=quota is not None,
+        cpu=Meter(
+            quota.cpu_hours_per_period if quota else None,
+            used.cpu.quantize(HOURS),
+            reserved.cpu.quantize(HOURS),
+        ),
+        node=Meter(
+            quota.node_hours_per_period if quota else None,
+            used.node.quantize(HOURS),
+            reserved.node.quantize(HOURS),
+        ),
     )
 
 
@@ -68,7 +106,12 @@ def _quota_or_none(project: Project) -> Quota | None:
         return None
 
 
-_SUM = Coalesce(Sum("gpu_hours"), Value(ZERO), output_field=DecimalField())
+def _sum(field: str) -> Coalesce:
+    return Coalesce(Sum(field), Value(ZERO), output_field=DecimalField())
+
+
+_SUM = _sum("gpu_hours")
+_SUMS = {"gpu": _sum("gpu_hours"), "cpu": _sum("cpu_hours"), "node": _sum("node_hours")}
 
 
 def used_gpu_hours(*, project_id: int, start: datetime, end: datetime) -> Decimal:
@@ -78,19 +121,47 @@ def used_gpu_hours(*, project_id: int, start: datetime, end: datetime) -> Decima
     return total
 
 
+def used_hours(*, project_id: int, start: datetime, end: datetime) -> Hours:
+    """GPU-, CPU- and node-hours charged in [start, end), in one query."""
+    return Hours(
+        **UsageCharge.objects.filter(
+            project_id=project_id, ended_at__gte=start, ended_at__lt=end
+        ).aggregate(**_SUMS)
+    )
+
+
 def reserved_gpu_hours(*, project_id: int) -> Decimal:
-    total: Decimal = Reservation.objects.filter(
-        project_id=project_id, released_at__isnull=True
-    ).aggregate(total=_SUM)["total"]
-    return total
+    return reserved_hours(project_id=project_id).gpu
+
+
+def reserved_hours(*, project_id: int) -> Hours:
+    """What the project's unreleased reservations hold, in one query."""
+    return Hours(
+        **Reservation.objects.filter(project_id=project_id, released_at__isnull=True).aggregate(
+            **_SUMS
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Held:
+    """The project's pending and running attempts: the concurrency limits' counts."""
+
+    gpus: int = 0
+    jobs: int = 0
+
+
+def held_now(*, project_id: int) -> Held:
+    """GPUs and jobs of the project's live attempts (one job has one live attempt)."""
+    row = Reservation.objects.filter(
+        project_id=project_id, released_at__isnull=True, ended_at__isnull=True
+    ).aggregate(gpus=Sum("gpus"), jobs=Count("id"))
+    return Held(gpus=row["gpus"] or 0, jobs=row["jobs"] or 0)
 
 
 def held_gpus(*, project_id: int) -> int:
     """GPUs of the project's pending and running attempts (the concurrency limit's count)."""
-    held: int | None = Reservation.objects.filter(
-        project_id=project_id, released_at__isnull=True, ended_at__isnull=True
-    ).aggregate(total=Sum("gpus"))["total"]
-    return held or 0
+    return held_now(project_id=project_id).gpus
 
 
 def project_usage(*, project: Project, at: datetime | None = None) -> Usage:
@@ -99,10 +170,20 @@ def project_usage(*, project: Project, at: datetime | None = None) -> Usage:
     start, end = period_bounds(quota.period if quota else Quota.Period.MONTH, at)
     return usage_from(
         quota,
-        used_gpu_hours(project_id=project.pk, start=start, end=end),
-        reserved_gpu_hours(project_id=project.pk),
+        used_hours(project_id=project.pk, start=start, end=end),
+        reserved_hours(project_id=project.pk),
         at,
     )
+
+
+def _hours_by_project(rows: QuerySet[Any]) -> dict[int, Hours]:
+    totals = rows.values("project_id").annotate(
+        gpu=Sum("gpu_hours"), cpu=Sum("cpu_hours"), node=Sum("node_hours")
+    )
+    return {
+        row["project_id"]: Hours(row["gpu"] or ZERO, row["cpu"] or ZERO, row["node"] or ZERO)
+        for row in totals.values("project_id", "gpu", "cpu", "node")
+    }
 
 
 def projects_usage(*, projects: Iterable[Project], at: datetime | None = None) -> dict[int, Usage]:
@@ -120,21 +201,14 @@ def projects_usage(*, projects: Iterable[Project], at: datetime | None = None) -
             ended_at__gte=start, ended_at__lt=end
         )
     earliest = min(start for start, _ in windows.values())
-    used = dict(
-        UsageCharge.objects.filter(project_id__in=ids, ended_at__gte=earliest)
-        .filter(in_period)
-        .values("project_id")
-        .annotate(total=Sum("gpu_hours"))
-        .values_list("project_id", "total")
+    used = _hours_by_project(
+        UsageCharge.objects.filter(project_id__in=ids, ended_at__gte=earliest).filter(in_period)
     )
-    reserved = dict(
+    reserved = _hours_by_project(
         Reservation.objects.filter(project_id__in=ids, released_at__isnull=True)
-        .values("project_id")
-        .annotate(total=Sum("gpu_hours"))
-        .values_list("project_id", "total")
     )
     return {
-        pk: usage_from(quotas.get(pk), used.get(pk) or ZERO, reserved.get(pk) or ZERO, at)
+        pk: usage_from(quotas.get(pk), used.get(pk, Hours()), reserved.get(pk, Hours()), at)
         for pk in ids
     }
 
@@ -188,6 +262,8 @@ class UsageRow:
     attempts: int
     gpu_hours: Decimal
     cost: Decimal
+    cpu_hours: Decimal = ZERO
+    node_hours: Decimal = ZERO
 
 
 def usage_summary(charges: QuerySet[UsageCharge]) -> list[UsageRow]:
@@ -195,7 +271,13 @@ def usage_summary(charges: QuerySet[UsageCharge]) -> list[UsageRow]:
 
     rows = (
         charges.values("project__slug", "user__username", "cluster__name")
-        .annotate(attempts=Count("id"), hours=Sum("gpu_hours"), total_cost=Sum("cost"))
+        .annotate(
+            attempts=Count("id"),
+            hours=Sum("gpu_hours"),
+            cpu=Sum("cpu_hours"),
+            node=Sum("node_hours"),
+            total_cost=Sum("cost"),
+        )
         .order_by("project__slug", "user__username", "cluster__name")
     )
     return [
@@ -206,6 +288,8 @@ def usage_summary(charges: QuerySet[UsageCharge]) -> list[UsageRow]:
             attempts=row["attempts"],
             gpu_hours=row["hours"].quantize(HOURS),
             cost=row["total_cost"].quantize(HOURS),
+            cpu_hours=row["cpu"].quantize(HOURS),
+            node_hours=row["node"].quantize(HOURS),
         )
         for row in rows
     ]

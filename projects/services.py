@@ -31,7 +31,14 @@ from projects.quota import (
     no_budget_refusal,
     quota_refusal,
 )
-from projects.selectors import held_gpus, reserved_gpu_hours, usage_from, used_gpu_hours
+from projects.selectors import (
+    Held,
+    held_now,
+    reserved_hours,
+    usage_from,
+    used_gpu_hours,
+    used_hours,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +81,7 @@ def demo_data_create(*, password: str) -> Project:
 
 
 def reservation_create(*, attempt_id: int, request: QuotaRequest) -> Reservation:
-    """Hold the request's GPUs x time limit against its project's budget, or refuse.
+    """Hold the request's GPUs, CPUs and nodes x time limit against its budgets, or refuse.
 
     Takes the project's quota row lock, so concurrent submissions are checked one after
     the other; call it inside the transaction that creates the attempt. A refusal raises
@@ -93,11 +100,11 @@ def reservation_create(*, attempt_id: int, request: QuotaRequest) -> Reservation
             request=request,
             quota=quota,
             allowed_clusters=dict(quota.allowed_clusters.values_list("pk", "name")),
-            held=held_gpus(project_id=project.pk) if quota.max_concurrent_gpus is not None else 0,
+            held=held_now(project_id=project.pk) if _counts_held(quota) else Held(),
             usage=usage_from(
                 quota,
-                used_gpu_hours(project_id=project.pk, start=start, end=end),
-                reserved_gpu_hours(project_id=project.pk),
+                used_hours(project_id=project.pk, start=start, end=end),
+                reserved_hours(project_id=project.pk),
                 None,
             ),
         )
@@ -108,8 +115,16 @@ def reservation_create(*, attempt_id: int, request: QuotaRequest) -> Reservation
             project=project,
             gpus=request.gpus,
             gpu_hours=request.gpu_hours,
+            cpus=request.cpus,
+            cpu_hours=request.cpu_hours,
+            nodes=request.nodes,
+            node_hours=request.node_hours,
             created_at=timezone.now(),
         )
+
+
+def _counts_held(quota: Quota) -> bool:
+    return quota.max_concurrent_gpus is not None or quota.max_concurrent_jobs is not None
 
 
 # --- charges --------------------------------------------------------------------------
@@ -117,9 +132,11 @@ def reservation_create(*, attempt_id: int, request: QuotaRequest) -> Reservation
 
 @dataclass(frozen=True)
 class Measured:
-    """What an attempt really used, and who says so."""
+    """What an attempt really used, and who says so (CPUs and nodes: all nodes' together)."""
 
     gpus: int
+    cpus: int
+    nodes: int
     started_at: datetime
     ended_at: datetime
     source: str
@@ -134,6 +151,7 @@ class Payer:
     user_id: int
     cluster_id: int
     price_per_gpu_hour: Decimal
+    price_per_cpu_hour: Decimal
 
 
 def ledger_lock(*, project_id: int, attempt_id: int) -> bool:
@@ -167,7 +185,11 @@ def reservation_release(*, attempt_id: int) -> None:
 def usage_charge(*, payer: Payer, measured: Measured) -> UsageCharge:
     """Under ledger_lock: the ledger entry (once), the release, the budget alerts."""
     seconds = max(int((measured.ended_at - measured.started_at).total_seconds()), 0)
-    gpu_hours = (Decimal(measured.gpus * seconds) / 3600).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+    gpu_hours, cpu_hours, node_hours = (
+        (Decimal(count * seconds) / 3600).quantize(Decimal("0.0001"), ROUND_HALF_UP)
+        for count in (measured.gpus, measured.cpus, measured.nodes)
+    )
+    cost = gpu_hours * payer.price_per_gpu_hour + cpu_hours * payer.price_per_cpu_hour
     charge, created = UsageCharge.objects.get_or_create(
         attempt_id=payer.attempt_id,
         defaults={
@@ -179,17 +201,21 @@ def usage_charge(*, payer: Payer, measured: Measured) -> UsageCharge:
             "ended_at": measured.ended_at,
             "elapsed_seconds": seconds,
             "gpu_hours": gpu_hours,
-            "cost": (gpu_hours * payer.price_per_gpu_hour).quantize(
-                Decimal("0.0001"), ROUND_HALF_UP
-            ),
+            "cpus": measured.cpus,
+            "cpu_hours": cpu_hours,
+            "nodes": measured.nodes,
+            "node_hours": node_hours,
+            "cost": cost.quantize(Decimal("0.0001"), ROUND_HALF_UP),
             "source": measured.source,
         },
     )
     reservation_release(attempt_id=payer.attempt_id)
     if created:
         logger.info(
-            "charged %s GPU-h (%s) to %s for attempt %s",
+            "charged %s GPU-h, %s CPU-h, %s node-h (%s) to %s for attempt %s",
             fmt_hours(gpu_hours),
+            fmt_hours(cpu_hours),
+            fmt_hours(node_hours),
             measured.source,
             payer.project.slug,
             payer.attempt_id,

@@ -50,6 +50,7 @@ _NO_LIMIT = frozenset(
 _NO_NODES = frozenset({"", "(null)", "None assigned"})
 _GRES_GPU = re.compile(r"(?:^|,)gpu(?::([^:,]+?))?:(\d+)")
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu(:[^=,]+)?=(\d+)")
+_TRES_CPU = re.compile(r"(?:^|,)cpu=(\d+)(?:,|$)")
 _SCONTROL_KEY = re.compile(r"([A-Za-z][\w/:.\-]*)=(.*)")
 _UNAVAILABLE_NODE_STATES = frozenset(
     {
@@ -108,6 +109,7 @@ class SacctRow:
     node_list: str
     gpus: int
     comment: str
+    cpus: int = 0  # AllocTRES cpu=: every node's together
 
     def as_squeue_row(self) -> SqueueRow:
         return SqueueRow(
@@ -182,14 +184,17 @@ def parse_time_limit(text: str) -> timedelta | None:
         raise ValueError(f"not a Slurm time limit: {text!r}")
     days, first, second, third = match.groups()
     parts = [int(part) for part in (first, second, third) if part is not None]
-    if days is not None:  # days-hours[:minutes[:seconds]]
-        hours, minutes, seconds = (*parts, 0, 0)[:3]
-        return timedelta(days=int(days), hours=hours, minutes=minutes, seconds=seconds)
-    if len(parts) == 1:  # minutes
-        return timedelta(minutes=parts[0])
-    if len(parts) == 2:  # minutes:seconds
-        return timedelta(minutes=parts[0], seconds=parts[1])
-    return timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+    try:
+        if days is not None:  # days-hours[:minutes[:seconds]]
+            hours, minutes, seconds = (*parts, 0, 0)[:3]
+            return timedelta(days=int(days), hours=hours, minutes=minutes, seconds=seconds)
+        if len(parts) == 1:  # minutes
+            return timedelta(minutes=parts[0])
+        if len(parts) == 2:  # minutes:seconds
+            return timedelta(minutes=parts[0], seconds=parts[1])
+        return timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
+    except OverflowError as exc:  # past timedelta's 999999999 days
+        raise ValueError(f"time limit out of range: {text[:40]!r}") from exc
 
 
 def normalise_state(text: str) -> str:
@@ -208,6 +213,12 @@ def gpus_from_tres(text: str) -> int:
     found = _TRES_GPU.findall(text)
     untyped = [int(count) for gpu_type, count in found if not gpu_type]
     return untyped[0] if untyped else sum(int(count) for _type, count in found)
+
+
+def cpus_from_tres(text: str) -> int:
+    """CPUs in a TRES string (`billing=2,cpu=2,mem=6026M,node=1`); 0 when it names none."""
+    found = _TRES_CPU.search(text)
+    return int(found[1]) if found else 0
 
 
 def _wait_status(text: str) -> tuple[int | None, int | None]:
@@ -308,6 +319,7 @@ def parse_sacct(text: str) -> list[SacctRow]:
                     node_list="" if nodes in _NO_NODES else nodes,
                     gpus=gpus_from_tres(tres),
                     comment=comment,
+                    cpus=cpus_from_tres(tres),
                 )
             )
         except ValueError as exc:

@@ -207,6 +207,10 @@ RUN_DIR_FILES: dict[str, Path] = {
 }
 # A submission in flight longer than this (seconds) is re-driven by the reconciler.
 SUBMIT_STUCK_AFTER: float = env.float("SUBMIT_STUCK_AFTER", default=60.0)
+# Fair use: jobs one person may submit in a sliding window (web, API and clones together);
+# 0 switches the limit off.
+SUBMIT_RATE_LIMIT: int = env.int("SUBMIT_RATE_LIMIT", default=20)
+SUBMIT_RATE_WINDOW: float = env.float("SUBMIT_RATE_WINDOW", default=60.0)
 
 # Private keys of cluster accounts are encrypted with these Fernet keys; the
 # first encrypts, all decrypt, so a key can be rotated without a migration.

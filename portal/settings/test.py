@@ -48,3 +48,6 @@ WHITENOISE_AUTOREFRESH = True
 DATABASES["default"]["OPTIONS"] = {
     "options": f"-c deadlock_timeout={os.environ.get('TEST_DEADLOCK_TIMEOUT', '5s')}"
 }
+# Tests submit many jobs at once to exercise quotas and polls; the submit rate is tested
+# on its own (tests/security/test_fair_use.py sets the production default back).
+SUBMIT_RATE_LIMIT = 10_000

@@ -18,6 +18,7 @@ from clusters.slurm import (
     squeue_argv,
     squeue_result,
 )
+from clusters.slurm.parsers import cpus_from_tres, parse_time_limit
 from tests.clusters.slurm_output import at, by_id, fixture, result
 
 # --- squeue -----------------------------------------------------------------------------
@@ -201,6 +202,8 @@ def test_parse_sacct_states_exit_codes_and_gpus() -> None:
 
     running = rows["16"]
     assert running.end_time is None and running.gpus == 2 and running.node_count == 2
+    assert running.cpus == 2  # AllocTRES cpu=2: both nodes together
+    assert rows["9"].cpus == 1 and rows["17"].cpus == 0  # no TRES while pending
     assert running.comment == "portal-3f9c2a1e"
     pending = rows["17"]
     assert (pending.start_time, pending.node_list, pending.gpus) == (None, "", 0)
@@ -233,3 +236,25 @@ def test_sacct_result_accounting_disabled() -> None:
         sacct_result(result(1, "", fixture("sacct_disabled.stderr.txt")))
     assert isinstance(caught.value, SlurmError) and not caught.value.retryable
     assert "accounting storage is disabled" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("tres", "cpus"),
+    [
+        ("billing=4,cpu=4,gres/gpu=2,mem=12052M,node=2", 4),
+        ("cpu=16", 16),
+        ("billing=1,mem=3013M,node=1", 0),
+        ("", 0),
+        ("billing=2,cpu=2x,node=1", 0),  # never a prefix of a longer word
+    ],
+)
+def test_cpus_from_tres(tres: str, cpus: int) -> None:
+    assert cpus_from_tres(tres) == cpus
+
+
+@pytest.mark.parametrize(
+    "text", ["1" + "0" * 29, "1" + "0" * 29 + "-00:00:00", "1:1" + "0" * 29 + ":00"]
+)
+def test_a_time_limit_past_any_duration_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        parse_time_limit(text)

@@ -236,7 +236,15 @@ def charted(job_attempt: tuple[Job, Attempt]) -> Job:
 
 def test_series_names(charted: Job, as_user, member) -> None:
     response = as_user(member).get(_series_url(charted))
-    assert response.json() == {"names": ["gpu/n1/0/utilization", "loss"]}
+    base = _series_url(charted)
+    assert response.json() == {
+        "names": ["gpu/n1/0/utilization", "loss"],
+        # Each name one percent-encoded segment (tests/monitoring/test_links.py).
+        "urls": {
+            "gpu/n1/0/utilization": f"{base}/gpu%2Fn1%2F0%2Futilization",
+            "loss": f"{base}/loss",
+        },
+    }
 
 
 def test_series_read_with_a_path_name(charted: Job, as_user, viewer) -> None:

@@ -68,3 +68,23 @@ def test_tail_of_a_short_log_and_a_last_line_without_newline(attempt) -> None:
     _store(attempt, 0, b"a\nb\nc")
     assert log_tail(attempt_id=attempt.pk, file="stdout.log", lines=2).data == b"b\nc"
     assert log_tail(attempt_id=attempt.pk, file="stdout.log", lines=10).data == b"a\nb\nc"
+
+
+def test_a_tail_without_newlines_reads_only_its_byte_cap(
+    attempt, django_assert_num_queries
+) -> None:
+    chunk = b"x" * (1024 * 1024)
+    files = log_files(attempt_ids=[attempt.pk], names=["stdout.log"])
+    deliveries = [Delivery(attempt.pk, "stdout.log", n * len(chunk), chunk) for n in range(24)]
+    log_store(files=files, deliveries=deliveries)  # 24 MiB, not one newline
+    # The file's row, then the chunks that can hold the last 2 MiB: one batch, not all 24.
+    with django_assert_num_queries(2):
+        tail = log_tail(attempt_id=attempt.pk, file="stdout.log", lines=10_000, max_bytes=2 << 20)
+    assert tail.data == b"x" * (2 << 20)
+    assert (tail.offset, tail.end) == (22 << 20, 24 << 20)
+
+
+def test_a_capped_tail_starts_at_a_line(attempt) -> None:
+    _store(attempt, 0, b"a" * 50 + b"\n" + b"b" * 30 + b"\n")
+    tail = log_tail(attempt_id=attempt.pk, file="stdout.log", lines=5, max_bytes=40)
+    assert tail.data == b"b" * 30 + b"\n"

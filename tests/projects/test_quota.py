@@ -12,7 +12,8 @@ from jobs.errors import JobError
 from jobs.models import Attempt, Job, State
 from jobs.services import job_cancel, job_submit
 from projects.models import Project, Quota, Reservation
-from projects.selectors import project_usage
+from projects.quota import QuotaRequest, room_refusal
+from projects.selectors import Held, project_usage
 from tests import factories
 
 PARTITIONS = {"gpu": factories.GPU_PARTITION}
@@ -142,3 +143,27 @@ def test_quota_update_records_who_changed_what(project, staff) -> None:
         quota_update(quota=project.quota, user=staff, gpu_hours_per_period=Decimal("-1"))
     assert QuotaChange.objects.count() == 1
     assert Quota.objects.get(project=project).gpu_hours_per_period == Decimal("5")
+
+
+def test_room_is_checked_jobs_first_then_gpus_then_each_budget(project: Project) -> None:
+    quota = Quota.objects.get(project=project)
+    quota.max_concurrent_jobs, quota.cpu_hours_per_period = 2, Decimal("1")
+    quota.save()
+    request = QuotaRequest(
+        project=project,
+        cluster=factories.cluster(),
+        partition="",
+        gpus=0,
+        cpus=4,
+        nodes=1,
+        time_limit=timedelta(hours=1),
+    )
+    usage = project_usage(project=project)
+    full = room_refusal(request=request, quota=quota, held=Held(gpus=0, jobs=2), usage=usage)
+    assert full.startswith("project vision allows 2 queued and running jobs at once and has 2")
+    cpu = room_refusal(request=request, quota=quota, held=Held(jobs=1), usage=usage)
+    assert cpu == "needs 4 CPU-h, 1 CPU-h left this month in project vision"
+    quota.cpu_hours_per_period = None  # blank: no CPU-hour limit
+    quota.save()
+    usage = project_usage(project=project)
+    assert room_refusal(request=request, quota=quota, held=Held(jobs=1), usage=usage) == ""

@@ -64,3 +64,40 @@ def test_member_sees_members_usage_and_jobs(
 def test_staff_sees_any_project(client: Client, staff: User, project: Project) -> None:
     client.force_login(staff)
     assert client.get(reverse("project-page", args=["vision"])).status_code == 200
+
+
+def test_the_page_shows_cpu_and_node_hours_and_their_limits(
+    client: Client, owner: User, project: Project, django_assert_num_queries
+) -> None:
+    cluster = factories.cluster()
+    _, attempt = factories.job(project, owner, cluster, name="cpu-run", state=State.COMPLETED)
+    now = timezone.now()
+    project.quota.cpu_hours_per_period = Decimal("100")
+    project.quota.max_concurrent_jobs = 5
+    project.quota.save()
+    UsageCharge.objects.create(
+        attempt=attempt,
+        project=project,
+        user=owner,
+        cluster=cluster,
+        gpus=0,
+        cpus=8,
+        cpu_hours=Decimal("16"),
+        nodes=2,
+        node_hours=Decimal("4"),
+        started_at=now - timedelta(hours=2),
+        ended_at=now,
+        elapsed_seconds=7200,
+        gpu_hours=Decimal("0"),
+        cost=Decimal("0"),
+        source=UsageCharge.Source.PORTAL,
+    )
+    client.force_login(owner)
+    # The same nine queries: CPU and node hours are summed beside the GPU-hours.
+    with django_assert_num_queries(9):
+        text = client.get(reverse("project-page", args=["vision"])).content.decode()
+    assert 'id="quota-cpu-used">16.0<' in text
+    assert 'id="quota-cpu-left">84.0 of 100<' in text
+    assert 'id="quota-node-used">4.0<' in text
+    assert 'id="quota-node-left">no limit<' in text
+    assert "5 jobs queued or running at once" in text

@@ -3,6 +3,7 @@
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -201,7 +202,9 @@ class Job:
     ) -> Any:
         """One series as rows {"step", name}: a pandas DataFrame if pandas is installed."""
         data = self.portal.get(
-            f"{self._attempt_path(attempt)}/series/{name}", max_points=max_points
+            # A name is what the job printed: one percent-encoded path segment.
+            f"{self._attempt_path(attempt)}/series/{quote(name, safe='')}",
+            max_points=max_points,
         )
         rows = [{"step": x, name: y} for x, y in zip(data["x"], data["y"], strict=True)]
         try:

@@ -119,10 +119,11 @@ def _gpu_sampler(job: Job) -> list[str]:
         return []
     query = ",".join(GPU_QUERY_FIELDS)
     sampler = (
-        # The warning signal reaches every step: the sampler must outlive it.
+        # The warning signal reaches every step: the sampler must outlive it. env by its path:
+        # the step's bash may source a ~/.bashrc the job rewrote.
         'trap "" USR1; '
         'ids="${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}"; '
-        f"exec env TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
+        f"exec /usr/bin/env TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
         f' -l {GPU_SAMPLE_SECONDS} ${{ids:+-i "$ids"}}'
         f' >> "$PORTAL_RUN_DIR/{GPU_FILE_PREFIX}$SLURMD_NODENAME{GPU_FILE_SUFFIX}"'
     )

@@ -128,6 +128,6 @@ def test_a_job_printing_pathological_lines_costs_only_itself(
     attempt = hostile_attempt(pair)
     assert_log_exact(attempt)  # every byte of the attack is kept
     note = AttemptIngest.objects.get(attempt=attempt)
-    assert note.skipped_lines >= 6 and note.skipped_bytes > 0
+    assert note.skipped_lines >= 6  # the 64 KiB lines: stored, never read for metrics
     log_file = LogFile.objects.get(attempt=attempt, name="stdout.log")
     assert log_file.parsed_to == log_file.size  # read once, to the end, not again

@@ -102,8 +102,14 @@ def test_a_retry_after_the_job_ran_and_left_the_queue_adopts_it(
         r.startswith(f"Adopted Slurm job {submitted[0]}")
         for r in attempt.events.values_list("reason", flat=True)
     )
-    cluster_poll(cluster_id=sandbox_cluster.pk)
-    attempt.refresh_from_db()
+
+    def polled_to_the_end() -> bool:
+        # The portal account's squeue decides: it may show the job COMPLETING first.
+        cluster_poll(cluster_id=sandbox_cluster.pk)
+        attempt.refresh_from_db()
+        return attempt.is_finished
+
+    wait_for(polled_to_the_end, 60, "the poll to read how the job ended")
     assert (attempt.state, attempt.exit_code) == (State.COMPLETED, 0)
 
 

@@ -12,6 +12,7 @@
   let totalSteps = config.totalSteps;
   let mfuTerms = config.mfu;
   const pace = []; // [time ms, step] of the current attempt, as seen live
+  const DELTA_POINTS = 2000; // monitoring.ingest: points per series in one delta
   const namesPending = new Set(); // attempts whose series names (and kinds) need reading
 
   const charts = window.JobCharts({ formats: config.formats, mfu: config.mfu, attempt: current, onDraw: updateNumbers });
@@ -27,16 +28,19 @@
   // ---- numbers, progress, MFU ----
   const set = (id, text) => (document.getElementById(id).textContent = text);
 
+  // The newest point among series of these kinds (the furthest step; ties: the first kind).
   function latestOf(kinds) {
-    const names = charts.names().filter((n) => kinds.includes(charts.kindOf(n))).sort();
-    for (const kind of kinds) {
-      for (const name of names) {
-        if (charts.kindOf(name) !== kind) continue;
-        const point = charts.last(name, current);
-        if (point) return { name, kind, point };
-      }
+    let best = null;
+    for (const name of charts.names().sort()) {
+      const kind = charts.kindOf(name);
+      if (!kinds.includes(kind)) continue;
+      const point = charts.last(name, current);
+      if (!point) continue;
+      const better = !best || point[0] > best.point[0]
+        || (point[0] === best.point[0] && kinds.indexOf(kind) < kinds.indexOf(best.kind));
+      if (better) best = { name, kind, point };
     }
-    return null;
+    return best;
   }
 
   function updateNumbers() {
@@ -123,16 +127,19 @@
     return names.names || [];
   }
 
+  async function readSeries(n, name) {
+    // The name is data: encoded, so `?`, `#` or `%` in it stay part of the path.
+    const data = await getJSON(`${urlOf(config.urls.series, n)}/${encodeURIComponent(name)}?max_points=2000`);
+    charts.put(n, name, data.x, data.y);
+  }
+
   async function backfill(n) {
     const names = await loadNames(n);
     const wanted = names.filter((name) => n === current || charts.kindOf(name) !== "gpu");
     // A few at a time, not one after another: a page loads in one round of requests.
     const queue = wanted.slice();
     const worker = async () => {
-      for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
-        const data = await getJSON(`${urlOf(config.urls.series, n)}/${encodeURIComponent(name)}?max_points=2000`);
-        charts.put(n, name, data.x, data.y);
-      }
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) await readSeries(n, name);
     };
     await Promise.all([worker(), worker(), worker(), worker()]);
   }
@@ -255,6 +262,8 @@
     for (const [name, points] of Object.entries(message.series || {})) {
       if (!charts.knows(name)) refreshNamesSoon(n);
       charts.put(n, name, points.map((p) => p[0]), points.map((p) => p[1]));
+      // A delta carries a series' last DELTA_POINTS points only: a full one may hide a gap.
+      if (points.length >= DELTA_POINTS) readSeries(n, name).catch(() => {});
     }
     if (n === current && !totalSteps) refreshNamesSoon(n); // the log may have said the total by now
   }

@@ -182,7 +182,8 @@
       const layout = {
         margin: { t: 30, r: units.length > 1 ? 60 : 15, b: 30, l: 55 },
         title: { text: esc(title), font: { size: 13 } },
-        xaxis: { title: { text: time ? "" : "step" }, domain: [0, units.length > 2 ? 0.86 : 1] },
+        // Small charts name their x in the hover only: an axis title there sits on the legend.
+        xaxis: { title: { text: chart === "chart-loss" ? "step" : "" }, domain: [0, units.length > 2 ? 0.86 : 1] },
         legend: { orientation: "h", y: -0.22, yanchor: "top" }, showlegend: true,
         yaxis: { title: { text: units[0] || "" } },
       };

@@ -121,7 +121,10 @@
     const names = await getJSON(urlOf(config.urls.series, n));
     charts.setKinds(names.kinds || {});
     if (n === current) {
-      if (names.total_steps) totalSteps = names.total_steps;
+      if (names.total_steps && names.total_steps !== totalSteps) {
+        totalSteps = names.total_steps;
+        updateProgress();
+      }
       if (names.mfu) { mfuTerms = names.mfu; charts.setMfu(mfuTerms); }
     }
     return names.names || [];
@@ -296,5 +299,6 @@
   document.getElementById("gpu-attempt").textContent = `attempt ${current}`;
   updateMfuNote(false);
   if (document.getElementById("failure-slot").dataset.pending) refreshBanner(0);
+  setInterval(updateProgress, 2000); // the ETA counts down between points too
   connect(1000);
 })();

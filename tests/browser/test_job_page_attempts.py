@@ -16,6 +16,7 @@ from channels.layers import get_channel_layer
 from jobs.models import Attempt, JobEvent, State
 from jobs.rundir import job_group
 from monitoring.diagnosis import diagnose
+from monitoring.models import LogFile
 from monitoring.series import series_append, series_read
 from tests import factories
 from tests.helpers import PASSWORD, screenshot, store_log, wait_for
@@ -69,6 +70,7 @@ def _store(attempt: Attempt, steps: range, *, base: float) -> bytes:
         points=[(attempt.pk, "loss", float(s), base / s) for s in steps]
         + [(attempt.pk, "tokens_per_sec", float(s), 5800.0 + s) for s in steps]
         + [(attempt.pk, "samples", float(s), 32.0 * s) for s in steps]
+        + [(attempt.pk, "it_per_s", float(s), 2.5) for s in steps]
         + [(attempt.pk, "steps_per_sec/n1", float(s), 5.7) for s in steps]
         + [(attempt.pk, "steps_per_sec/n2", float(s), 1.7) for s in steps]
         + [(attempt.pk, ODD_NAME, float(s), 3e-4) for s in steps]
@@ -113,11 +115,16 @@ def test_a_page_follows_a_restart_and_a_failure_first(
     )
     _event(first, State.PENDING, State.RUNNING)
     _store(first, range(1, 13), base=4.0)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
     _log_in(page, asgi_server, member, job.pk)
 
     # Attempt 1: every stored point drawn; rates, totals and per-node pace apart.
     wait_for(lambda: _trace(page, "chart-loss", "loss")["n"] == 12, 30, "attempt 1's loss")
     wait_for(lambda: _trace(page, "chart-rate", "tokens_per_sec")["n"] == 12, 10, _charts(page))
+    # Tokens/s and steps/s on one chart, each on its own axis.
+    wait_for(lambda: _trace(page, "chart-rate", "it_per_s")["n"] == 12, 10, _charts(page))
+    assert not errors, errors
     assert _trace(page, "chart-rate", "samples")["n"] == 0  # a running total: not on the rates
     assert _trace(page, "chart-total", "samples")["n"] == 12
     wait_for(lambda: _trace(page, "chart-pace", "steps_per_sec/n2")["n"] == 12, 10, "pace")
@@ -214,3 +221,28 @@ def test_a_page_follows_a_restart_and_a_failure_first(
     page.screenshot(path=str(ROOT / "docs" / "job-page-failed.png"))  # the fold: 1440x900
     # Wider than the screen at no width: the laptop's page is as wide as its window.
     assert page.evaluate("document.documentElement.scrollWidth") <= 1440
+
+
+def test_the_progress_bar_appears_when_the_log_says_the_total(
+    asgi_server, project, member, page
+) -> None:
+    job, attempt = factories.job(project, member, factories.cluster())
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.RUNNING, started_at=datetime.now(UTC))
+    _store(attempt, range(1, 6), base=2.0)
+    _log_in(page, asgi_server, member, job.pk)
+    wait_for(lambda: _trace(page, "chart-loss", "loss")["n"] == 5, 30, "the loss curve")
+    assert page.locator("#progress").is_hidden()  # no total known: no bar
+    # A tqdm bar's `5/50` is read: the reader keeps the total; the next delta has no new point.
+    LogFile.objects.filter(attempt=attempt, name="stdout.log").update(
+        reader_state={"step": 5, "total_steps": 50}
+    )
+    store_log(attempt, b"\rtrain:  10%|#         | 5/50")
+    _push(job.pk, attempt=1, state=State.RUNNING, log={"file": "stdout.log", "offset": 0, "end": 1})
+    wait_for(
+        lambda: (
+            "step 5 of 50" in page.locator("#progress-text").inner_text()
+            and "ETA" in page.locator("#progress-text").inner_text()
+        ),
+        20,
+        "the progress bar from the log's total",
+    )

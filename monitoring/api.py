@@ -26,6 +26,7 @@ from jobs.models import Attempt
 from jobs.rundir import gpu_series
 from monitoring.links import series_url
 from monitoring.logs import log_read, log_read_any, log_tail
+from monitoring.page import attempt_total_steps, mfu_terms, series_kind
 from monitoring.selectors import job_failures
 from monitoring.series import series_names, series_read
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
@@ -93,6 +94,19 @@ class SeriesNamesSerializer(serializers.Serializer[Any]):
     urls = serializers.DictField(
         child=serializers.CharField(),
         help_text="By name: the series' URL, its name percent-encoded (none for `.` or `..`).",
+    )
+    kinds = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="By name, the chart it belongs on: loss, token_rate, sample_rate, step_rate, "
+        "step_time, total (a running count), mfu, pace (one node's), gpu, other.",
+    )
+    total_steps = serializers.IntegerField(
+        allow_null=True,
+        help_text="The last step: the spec's, else what the log said; null: unknown.",
+    )
+    mfu = serializers.DictField(
+        help_text="source: printed (as the trainer printed it), computed (a fraction; with "
+        "peak_tflops, gpus, model_params) or missing (with what is missing)."
     )
 
 
@@ -209,11 +223,19 @@ class LogDownloadView(APIView):
 class SeriesNamesView(APIView):
     @extend_schema(operation_id="attempt_series_names", responses=SeriesNamesSerializer)
     def get(self, request: Request, job_id: int, number: int) -> Response:
-        """Names of the metric series recorded for an attempt."""
+        """Names of the metric series recorded for an attempt, with the chart each goes on."""
         attempt = _attempt_or_404(request, job_id, number)
         names = series_names(attempt_id=attempt.pk)
         urls = {name: series_url(job_id=job_id, number=number, name=name) for name in names}
-        return Response({"names": names, "urls": {k: v for k, v in urls.items() if v}})
+        return Response(
+            {
+                "names": names,
+                "urls": {k: v for k, v in urls.items() if v},
+                "kinds": {name: series_kind(name) for name in names},
+                "total_steps": attempt_total_steps(job=attempt.job, attempt_id=attempt.pk),
+                "mfu": mfu_terms(job=attempt.job, attempt_id=attempt.pk),
+            }
+        )
 
 
 class SeriesView(APIView):

@@ -112,8 +112,14 @@ def _request(attempt: Attempt, log_file: LogFile, lines: list[str]) -> dict[str,
         "last_step": log_file.last_step,
         "state": log_file.reader_state,
         # The unfinished last line's newest \r segment (a tqdm bar) is read now, provisionally.
-        "provisional": bytes(log_file.carry).rstrip(b"\r").decode("utf-8", errors="replace"),
+        "provisional": _newest_segment(bytes(log_file.carry)),
     }
+
+
+def _newest_segment(carry: bytes) -> str:
+    """The newest `\r` redraw of an unfinished line (a tqdm bar), at most 4 KiB of it."""
+    segment = carry.rstrip(b"\r").rpartition(b"\r")[2]
+    return segment[-4096:].decode("utf-8", errors="replace") if len(segment) <= 4096 else ""
 
 
 def _metrics(
@@ -125,8 +131,8 @@ def _metrics(
     note: AttemptIngest,
 ) -> list[MetricPoint] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
-    if not lines:
-        return []
+    if not lines and (log_file.name == METRICS_FILE or not log_file.carry):
+        return []  # nothing new to read (an unfinished stdout line is read provisionally)
     left = deadline - time.monotonic()
     try:
         if left <= 0:

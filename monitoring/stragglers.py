@@ -27,6 +27,12 @@ _PACE = re.compile(r"^steps_per_sec/(?P<node>[^/]+)$")
 UTILIZATION, STEP_RATE, HOT = "gpu_utilization", "step_rate", "gpu_hot"
 
 
+def pace_node(name: str) -> str | None:
+    """The node a per-node pace series (`steps_per_sec/<node>`) is about; None for others."""
+    found = _PACE.match(name)
+    return found.group("node") if found else None
+
+
 @dataclass(frozen=True)
 class StragglerPolicy:
     window_seconds: float = 60.0  # of GPU samples

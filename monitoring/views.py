@@ -3,33 +3,37 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from clusters.access import can_drain
 from jobs.access import job_for_viewer
-from jobs.models import JobEvent
-from jobs.rundir import page_formats
+from jobs.models import Attempt, JobEvent
 from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT
 from monitoring.models import AttemptIngest
+from monitoring.page import FAILED_STATES, banner_lines, job_page_config
 from monitoring.parse_worker import MAX_NAMES_PER_LINE
+from monitoring.selectors import job_failures
 
 
 @login_required
 def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The live job page; its data comes over REST and the WebSocket."""
+    """The live job page: it follows the job across attempts; data comes over REST and WebSocket."""
     job = job_for_viewer(user=request.user, job_id=job_id)
     if job is None:
         raise Http404("No such job, or not one of your projects'.")
     events = list(JobEvent.objects.filter(job=job).select_related("attempt").order_by("time", "id"))
-    number = max((e.attempt.number for e in events if e.attempt), default=1)
-    attempt_kwargs = {"job_id": job.pk, "number": number}
-    config = {
-        "job": job.pk,
-        "attempt": number,
-        "logUrl": reverse("attempt-log", kwargs=attempt_kwargs),
-        "seriesUrl": reverse("attempt-series-names", kwargs=attempt_kwargs),
-        "wsUrl": f"/ws/jobs/{job.pk}/",
-        # File and series names the page matches, from the one module that defines them.
-        "formats": page_formats(),
-    }
+    attempts = list(Attempt.objects.filter(job=job).order_by("number"))
+    number = attempts[-1].number if attempts else 1
     ingest = AttemptIngest.objects.filter(attempt__job=job, attempt__number=number).first()
+    failures = job_failures(job=job)
+    # Failure first: the latest attempt ended failed, so its diagnosis opens the page.
+    latest_failed = bool(attempts) and attempts[-1].state in FAILED_STATES
+    banner = next(
+        (d for d in failures["diagnoses"] if latest_failed and d["attempt"] == number), None
+    )
+    if banner is not None:
+        banner = {
+            **banner,
+            "tail": banner_lines(attempt_id=attempts[-1].pk, diagnosis=banner["diagnosis"]),
+        }
     return render(
         request,
         "monitoring/job.html",
@@ -39,7 +43,18 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             "series_cap": MAX_SERIES_PER_ATTEMPT,
             "names_cap": MAX_NAMES_PER_LINE,
             "events": events,
-            "config": config,
-            "download_url": reverse("attempt-log-download", kwargs=attempt_kwargs),
+            "attempts": attempts,
+            "attempt_number": number,
+            "latest_failed": latest_failed,
+            "banner": banner,
+            **failures,
+            "diagnoses": [
+                d for d in failures["diagnoses"] if banner is None or d["attempt"] != number
+            ],
+            "can_drain": can_drain(user=request.user),
+            "config": job_page_config(job=job, attempts=attempts),
+            "download_url": reverse(
+                "attempt-log-download", kwargs={"job_id": job.pk, "number": number}
+            ),
         },
     )

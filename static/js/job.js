@@ -1,25 +1,23 @@
-// The job page: log console and charts, filled over REST, kept live over a WebSocket.
-// Live messages are hints: any gap in log offsets is fetched again over REST.
+// The job page: it follows the job, not one attempt. It connects to the live stream
+// first, then backfills over REST, so nothing written while it loads falls between the
+// two (a point read both ways is one point: job-charts.js keys them by step). Every
+// delta names its attempt; a new attempt adds its log tab and becomes the one shown.
 (function () {
   "use strict";
   const config = JSON.parse(document.getElementById("job-config").textContent);
-  const logEl = document.getElementById("log");
-  const follow = document.getElementById("log-follow");
-  const search = document.getElementById("log-search");
-  const matches = document.getElementById("log-matches");
-  const formats = config.formats; // file and series names, from jobs/rundir.py
-  const GPU_SERIES = new RegExp(formats.gpuSeriesPattern);
-  const MAX_LOG_CHARS = 2000000; // the console keeps the tail; the download has all
-  const GPU_METRICS = ["utilization", "memory_used", "temperature", "power"];
-  const GPU_TITLES = {
-    utilization: "Utilisation (%)", memory_used: "Memory used (MiB)",
-    temperature: "Temperature (°C)", power: "Power (W)",
-  };
-  let logText = "";
-  let logEnd = 0; // byte offset of the next expected log byte
-  let fetching = null;
-  const traces = {}; // series name -> {chart, index}
-  const raw = {}; // metric name -> {x: [], y: []} before smoothing
+  const urlOf = (template, n) => template.replace("{n}", String(n));
+  const attempts = {}; // number -> {state, startedAt}
+  config.attempts.forEach((a) => (attempts[a.number] = { state: a.state, startedAt: a.startedAt }));
+  let current = config.attempt;
+  let totalSteps = config.totalSteps;
+  let mfuTerms = config.mfu;
+  const pace = []; // [time ms, step] of the current attempt, as seen live
+  const DELTA_POINTS = 2000; // monitoring.ingest: points per series in one delta
+  const namesPending = new Set(); // attempts whose series names (and kinds) need reading
+
+  const charts = window.JobCharts({ formats: config.formats, mfu: config.mfu, attempt: current, onDraw: updateNumbers });
+  const log = window.JobLog({ urls: config.urls, formats: config.formats });
+  window.jobPage = { charts, log, current: () => current }; // for tests and the console
 
   async function getJSON(url) {
     const response = await fetch(url, { credentials: "same-origin" });
@@ -27,193 +25,280 @@
     return response.json();
   }
 
-  // ---- log ----
-  function renderLog() {
-    const term = search.value;
-    if (!term) {
-      logEl.textContent = logText;
-      matches.textContent = "";
-    } else {
-      const parts = logText.split(term);
-      logEl.textContent = "";
-      parts.forEach((part, i) => {
-        logEl.append(part);
-        if (i < parts.length - 1) {
-          const mark = document.createElement("mark");
-          mark.textContent = term;
-          logEl.append(mark);
-        }
-      });
-      matches.textContent = `${parts.length - 1} matches`;
+  // ---- numbers, progress, MFU ----
+  const set = (id, text) => (document.getElementById(id).textContent = text);
+
+  // The newest point among series of these kinds (the furthest step; ties: the first kind).
+  function latestOf(kinds) {
+    let best = null;
+    for (const name of charts.names().sort()) {
+      const kind = charts.kindOf(name);
+      if (!kinds.includes(kind)) continue;
+      const point = charts.last(name, current);
+      if (!point) continue;
+      const better = !best || point[0] > best.point[0]
+        || (point[0] === best.point[0] && kinds.indexOf(kind) < kinds.indexOf(best.kind));
+      if (better) best = { name, kind, point };
     }
-    if (follow.checked) logEl.scrollTop = logEl.scrollHeight;
+    return best;
   }
 
-  function appendLog(text, end) {
-    logText += text.replace(/\r(?!\n)/g, "\n");
-    if (logText.length > MAX_LOG_CHARS) logText = logText.slice(-MAX_LOG_CHARS);
-    logEnd = end;
-    renderLog();
+  function updateNumbers() {
+    const loss = charts.last("loss", current) ? { point: charts.last("loss", current) } : latestOf(["loss"]);
+    if (loss) { set("num-step", loss.point[0]); set("num-loss", Number(loss.point[1]).toPrecision(4)); }
+    const rate = latestOf(["token_rate", "sample_rate", "step_rate"]);
+    if (rate) {
+      const unit = { token_rate: "tokens/s", sample_rate: "samples/s", step_rate: "steps/s" }[rate.kind];
+      set("num-throughput", `${Number(rate.point[1]).toLocaleString("en", { maximumFractionDigits: 1 })} ${unit}`);
+      document.getElementById("num-throughput").title = rate.name; // text: never markup
+    }
+    const mfu = charts.last("mfu", current);
+    if (mfu) set("num-mfu", mfuTerms.source === "computed" ? `${(100 * mfu[1]).toFixed(1)} %` : `${mfu[1]} (printed)`);
+    const util = charts.names().filter((n) => n.endsWith("/utilization")).map((n) => charts.last(n, current)).filter(Boolean);
+    if (util.length) set("num-gpu", `${(util.reduce((a, p) => a + p[1], 0) / util.length).toFixed(0)} %`);
+    updateMfuNote(Boolean(mfu));
+    updateProgress();
   }
 
-  async function fetchLog(offset) {
-    // One fetch at a time; a delta arriving meanwhile is covered by the next read.
-    if (fetching) return fetching;
-    fetching = (async () => {
-      try {
-        for (;;) {
-          const slice = await getJSON(`${config.logUrl}?offset=${offset}&limit=262144`);
-          if (slice.end <= logEnd && offset !== -1) break;
-          if (offset === -1 && slice.offset > 0) logText = `[… ${slice.offset} earlier bytes: use Download …]\n`;
-          appendLog(slice.text, slice.end);
-          if (slice.end >= slice.size) break;
-          offset = slice.end;
-        }
-      } finally {
-        fetching = null;
+  function updateMfuNote(shown) {
+    let text = "";
+    if (mfuTerms.source === "printed") text = "MFU as the trainer prints it (its own peak and FLOP count).";
+    else if (mfuTerms.source === "computed") {
+      const peak = `${mfuTerms.gpus} GPU${mfuTerms.gpus === 1 ? "" : "s"} × ${mfuTerms.peak_tflops} TFLOP/s dense BF16 peak${mfuTerms.gpu_model ? ` (${mfuTerms.gpu_model})` : ""}`;
+      text = shown
+        ? `MFU = tokens/s × 6 × ${Number(mfuTerms.model_params).toLocaleString("en")} FLOPs ÷ (${peak}).`
+        : `No MFU yet: it is computed from a whole-job token rate (tokens/s), which the log has not given; peak used: ${peak}.`;
+    } else text = `No MFU: it needs ${mfuTerms.missing.join(" and ")}.`;
+    set("mfu-note", text);
+  }
+
+  function stepNow() {
+    const found = latestOf(["loss", "token_rate", "sample_rate", "step_rate", "mfu", "total", "other"]);
+    return found ? found.point[0] : null;
+  }
+
+  function updateProgress() {
+    const box = document.getElementById("progress");
+    const step = stepNow();
+    if (!totalSteps || step === null) { box.hidden = true; return; }
+    box.hidden = false;
+    const now = Date.now();
+    if (!pace.length || pace[pace.length - 1][1] !== step) pace.push([now, step]);
+    while (pace.length > 2 && now - pace[0][0] > 120000) pace.shift();
+    const done = Math.min(step / totalSteps, 1);
+    document.getElementById("progress-bar").value = done;
+    let eta = "";
+    const state = (attempts[current] || {}).state;
+    if (config.finalStates.includes(state)) eta = state === "COMPLETED" ? " · finished" : " · stopped";
+    else {
+      // The pace seen live once it spans 20 s; before that, the attempt's average since it started.
+      let rate = null;
+      const [t0, s0] = pace[0];
+      if (now - t0 >= 20000 && step > s0) rate = (step - s0) / ((now - t0) / 1000);
+      const started = (attempts[current] || {}).startedAt;
+      const first = charts.firstStep(current);
+      if (rate === null && started && first !== null) {
+        // From the step it started at: a resumed attempt did not do the steps before.
+        const seconds = (now - Date.parse(started)) / 1000;
+        if (seconds > 0 && step > first) rate = (step - first + 1) / seconds;
       }
-    })();
-    return fetching;
-  }
-
-  function onLogDelta(log) {
-    if (log.file !== formats.logFile || log.end <= logEnd) return;
-    if (log.offset === logEnd && typeof log.text === "string") appendLog(log.text, log.end);
-    else fetchLog(logEnd); // a gap or a large delta: read it over REST
-  }
-
-  // ---- charts ----
-  function smooth(values) {
-    const alpha = Number(document.getElementById("loss-smooth").value);
-    if (!alpha) return values;
-    let last = values.length ? values[0] : 0;
-    return values.map((v) => (last = alpha * last + (1 - alpha) * v));
-  }
-
-  function gpuParts(name) {
-    const parts = GPU_SERIES.exec(name); // gpu/<node>/<index>/<metric>
-    return parts ? { node: parts[1], index: parts[2], metric: parts[3] } : null;
-  }
-
-  const METRIC_TITLES = { "chart-throughput": "Throughput and MFU", "chart-other": "Other metrics" };
-
-  function chartFor(name) {
-    const gpu = gpuParts(name);
-    if (gpu) return { el: `chart-${gpu.metric}`, label: `${gpu.node} GPU ${gpu.index}`, time: true };
-    // Losses share one chart; rates and counters of another scale get their own.
-    if (/loss/i.test(name)) return { el: "chart-metrics", label: name, time: false };
-    if (/per_sec|_per_s$|\/s$|^mfu$|^samples$|^tokens$/.test(name)) return { el: "chart-throughput", label: name, time: false };
-    return { el: "chart-other", label: name, time: false };
-  }
-
-  function addTrace(name, xs, ys) {
-    const chart = chartFor(name);
-    const el = document.getElementById(chart.el);
-    if (!el) return;
-    const x = chart.time ? xs.map((t) => new Date(t * 1000)) : xs;
-    if (!chart.time) raw[name] = { x: xs.slice(), y: ys.slice() };
-    const trace = { x, y: chart.time ? ys : smooth(ys), name: chart.label, mode: "lines", type: "scattergl" };
-    if (!el.data) {
-      const title = chart.time ? GPU_TITLES[gpuParts(name).metric] : METRIC_TITLES[chart.el] || "";
-      Plotly.newPlot(el, [trace], {
-        margin: { t: title ? 30 : 10, r: 10, b: 35, l: 50 }, title: { text: title, font: { size: 13 } },
-        xaxis: { title: { text: chart.time ? "" : "step" } }, legend: { orientation: "h" },
-        yaxis: { type: chart.el === "chart-metrics" && document.getElementById("loss-log").checked ? "log" : "linear" },
-      }, { responsive: true, displaylogo: false });
-    } else {
-      Plotly.addTraces(el, trace);
+      if (rate && rate > 0) {
+        const left = Math.max(totalSteps - step, 0) / rate;
+        eta = ` · ETA ${formatSeconds(left)} at ${rate.toPrecision(3)} steps/s`;
+      } else eta = " · ETA after a few more steps";
     }
-    traces[name] = { el, index: el.data.length - 1, time: chart.time };
+    set("progress-text", `step ${step} of ${totalSteps} (${(100 * done).toFixed(0)} %)${eta}`);
   }
 
-  function extend(name, points) {
-    if (!points.length) return;
-    const xs = points.map((p) => p[0]);
-    const ys = points.map((p) => p[1]);
-    const t = traces[name];
-    if (!t) return addTrace(name, xs, ys);
-    if (!t.time) {
-      raw[name].x.push(...xs);
-      raw[name].y.push(...ys);
-      if (Number(document.getElementById("loss-smooth").value)) return restyleMetrics();
+  function formatSeconds(s) {
+    if (s < 90) return `${Math.round(s)} s`;
+    if (s < 5400) return `${Math.round(s / 60)} min`;
+    return `${(s / 3600).toFixed(1)} h`;
+  }
+
+  // ---- series ----
+  async function loadNames(n) {
+    const names = await getJSON(urlOf(config.urls.series, n));
+    charts.setKinds(names.kinds || {});
+    if (n === current) {
+      if (names.total_steps && names.total_steps !== totalSteps) {
+        totalSteps = names.total_steps;
+        updateProgress();
+      }
+      if (names.mfu) { mfuTerms = names.mfu; charts.setMfu(mfuTerms); }
     }
-    Plotly.extendTraces(t.el, { x: [t.time ? xs.map((v) => new Date(v * 1000)) : xs], y: [ys] }, [t.index], 20000);
+    return names.names || [];
   }
 
-  function restyleMetrics() {
-    Object.entries(traces).forEach(([name, t]) => {
-      if (!t.time) Plotly.restyle(t.el, { x: [raw[name].x], y: [smooth(raw[name].y)] }, [t.index]);
+  async function readSeries(n, name) {
+    // The name is data: encoded, so `?`, `#` or `%` in it stay part of the path.
+    const data = await getJSON(`${urlOf(config.urls.series, n)}/${encodeURIComponent(name)}?max_points=2000`);
+    charts.put(n, name, data.x, data.y);
+  }
+
+  async function backfill(n) {
+    const names = await loadNames(n);
+    const wanted = names.filter((name) => n === current || charts.kindOf(name) !== "gpu");
+    // A few at a time, not one after another: a page loads in one round of requests.
+    const queue = wanted.slice();
+    const worker = async () => {
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) await readSeries(n, name);
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+  }
+
+  let namesTimer = null;
+  function refreshNamesSoon(n) {
+    namesPending.add(n);
+    if (namesTimer) return;
+    namesTimer = setTimeout(() => {
+      namesTimer = null;
+      const pending = Array.from(namesPending);
+      namesPending.clear();
+      pending.forEach((a) => loadNames(a).catch(() => namesPending.add(a)));
+    }, 1000);
+  }
+
+  // ---- attempts, timeline, failure banner ----
+  function showAttempt(n) {
+    const previous = current;
+    if (n <= current && n in attempts) return;
+    attempts[n] = attempts[n] || { state: null, startedAt: null };
+    if (n > current) {
+      current = n;
+      pace.length = 0;
+      charts.setCurrent(n);
+      set("attempt-of", document.getElementById("attempt-of").textContent.replace(/attempt \d+/, `attempt ${n}`));
+      document.getElementById("gpu-attempt").textContent = `attempt ${n}`;
+      refreshAttempts();
+      refreshBanner(0);
+    }
+    log.follow(n, previous);
+    backfill(n).catch(() => refreshNamesSoon(n));
+  }
+
+  async function refreshAttempts() {
+    const rows = await getJSON(`/api/v1/jobs/${config.job}/attempts/`);
+    rows.forEach((a) => {
+      attempts[a.number] = Object.assign(attempts[a.number] || {}, { startedAt: a.started_at, state: a.state });
     });
   }
 
-  function updateNumbers(name, points) {
-    if (!points.length) return;
-    const [x, y] = points[points.length - 1];
-    const set = (id, text) => (document.getElementById(id).textContent = text);
-    if (name === "loss") { set("num-step", x); set("num-loss", y.toPrecision(4)); }
-    if (name === "tokens_per_sec" || name === "samples_per_sec") set("num-throughput", `${y.toFixed(1)} ${name.split("_")[0]}/s`);
-    if (name === "mfu") set("num-mfu", `${(100 * y).toFixed(1)} %`);
-    if (name.endsWith("/utilization")) {
-      const util = Object.keys(traces).filter((n) => n.endsWith("/utilization"))
-        .map((n) => { const d = traces[n].el.data[traces[n].index].y; return d[d.length - 1]; });
-      if (util.length) set("num-gpu", `${(util.reduce((a, b) => a + b, 0) / util.length).toFixed(0)} %`);
+  async function refreshTimeline() {
+    const events = await getJSON(config.urls.events);
+    const list = document.getElementById("timeline");
+    list.textContent = "";
+    for (const e of events) {
+      const item = document.createElement("li");
+      const time = document.createElement("time");
+      time.dateTime = e.time;
+      time.textContent = new Date(e.time).toISOString().slice(0, 19).replace("T", " ");
+      const to = document.createElement("strong");
+      to.textContent = e.to_state;
+      item.append(time, ` attempt ${e.attempt ?? "–"}: ${e.from_state || "·"} → `, to);
+      if (e.reason) {
+        const reason = document.createElement("span");
+        reason.className = "muted";
+        reason.textContent = ` — ${e.reason}`;
+        item.append(reason);
+      }
+      list.append(item);
+    }
+    if (events.length) {
+      const state = events[events.length - 1].to_state;
+      const badge = document.getElementById("job-state");
+      badge.dataset.state = state;
+      badge.textContent = state;
+      badge.className = `state state-${state.toLowerCase()}`;
     }
   }
 
-  async function loadSeries() {
-    const names = await getJSON(config.seriesUrl);
-    for (const name of names.names || names) {
-      const data = await getJSON(`${config.seriesUrl}/${name}?max_points=2000`);
-      if (!traces[name]) addTrace(name, data.x, data.y);
-      updateNumbers(name, data.x.map((x, i) => [x, data.y[i]]));
-    }
+  // The banner is the server's markup (one template): read this page again and take it.
+  async function refreshBanner(tries) {
+    const response = await fetch(location.pathname, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("failure-slot");
+    const slot = document.getElementById("failure-slot");
+    if (fresh && slot) slot.replaceWith(fresh);
+    if (fresh && fresh.dataset.pending && tries < 40) setTimeout(() => refreshBanner(tries + 1), 3000);
+  }
+
+  function onState(n, state) {
+    const known = attempts[n] || {};
+    if (known.state === state) return;
+    const before = known.state;
+    attempts[n] = Object.assign(known, { state });
+    refreshTimeline().catch(() => {});
+    if (state === "RUNNING" && !known.startedAt) refreshAttempts().catch(() => {});
+    if (n === current && before !== undefined && config.failedStates.includes(state)) refreshBanner(0);
+    updateProgress();
   }
 
   // ---- live ----
+  let backfilled = false;
+  function onHello(message) {
+    const rows = message.attempts || [];
+    rows.forEach((a) => {
+      attempts[a.attempt] = Object.assign(attempts[a.attempt] || {}, { state: a.state });
+      log.addTab(a.attempt);
+      log.announce(a.attempt, (a.log_sizes || {})[config.formats.logFile] || 0);
+    });
+    const latest = rows.length ? rows[rows.length - 1].attempt : current;
+    if (latest > current) showAttempt(latest);
+    if (!backfilled) {
+      // Backfill once, after the socket has joined: later deltas fill the rest.
+      backfilled = true;
+      log.select(current);
+      Object.keys(attempts).map(Number).forEach((n) => backfill(n).catch(() => refreshNamesSoon(n)));
+    } else {
+      log.refresh(log.selected()); // a reconnect: read what the stream missed
+      Object.keys(attempts).map(Number).forEach((n) => backfill(n).catch(() => {}));
+    }
+  }
+
+  function onDelta(message) {
+    const n = message.attempt;
+    if (typeof n !== "number") return;
+    if (!(n in attempts) || n > current) showAttempt(n);
+    if (message.state) onState(n, message.state);
+    if (message.log) log.onDelta(n, message.log);
+    for (const [name, points] of Object.entries(message.series || {})) {
+      if (!charts.knows(name)) refreshNamesSoon(n);
+      charts.put(n, name, points.map((p) => p[0]), points.map((p) => p[1]));
+      // A delta carries a series' last DELTA_POINTS points only: a full one may hide a gap.
+      if (points.length >= DELTA_POINTS) readSeries(n, name).catch(() => {});
+    }
+    if (n === current && !totalSteps) refreshNamesSoon(n); // the log may have said the total by now
+  }
+
   function connect(delay) {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}${config.wsUrl}`);
+    let opened = false;
     socket.onmessage = (event) => {
       const message = JSON.parse(event.data);
-      if (message.event !== "delta" && message.event !== "hello") return;
-      if (message.state) {
-        const badge = document.getElementById("job-state");
-        if (badge.dataset.state && badge.dataset.state !== message.state) {
-          const item = document.createElement("li");
-          item.textContent = `${new Date().toISOString().slice(0, 19).replace("T", " ")} → ${message.state}`;
-          document.getElementById("timeline").append(item);
-        }
-        badge.dataset.state = message.state;
-        badge.textContent = message.state;
-        badge.className = `state state-${message.state.toLowerCase()}`;
-      }
-      if (message.log) onLogDelta(message.log);
-      Object.entries(message.series || {}).forEach(([name, points]) => {
-        extend(name, points);
-        updateNumbers(name, points);
-      });
+      if (message.event === "hello") onHello(message);
+      else if (message.event === "delta") onDelta(message);
     };
-    socket.onopen = () => { delay = 1000; fetchLog(logEnd || -1); };
+    socket.onopen = () => { opened = true; delay = 1000; };
     socket.onclose = (event) => {
       // Not allowed, or access ended (logout, removed from the project): do not retry.
       if ([4403, 4401].includes(event.code)) return;
+      if (!opened && !backfilled) {
+        // No stream at all: still show what is stored.
+        backfilled = true;
+        log.select(current);
+        Object.keys(attempts).map(Number).forEach((n) => backfill(n).catch(() => {}));
+      }
       setTimeout(() => connect(Math.min(delay * 2, 15000)), delay);
     };
   }
 
-  search.addEventListener("input", renderLog);
-  document.getElementById("log-end").addEventListener("click", () => {
-    follow.checked = true;
-    logEl.scrollTop = logEl.scrollHeight;
-  });
-  logEl.addEventListener("scroll", () => {
-    if (logEl.scrollTop + logEl.clientHeight < logEl.scrollHeight - 20) follow.checked = false;
-  });
-  document.getElementById("loss-log").addEventListener("change", (event) => {
-    const el = document.getElementById("chart-metrics");
-    if (el.data) Plotly.relayout(el, { "yaxis.type": event.target.checked ? "log" : "linear" });
-  });
-  document.getElementById("loss-smooth").addEventListener("input", restyleMetrics);
-
-  fetchLog(-1).then(loadSeries).finally(() => connect(1000));
+  document.getElementById("loss-log").addEventListener("change", () => charts.redrawLoss());
+  document.getElementById("loss-smooth").addEventListener("input", () => charts.redrawLoss());
+  document.getElementById("gpu-attempt").textContent = `attempt ${current}`;
+  updateMfuNote(false);
+  if (document.getElementById("failure-slot").dataset.pending) refreshBanner(0);
+  setInterval(updateProgress, 2000); // the ETA counts down between points too
+  connect(1000);
 })();

@@ -48,18 +48,18 @@ def test_ddp_job_page_grows_live(
     page.get_by_role("heading", name="ddp live").wait_for()
 
     wait_for(lambda: "step" in page.locator("#log").inner_text(), 120, "log lines on the page")
-    wait_for(lambda: _points(page, "chart-metrics") >= 3, 60, "the loss curve")
+    wait_for(lambda: _points(page, "chart-loss") >= 3, 60, "the loss curve")
     wait_for(lambda: _points(page, "chart-utilization") >= 2, 60, "GPU utilisation")
     first = (
         len(page.locator("#log").inner_text()),
-        _points(page, "chart-metrics"),
+        _points(page, "chart-loss"),
         _points(page, "chart-utilization"),
     )
     screenshot(page, "job-page-early")
     wait_for(
         lambda: (
             len(page.locator("#log").inner_text()) > first[0]
-            and _points(page, "chart-metrics") > first[1]
+            and _points(page, "chart-loss") > first[1]
             and _points(page, "chart-utilization") > first[2]
         ),
         60,

@@ -237,14 +237,17 @@ def charted(job_attempt: tuple[Job, Attempt]) -> Job:
 def test_series_names(charted: Job, as_user, member) -> None:
     response = as_user(member).get(_series_url(charted))
     base = _series_url(charted)
-    assert response.json() == {
-        "names": ["gpu/n1/0/utilization", "loss"],
-        # Each name one percent-encoded segment (tests/monitoring/test_links.py).
-        "urls": {
-            "gpu/n1/0/utilization": f"{base}/gpu%2Fn1%2F0%2Futilization",
-            "loss": f"{base}/loss",
-        },
+    body = response.json()
+    assert body["names"] == ["gpu/n1/0/utilization", "loss"]
+    # Each name one percent-encoded segment (tests/monitoring/test_links.py).
+    assert body["urls"] == {
+        "gpu/n1/0/utilization": f"{base}/gpu%2Fn1%2F0%2Futilization",
+        "loss": f"{base}/loss",
     }
+    # The chart each goes on, the progress and the MFU terms the page shows.
+    assert body["kinds"] == {"gpu/n1/0/utilization": "gpu", "loss": "loss"}
+    assert body["total_steps"] is None
+    assert body["mfu"]["source"] == "missing"
 
 
 def test_series_read_with_a_path_name(charted: Job, as_user, viewer) -> None:
@@ -313,8 +316,9 @@ def test_series_refuse_outsiders_and_anonymous(charted: Job, client: Client, out
 
 def test_series_query_counts(charted: Job, as_user, member, django_assert_num_queries) -> None:
     client = as_user(member)
-    # session, user, attempt with the membership check, the names
-    with django_assert_num_queries(4):
+    # session, user, attempt with the membership check, the names; for the page: the
+    # stdout reader's state (total steps), the attempt's ingest note (a printed MFU), the cluster
+    with django_assert_num_queries(7):
         client.get(_series_url(charted))
     # session, user, attempt with the membership check, chunk bounds, chunk blobs
     with django_assert_num_queries(5):

@@ -24,6 +24,7 @@ GPU_FIELDS = (
 )
 
 Point = tuple[int, str, float, float]
+MAX_NODE_GPUS = 64  # no node has more; a larger index is not a GPU
 
 
 def _own_gpu_files(attempt: Attempt, names: list[str]) -> list[str]:
@@ -64,9 +65,17 @@ def discover_gpu_files(
     return changed
 
 
-def gpu_points(attempt: Attempt, name: str, lines: list[str], note: AttemptIngest) -> list[Point]:
-    """Points of the sampler's lines, for the GPU indexes the job was allocated."""
-    node = gpu_file_node(name) or ""
+def gpu_points(
+    attempt: Attempt, log_file: LogFile, lines: list[str], note: AttemptIngest
+) -> list[Point]:
+    """Points of the sampler's lines, for as many GPUs as the job was allocated on the node.
+
+    Slurm picks the physical indexes (GPU 1 when another job holds GPU 0), so a file
+    counts the first `gpus_per_node` indexes it shows; they are kept on the file's row
+    (`metric_names`) so that later polls keep the same ones.
+    """
+    node = gpu_file_node(log_file.name) or ""
+    allowed = {int(index) for index in log_file.metric_names if index.isdigit()}
     points: list[Point] = []
     for line in lines:
         if not line.strip():
@@ -75,9 +84,12 @@ def gpu_points(attempt: Attempt, name: str, lines: list[str], note: AttemptInges
             sample = parse_gpu_line(line)
         except GpuParseError:
             continue
-        if not 0 <= sample.index < attempt.job.gpus_per_node:
-            note.dropped_gpu_samples += 1
-            continue
+        if sample.index not in allowed:
+            if len(allowed) >= attempt.job.gpus_per_node or not 0 <= sample.index < MAX_NODE_GPUS:
+                note.dropped_gpu_samples += 1
+                continue
+            allowed.add(sample.index)
+            log_file.metric_names = [*log_file.metric_names, str(sample.index)]
         x = sample.time.timestamp()
         for metric, attribute in GPU_FIELDS:
             value = getattr(sample, attribute)

@@ -88,7 +88,7 @@ def attempt_parse(
             note.skipped_bytes += len(data)
             continue
         if is_gpu_file(name):
-            result.points += gpu_points(attempt, name, lines, note)
+            result.points += gpu_points(attempt, log_file, lines, note)
             continue
         known = set(log_file.metric_names)
         metrics = _metrics(attempt, log_file, lines, files.get(METRICS_FILE), deadline, note)

@@ -65,8 +65,15 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     assert all(s.node != "n1" for s in flagged if s.kind == STEP_RATE)
     staff_client = Client()
     staff_client.force_login(staff)
-    page = staff_client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "Stragglers and sick nodes" in page and 'data-node="n2"' in page
+    pages: list[str] = []
+
+    def page_flags_n2() -> bool:
+        # Live: the page reads the findings as the poll left them a moment ago.
+        pages.append(staff_client.get(f"/jobs/{job.pk}/").content.decode())
+        return "Stragglers and sick nodes" in pages[-1] and 'data-node="n2"' in pages[-1]
+
+    wait_for(page_flags_n2, 60, "the job page to show node n2 as a straggler")
+    page = pages[-1]
     assert f"/clusters/{sandbox_cluster.name}/nodes/n2/drain/" in page
     member_client = Client()
     member_client.force_login(researcher)

@@ -111,7 +111,7 @@ HOSTILE = """python3 - <<'PY'
 import sys, time
 for round in range(6):
     sys.stdout.write("step" + " " * 65536 + "\\n")
-    sys.stdout.write(("step" + " " * 4000 + "\\n") * 200)
+    sys.stdout.write(("step" + " " * 4000 + "\\n") * 40)
     sys.stdout.flush()
     time.sleep(0.5)
 print("step 1 loss=0.5", flush=True)

@@ -19,10 +19,11 @@ from jobs.polling import cluster_poll
 from jobs.services import job_submit
 from jobs.submission import SubmitRetry, attempt_submit
 from tests.factories import spec
-from tests.helpers import wait_for
+from tests.helpers import wait_for, worker_tag
 
-# Stops sshd and shims sbatch for everyone: no other sandbox test runs meanwhile.
-pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
+# Each test disturbs only its own cluster row, worker or Celery process, except the one that
+# stops sshd for everyone (marked exclusive: no other sandbox test runs meanwhile).
+pytestmark = pytest.mark.sandbox
 
 
 def _slurm_jobs_named(alice, name: str) -> list[str]:
@@ -119,7 +120,7 @@ def test_worker_killed_mid_submission_makes_one_job(
     # sbatch on the cluster answers slowly: Slurm has the job, the worker not yet its id.
     # The portal runs Slurm by absolute path from the cluster's bin directory, so the slow
     # sbatch goes in a directory of its own, beside links to the real other commands.
-    slow = config.Paths.of(settings.SANDBOX_STATE_DIR).bin.parent / "slow-slurm"
+    slow = config.Paths.of(settings.SANDBOX_STATE_DIR).bin.parent / f"slow-slurm-{worker_tag()}"
     shutil.rmtree(slow, ignore_errors=True)
     slow.mkdir(mode=0o755)
     for command in ("sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "squeue"):
@@ -179,6 +180,7 @@ def _sshd(state_dir) -> daemons.Daemon:
     return next(d for d in daemons.daemons(config.Paths.of(state_dir)) if d.binary == "sshd")
 
 
+@pytest.mark.sandbox_exclusive
 def test_sshd_down_shows_unknown_then_the_true_state(
     celery_worker, researcher, project, sandbox_cluster
 ) -> None:
@@ -190,7 +192,8 @@ def test_sshd_down_shows_unknown_then_the_true_state(
     try:
         daemons.stop(_sshd(state_dir))
         # Open sessions outlive the listener; cut them too, as a dead login node would.
-        subprocess.run(["pkill", "-f", "sshd: (alice|bob)"], check=False)
+        logins = "|".join((*config.USERS, config.PORTAL_USER))
+        subprocess.run(["pkill", "-f", f"sshd: ({logins})"], check=False)
         wait_for(lambda: Job.objects.get(pk=job.pk).state == State.UNKNOWN, 30, "unknown")
         attempt = Attempt.objects.get(job=job)
         assert attempt.reason.startswith("Cannot reach the cluster")

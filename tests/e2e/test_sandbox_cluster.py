@@ -133,7 +133,7 @@ def test_up_again_restarts_nothing_and_registers_the_cluster(
     assert _daemon_pids() == before  # nothing restarted: how long it takes is bench material
     cluster = Cluster.objects.get(name="sandbox")
     assert cluster.host_key == sandbox_info.host_key
-    assert sorted(cluster.accounts.values_list("username", flat=True)) == ["alice", "bob"]
+    assert sorted(cluster.accounts.values_list("username", flat=True)) == ["alice", "bob", "carol"]
     assert all(not a.is_service_account for a in cluster.accounts.all())
     out = capsys.readouterr().out
     assert cluster.host_key_fingerprint in out

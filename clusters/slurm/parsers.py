@@ -149,6 +149,8 @@ class Node:
     gpus_used: int
     partitions: tuple[str, ...]
     reason: str
+    cpus_used: int = 0  # CPUAlloc
+    memory_used_mb: int = 0  # AllocMem
 
     @property
     def is_available(self) -> bool:
@@ -159,6 +161,14 @@ class Node:
     @property
     def free_gpus(self) -> int:
         return max(self.gpus - self.gpus_used, 0) if self.is_available else 0
+
+    @property
+    def free_cpus(self) -> int:
+        return max(self.cpus - self.cpus_used, 0) if self.is_available else 0
+
+    @property
+    def free_memory_mb(self) -> int:
+        return max(self.memory_mb - self.memory_used_mb, 0) if self.is_available else 0
 
 
 def parse_time(text: str) -> datetime | None:
@@ -396,6 +406,8 @@ def parse_nodes(text: str) -> list[Node]:
                     gpus_used=used,
                     partitions=tuple(p for p in partitions.split(",") if p and p != "(null)"),
                     reason=values.get("Reason", ""),
+                    cpus_used=int(values.get("CPUAlloc", "0")),
+                    memory_used_mb=int(values.get("AllocMem", "0")),
                 )
             )
         except ValueError as exc:

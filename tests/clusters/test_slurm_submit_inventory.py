@@ -123,6 +123,9 @@ def test_parse_nodes_on_captured_output() -> None:
     assert (n1.gpus, n1.gpus_used, n1.free_gpus, n1.partitions) == (2, 0, 2, ("gpu",))
     assert (n2.state, n2.gpus_used, n2.free_gpus) == ("MIXED", 2, 0)
     assert n1.is_available and n2.is_available
+    # CPUs and memory are what a GPU job often waits on: n1 has free GPUs and no free CPU.
+    assert (n1.cpus_used, n1.free_cpus, n1.memory_used_mb, n1.free_memory_mb) == (2, 0, 6026, 6026)
+    assert (n2.cpus_used, n2.free_cpus, n2.memory_used_mb, n2.free_memory_mb) == (1, 1, 3013, 9039)
 
 
 def test_parse_nodes_typed_gpus_drain_and_reason_with_spaces() -> None:

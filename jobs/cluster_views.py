@@ -28,7 +28,7 @@ def _cluster_for(request: HttpRequest, name: str) -> Cluster:
 @login_required
 @require_GET
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    """The clusters the user's projects may use, with the last status read (fresh ones load after)."""
+    """The clusters the user's projects may use, with the last status read (then fresh)."""
     clusters = list(clusters_for_user(user=request.user))
     rows = [(cluster, cached_cluster_status(cluster)) for cluster in clusters]
     return render(request, "clusters/list.html", {"clusters": rows})

@@ -55,7 +55,7 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
 def format_elapsed(elapsed: timedelta | None) -> str:
     """As Slurm's squeue prints elapsed time: [days-]hours:minutes:seconds."""
     if elapsed is None:
-        return "–"
+        return "-"
     seconds = max(int(elapsed.total_seconds()), 0)
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)

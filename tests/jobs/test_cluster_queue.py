@@ -43,11 +43,11 @@ def test_the_queue_lists_the_viewers_live_jobs_with_slurm_id_and_reason(
     client: Client, member: User, owner: User, project: Project, cluster: Cluster,
     status_read: None, django_assert_num_queries,
 ) -> None:  # fmt: skip
-    waiting, attempt = factories.job(project, owner, cluster, name="waits", state=State.PENDING)
+    _, attempt = factories.job(project, owner, cluster, name="waits", state=State.PENDING)
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.PENDING, slurm_job_id="4242", slurm_reason="Resources"
     )
-    running, attempt = factories.job(project, member, cluster, name="runs", state=State.RUNNING)
+    _, attempt = factories.job(project, member, cluster, name="runs", state=State.RUNNING)
     Attempt.objects.filter(pk=attempt.pk).update(slurm_job_id="4243", node_list="n[1-2]")
     factories.job(project, member, cluster, name="done", state=State.COMPLETED)
     other = Project.objects.create(slug="nlp", name="NLP", slurm_account="nlp")

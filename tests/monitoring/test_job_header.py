@@ -27,7 +27,7 @@ def _restarted(project, owner, cluster):
 
 
 def test_facts_of_a_restarted_job_waiting_in_slurm(project, owner, cluster) -> None:
-    job, first, second = _restarted(project, owner, cluster)
+    job, _, second = _restarted(project, owner, cluster)
     attempts = list(job.attempts.order_by("number"))
     facts = header_facts(job=job, attempts=attempts, now=T0 + timedelta(hours=1))
     assert facts.slurm_ids == [(1, "101"), (2, "102")]

@@ -158,7 +158,8 @@ class JobForm(forms.Form):
     )
     command = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
-        help_text="Command: shell lines. Torchrun templates: the script and its arguments.",
+        help_text="Command: shell lines. Torchrun templates: the script (a path from your home "
+        "directory on the cluster) and its arguments.",
         error_messages={"required": "Enter the command to run."},
     )
     model_params = ModelSizeField(

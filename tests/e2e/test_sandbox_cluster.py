@@ -10,13 +10,13 @@ from django.conf import settings
 from django.core.management import call_command
 
 from clusters import sandbox
+from clusters.examples import examples_install
 from clusters.hostkeys import fingerprint, parse_host_key
 from clusters.models import Cluster
 from clusters.sandbox import config, daemons
 from clusters.ssh import Connection, Endpoint, HostKeyMismatch
 from devtools.keys import new_key_pair
 from monitoring.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
-from clusters.examples import examples_install
 from tests.helpers import EXAMPLE, QUEUE_WAIT, slurm_name
 
 pytestmark = pytest.mark.sandbox

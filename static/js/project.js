@@ -15,7 +15,9 @@
   } else {
     traces.push({ type: "scatter", mode: "lines+markers", name: "GPU-h used (no budget set)", x: data.days, y: data.used, line: { color: "#2457d6", width: 3, shape: "hv" } });
   }
-  traces.push({ type: "bar", name: "used that day", x: data.days.slice(0, -1), y: data.daily, marker: { color: "#93c5fd" }, xperiod: 86400000, xperiodalignment: "start" });
+  // Each day's bar spans that day (centred at noon), under the lines.
+  const DAY_MS = 86400000;
+  traces.unshift({ type: "bar", name: "used that day", x: data.days.slice(0, -1).map((d) => `${d} 12:00`), y: data.daily, width: 0.8 * DAY_MS, marker: { color: "#93c5fd" } });
   const layout = {
     margin: { t: 30, r: 20, b: 40, l: 55 },
     title: { text: hasBudget ? `GPU-hours left this period: ${data.leftNow} of ${data.budget}` : "GPU-hours used this period", font: { size: 14 } },

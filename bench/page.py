@@ -74,7 +74,7 @@ def _seed() -> int:
     )  # fmt: skip
     attempt = Attempt.objects.create(
         job=job, number=1, state=State.RUNNING, slurm_job_id="1", node_list="n1",
-        started_at=timezone.now(), run_dir="/tmp/bench",
+        started_at=timezone.now(), run_dir="~/portal-runs/bench",
     )  # fmt: skip
     for name in SERIES:
         series_append(
@@ -140,7 +140,7 @@ def main() -> None:
     rows: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as workdir, running(Daphne(env, Path(workdir))) as servers:
         server = servers[0]
-        assert isinstance(server, Daphne)  # noqa: S101 - started just above
+        assert isinstance(server, Daphne)
         url = f"{server.url}/jobs/{job_id}/"
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(

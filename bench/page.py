@@ -86,9 +86,7 @@ def _seed() -> int:
     return job.pk
 
 
-def _load(
-    browser: Any, url: str, cookies: list[dict[str, Any]], *, full: bool
-) -> tuple[float, float, int]:
+def _load(browser: Any, url: str, cookies: list[Any], *, full: bool) -> tuple[float, float, int]:
     """(ms to usable, ms to first chart, bundle bytes) of one first visit."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     context.add_cookies(cookies)

@@ -44,10 +44,10 @@ def cluster_queue(*, user: Viewer | None, cluster: Cluster) -> tuple[list[QueueR
     rows = [
         QueueRow(
             job=job,
-            slurm_job_id=job.slurm_id or "",  # type: ignore[attr-defined]
-            nodes=job.on_nodes or "",  # type: ignore[attr-defined]
-            started_at=job.began,  # type: ignore[attr-defined]
-            pending_reason=job.waiting or "",  # type: ignore[attr-defined]
+            slurm_job_id=job.slurm_id or "",
+            nodes=job.on_nodes or "",
+            started_at=job.began,
+            pending_reason=job.waiting or "",
         )
         for job in jobs
     ]

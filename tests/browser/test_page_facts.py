@@ -70,7 +70,7 @@ def test_job_header_facts_and_log_search(asgi_server, project, member, page) -> 
     facts = page.locator("#job-facts")
     assert "4242" in facts.locator("#fact-slurm-ids").inner_text()
     assert facts.locator("#fact-nodes").inner_text() == "n[1-2]"
-    assert facts.locator("#fact-attempt").inner_text() == "1 of 3"
+    assert page.locator("#attempt-of").inner_text() == "attempt 1 of at most 3"
     assert facts.locator("#fact-run-dir").inner_text() == "/home/mia/portal-runs/r1"
     assert facts.locator("#fact-state").inner_text() == "Running"
     # Elapsed ticks in the page: about three minutes, in squeue's H:MM:SS.

@@ -29,6 +29,15 @@ LOCK_SECONDS = 60  # longer than a read can take (three commands, 30 s timeout e
 WAIT_SECONDS = 10.0
 
 
+def free_cpus(node: Node) -> int:
+    """CPUs the scheduler could still give out on the node (none while it is down)."""
+    return max(node.cpus - node.cpus_used, 0) if node.is_available else 0
+
+
+def free_memory_mb(node: Node) -> int:
+    return max(node.memory_mb - node.memory_used_mb, 0) if node.is_available else 0
+
+
 @dataclass(frozen=True)
 class PartitionStatus:
     name: str
@@ -74,7 +83,7 @@ class ClusterStatus:
 
     @property
     def cpus_free(self) -> int:
-        return sum(node.free_cpus for node in self.nodes)
+        return sum(free_cpus(node) for node in self.nodes)
 
     @property
     def memory_total_mb(self) -> int:
@@ -82,7 +91,7 @@ class ClusterStatus:
 
     @property
     def memory_free_mb(self) -> int:
-        return sum(node.free_memory_mb for node in self.nodes)
+        return sum(free_memory_mb(node) for node in self.nodes)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -130,9 +139,9 @@ def _summarise(
                 gpus_allocated=sum(min(n.gpus_used, n.gpus) for n in members),
                 gpus_free=sum(n.free_gpus for n in members),
                 cpus_total=sum(n.cpus for n in members),
-                cpus_free=sum(n.free_cpus for n in members),
+                cpus_free=sum(free_cpus(n) for n in members),
                 memory_total_mb=sum(n.memory_mb for n in members),
-                memory_free_mb=sum(n.free_memory_mb for n in members),
+                memory_free_mb=sum(free_memory_mb(n) for n in members),
             )
         )
     return ClusterStatus(

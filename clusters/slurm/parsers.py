@@ -162,14 +162,6 @@ class Node:
     def free_gpus(self) -> int:
         return max(self.gpus - self.gpus_used, 0) if self.is_available else 0
 
-    @property
-    def free_cpus(self) -> int:
-        return max(self.cpus - self.cpus_used, 0) if self.is_available else 0
-
-    @property
-    def free_memory_mb(self) -> int:
-        return max(self.memory_mb - self.memory_used_mb, 0) if self.is_available else 0
-
 
 def parse_time(text: str) -> datetime | None:
     """`2026-12-01T01:05:07` (printed under TZ=UTC) as an aware datetime; None for N/A etc."""

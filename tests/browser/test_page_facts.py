@@ -3,14 +3,18 @@ log search, the cluster page's queue, the project's burn-down, the tokens page; 
 page here scrolls sideways at phone width. No cluster: rows are staged with factories."""
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 
 from clusters.models import Cluster
 from jobs.models import Attempt, State
+from jobs.rundir import job_group
 from projects.models import UsageCharge
 from tests import factories
 from tests.helpers import PASSWORD, screenshot, store_log, wait_for
@@ -35,6 +39,15 @@ def _log_in(page, server: str, user, path: str) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"**{path}")
+
+
+def _push(job_id: int, **delta: object) -> None:
+    """What the poll sends after it stored the rows (monitoring.ingest)."""
+    send = async_to_sync(get_channel_layer().group_send)
+    message = {"type": "job.delta", "job": job_id, **delta}
+    # Playwright's loop runs in this thread, and async_to_sync needs one without.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(send, job_group(job_id), message).result(timeout=30)
 
 
 def _unreachable_cluster() -> Cluster:
@@ -119,8 +132,20 @@ def test_job_header_facts_and_log_search(asgi_server, project, member, page) -> 
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.PENDING, slurm_job_id="4243", slurm_reason="QOSMaxGRESPerUser"
     )
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.goto(f"{asgi_server}/jobs/{waiting.pk}/")
     assert page.locator("#fact-reason").inner_text() == "(QOSMaxGRESPerUser)"
+    assert page.locator("#fact-elapsed").inner_text() == "-"
+    page.wait_for_timeout(1000)  # the socket joins its group
+    # It starts while the page is open: the poll stores it and tells the page; no reload.
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.RUNNING, slurm_reason="", node_list="n2", started_at=datetime.now(UTC)
+    )
+    type(waiting).objects.filter(pk=waiting.pk).update(state=State.RUNNING)
+    _push(waiting.pk, attempt=1, state=State.RUNNING)
+    page.locator("#fact-nodes", has_text="n2").wait_for()
+    assert page.locator("#fact-reason").count() == 0
+    assert re.fullmatch(r"0:00:\d\d", page.locator("#fact-elapsed").inner_text())
 
 
 def test_cluster_queue_burn_down_and_tokens(

@@ -84,3 +84,19 @@ def test_the_clusters_page_is_in_the_navigation_and_shows_only_usable_clusters(
     assert "alps" not in client.get(reverse("cluster-list")).content.decode()
     client.logout()
     assert client.get(reverse("cluster-list")).status_code == 302
+
+
+def test_the_cluster_pages_take_a_fixed_number_of_queries(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster,
+    status_read: None, django_assert_num_queries,
+) -> None:  # fmt: skip
+    for n in range(5):
+        factories.job(project, owner, cluster, name=f"run-{n}", state=State.RUNNING)
+    client.force_login(member)
+    # session, user, the clusters the user's projects may use
+    with django_assert_num_queries(3):
+        client.get(reverse("cluster-list"))
+    # session, user, the cluster (may the user use it), the queue with its attempts' facts
+    with django_assert_num_queries(4):
+        page = client.get(reverse("cluster-page", args=["alps"]))
+    assert page.content.decode().count('<tr data-job="') == 5

@@ -1,6 +1,8 @@
 """The facts a researcher looks for at the top of a job page: where and how long it ran.
 
-One dict per page load, from the job and its attempts (no extra query); the page
+(The title says "attempt n of m".)
+
+One HeaderFacts per page load, from the job and its attempts (no extra query); the page
 replaces the block when a state changes and ticks the elapsed time itself.
 """
 
@@ -22,8 +24,6 @@ class HeaderFacts:
     ended_at: datetime | None
     elapsed: timedelta | None
     run_dir: str
-    attempt: int
-    attempts_allowed: int  # the first attempt and every restart the policy allows
 
     @property
     def elapsed_text(self) -> str:
@@ -47,8 +47,6 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
         ended_at=ended,
         elapsed=((ended or now) - started) if started else None,
         run_dir=latest.run_dir if latest else "",
-        attempt=latest.number if latest else 1,
-        attempts_allowed=1 + job.max_restarts,
     )
 
 

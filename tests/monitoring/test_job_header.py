@@ -32,7 +32,6 @@ def test_facts_of_a_restarted_job_waiting_in_slurm(project, owner, cluster) -> N
     facts = header_facts(job=job, attempts=attempts, now=T0 + timedelta(hours=1))
     assert facts.slurm_ids == [(1, "101"), (2, "102")]
     assert (facts.state, facts.pending_reason) == (State.PENDING, "Priority")
-    assert (facts.attempt, facts.attempts_allowed) == (2, 3)
     assert facts.submitted_at == T0  # the job's first submission
     assert facts.started_at is None and facts.elapsed_text == "-"
     assert facts.run_dir == "/home/mia/portal-runs/a2"

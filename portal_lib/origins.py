@@ -10,7 +10,6 @@ must be allowed, or the Origin must be one of CSRF_TRUSTED_ORIGINS exactly.
 from typing import Any
 from urllib.parse import urlsplit
 
-from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import validate_host
 
@@ -59,6 +58,18 @@ def origin_allowed(scope: dict[str, Any]) -> bool:
     return own == origin and validate_host(origin[1], settings.ALLOWED_HOSTS)
 
 
+async def deny(receive: Any, send: Any) -> None:
+    """Refuse a WebSocket before it opens (the server answers the handshake with 403).
+
+    Plain ASGI, not Channels' WebsocketDenier: a consumer first subscribes to the channel
+    layer and, once refused, lingers in the layer's blocking read until its timeout, so
+    a stream of refused sockets would pile up tasks.
+    """
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008})
+
+
 class OriginValidator:
     """ASGI middleware: a WebSocket whose Origin is not the page's own is denied (403)."""
 
@@ -67,6 +78,5 @@ class OriginValidator:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] == "websocket" and not origin_allowed(scope):
-            denier = WebsocketDenier()
-            return await denier(scope, receive, send)
+            return await deny(receive, send)
         return await self.application(scope, receive, send)

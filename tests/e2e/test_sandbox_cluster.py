@@ -159,7 +159,7 @@ def test_the_example_trainer_lands_in_each_users_home_for_them_alone(
 ) -> None:
     data = EXAMPLE.read_bytes()
     done = examples_install(cluster=sandbox_cluster, files={"ddp_train.py": data})
-    assert done == {"alice": "~/portal-examples", "bob": "~/portal-examples"}
+    assert done == {user: "~/portal-examples" for user in config.USERS}
     digest = hashlib.sha256(data).hexdigest()
     for user in (alice, bob):
         check = user.run("sha256sum portal-examples/ddp_train.py; stat -c %a portal-examples")

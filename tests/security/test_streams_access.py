@@ -279,7 +279,11 @@ def test_origin_must_match_scheme_host_and_port(
     async def scenario() -> Any:
         communicator = _communicator(job, headers)
         try:
-            return await communicator.connect(timeout=TIMEOUT)
+            answer = await communicator.connect(timeout=TIMEOUT)
+            # Refused, the application ends by itself: nothing lingers until the client
+            # goes (a consumer would wait in the channel layer's blocking read).
+            await asyncio.wait_for(asyncio.shield(communicator.future), TIMEOUT)
+            return answer
         finally:
             await communicator.disconnect(timeout=TIMEOUT)
 

@@ -151,7 +151,7 @@ def test_idle_stretch_needs_every_gpu_under_the_threshold():
         "gpu/n1/1/utilization": samples(0, [50.0] * 40),
     }
     busy = idle_advance(IdleState(), both, 10)
-    assert busy.since_x is None or busy.last_x - busy.since_x < 1
+    assert busy.since_x is None or (busy.last_x or 0) - busy.since_x < 1
 
 
 def test_samples_already_seen_are_not_taken_twice_and_late_busy_ones_still_count():

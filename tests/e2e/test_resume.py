@@ -6,6 +6,7 @@ killed and the portal diagnoses it, restarts from the latest checkpoint, and
 the job completes with its step count continuing from there.
 """
 
+import json
 import os
 import re
 import signal
@@ -15,9 +16,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
-from monitoring.models import Checkpoint
+from monitoring.models import Checkpoint, EfficiencyCard
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
+from projects.models import UsageCharge
 from tests.helpers import attempt_processes, run_file, submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -136,3 +138,27 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     page = member_client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Restart 1/2 after A rank crashed" in page
     assert "Attempt 1: A rank crashed" in page
+
+    # 5. Attempt 1's efficiency card: its parts sum to the ledger's GPU-hours, and "lost" is
+    # the work attempt 2 redid, from the resumed step to the failure.
+    wait_for(
+        lambda: EfficiencyCard.objects.filter(attempt=first, from_ledger=True).exists(),
+        120,
+        "attempt 1's card to be computed against its ledger charge",
+    )
+    card = EfficiencyCard.objects.get(attempt=first).data
+    charge = UsageCharge.objects.get(attempt=first)
+    assert sum(card["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
+    assert all(hours >= 0 for hours in card["parts"].values())
+    assert card["resumed_step"] == resumed
+    # When the trainer reached the resumed step, by its own clock (rank 0's metrics.jsonl),
+    # and the failure as Slurm's accounting ended the attempt.
+    records = [json.loads(line) for line in run_file(first, "metrics.jsonl").splitlines() if line]
+    reached = next(r["time"] for r in records if r["step"] == resumed)
+    expected = charge.ended_at.timestamp() - reached
+    lost_seconds = card["parts"]["lost"] * 3600 / job.total_gpus
+    assert abs(lost_seconds - expected) <= settings.POLL_INTERVAL, (lost_seconds, expected)
+    assert card["parts"]["startup"] > 0 and card["parts"]["productive"] > 0
+    assert len(card["per_gpu"]) == job.total_gpus
+    page = member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="efficiency-1"' in page and f"resumed from step {resumed}" in page

@@ -135,21 +135,28 @@ class ProcessTable:
             with open(f"{self.proc}/{pid}/stat", "rb") as fh:
                 stat = fh.read().decode("ascii", "replace")
             fields = stat[stat.rindex(")") + 2 :].split()
-            key, ticks = (pid, fields[19]), int(fields[11]) + int(fields[12])
-            if key not in self._binding:
-                with open(f"{self.proc}/{pid}/cmdline", "rb") as fh:
-                    cmdline = fh.read()
-                with open(f"{self.proc}/{pid}/environ", "rb") as fh:
-                    raw = fh.read()
-                pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
-                environ = {
-                    k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs
-                }
-                own = b"nvidia-smi" in cmdline or b"nvidia_smi" in cmdline or pid == os.getpid()
-                self._binding[key] = [] if own else bound_gpus(environ, self.node)
-            return key, ticks, self._binding[key]
+            # The name changes on exec (a forked child becoming a torchrun worker, new env).
+            key = (pid, fields[19] + stat[: stat.rindex(")")])
+            ticks = int(fields[11]) + int(fields[12])
         except (OSError, ValueError, IndexError):
-            return None  # gone, or another user's process: not ours to see
+            return None  # gone
+        if key not in self._binding:
+            self._binding[key] = self._bind(pid)
+        return key, ticks, self._binding[key]
+
+    def _bind(self, pid: int) -> list[int]:
+        try:
+            with open(f"{self.proc}/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"{self.proc}/{pid}/environ", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return []  # another user's process: not ours to see
+        if b"nvidia-smi" in cmdline or b"nvidia_smi" in cmdline or pid == os.getpid():
+            return []
+        pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+        environ = {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+        return bound_gpus(environ, self.node)
 
     def sample(self, now: float) -> dict[int, float]:
         """Each bound GPU's busy share since the previous sample (unbound GPUs are absent)."""

@@ -157,6 +157,7 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     reached = next(r["time"] for r in records if r["step"] == resumed)
     expected = charge.ended_at.timestamp() - reached
     lost_seconds = card["parts"]["lost"] * 3600 / job.total_gpus
+    assert card["lost_from"] is not None and lost_seconds > 0, card
     assert abs(lost_seconds - expected) <= settings.POLL_INTERVAL, (lost_seconds, expected)
     assert card["parts"]["startup"] > 0 and card["parts"]["productive"] > 0
     assert len(card["per_gpu"]) == job.total_gpus

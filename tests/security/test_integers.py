@@ -162,6 +162,7 @@ def test_the_form_walk_finds_every_number() -> None:
         "model_params",
         "total_steps",
         "time_limit",
+        "max_restarts",
     }
 
 

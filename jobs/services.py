@@ -131,6 +131,34 @@ def job_cancel(*, job: Job, user: User) -> None:
         # Still SUBMITTING: the submission cancels the job once it has its id.
 
 
+def attempt_cancel_by_portal(*, attempt: Attempt, reason: str) -> bool:
+    """Cancel a live attempt for one of the portal's own rules (an idle-GPU policy), once.
+
+    The timeline says why; False when it had ended or a cancel was asked for already.
+    """
+    with transaction.atomic():
+        now = timezone.now()
+        claimed = (
+            Attempt.objects.filter(pk=attempt.pk, cancel_requested_at__isnull=True)
+            .exclude(state__in=FINAL_STATES)
+            .update(cancel_requested_at=now)
+        )
+        if not claimed:
+            return False
+        attempt.cancel_requested_at = now
+        JobEvent.objects.create(
+            job_id=attempt.job_id,
+            attempt=attempt,
+            time=now,
+            from_state=attempt.state,
+            to_state=attempt.state,
+            reason=reason,
+        )
+        if attempt.slurm_job_id:
+            queue_on_commit(CANCEL_ATTEMPT, attempt.pk)
+    return True
+
+
 def attempts_reconcile() -> int:
     """Re-queue submissions whose task was lost; the database is the source of truth."""
     # A submission still in flight this long lost its task (worker killed,

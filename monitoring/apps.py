@@ -9,6 +9,7 @@ class MonitoringConfig(AppConfig):
         # registering here keeps jobs free of any import of monitoring.
         from jobs.polling import FILE_WATCHERS
         from monitoring.failures import FailureWatcher
+        from monitoring.goodput import GoodputWatcher
         from monitoring.ingest import MonitoringWatcher
         from monitoring.stream_access import connect_receivers
 
@@ -19,3 +20,6 @@ class MonitoringConfig(AppConfig):
         # After the log watcher: the diagnosis reads the log bytes this poll stored.
         if not any(isinstance(w, FailureWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(FailureWatcher())
+        # Last: it reads the samples and steps this poll stored, and the restart it decided.
+        if not any(isinstance(w, GoodputWatcher) for w in FILE_WATCHERS):
+            FILE_WATCHERS.append(GoodputWatcher())

@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, path
 
-from monitoring import api, streams
+from monitoring import api, api_goodput, streams
 
 _ATTEMPT = "jobs/<int:job_id>/attempts/<int:number>"
 
@@ -15,4 +15,9 @@ urlpatterns: list[URLPattern] = [
     path(f"{_ATTEMPT}/series", api.SeriesNamesView.as_view(), name="attempt-series-names"),
     path(f"{_ATTEMPT}/series/<path:name>", api.SeriesView.as_view(), name="attempt-series"),
     path("jobs/<int:job_id>/failures", api.JobFailuresView.as_view(), name="job-failures"),
+    path(
+        "jobs/<int:job_id>/efficiency",
+        api_goodput.JobEfficiencyView.as_view(),
+        name="job-efficiency",
+    ),
 ]

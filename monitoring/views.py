@@ -7,6 +7,7 @@ from django.utils import timezone
 from clusters.access import can_drain
 from jobs.access import job_for_viewer
 from jobs.models import Attempt, JobEvent
+from monitoring.goodput_selectors import idle_ladder, job_efficiency
 from monitoring.header import header_facts
 from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT
 from monitoring.models import AttemptIngest
@@ -55,6 +56,8 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
                 d for d in failures["diagnoses"] if banner is None or d["attempt"] != number
             ],
             "can_drain": can_drain(user=request.user),
+            "cards": job_efficiency(job=job),
+            "idle": idle_ladder(job=job),
             "config": job_page_config(job=job, attempts=attempts),
             "download_url": reverse(
                 "attempt-log-download", kwargs={"job_id": job.pk, "number": number}

@@ -16,6 +16,7 @@ from clusters.models import Cluster
 from projects.mirror import MirrorError, mirror_apply, mirror_plan
 from projects.models import (
     BudgetAlert,
+    IdlePolicy,
     Membership,
     NotificationPreference,
     Project,
@@ -40,6 +41,12 @@ class QuotaInline(admin.StackedInline):
     model = Quota
     can_delete = False
     filter_horizontal = ["allowed_clusters"]
+
+
+class IdlePolicyInline(admin.StackedInline):
+    model = IdlePolicy
+    can_delete = True
+    extra = 0
 
 
 class UsageChangeList(ChangeList):
@@ -79,7 +86,7 @@ class ProjectAdmin(admin.ModelAdmin):
     ]
     search_fields = ["slug", "name", "slurm_account"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [QuotaInline, MembershipInline]
+    inlines = [QuotaInline, IdlePolicyInline, MembershipInline]
     readonly_fields = ["slurm_mirror"]
     actions = ["mirror_quota"]
 

@@ -267,3 +267,42 @@ class NotificationPreference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: mail on job end {'on' if self.mail_on_job_end else 'off'}"
+
+
+MIN_IDLE_WINDOW = timedelta(seconds=10)
+
+
+class IdlePolicy(models.Model):
+    """What the portal does with a job whose GPUs sit idle: warn, then optionally cancel.
+
+    Set by admins per project. A running attempt whose GPUs all stay under
+    `threshold_percent` utilisation (the portal's own GPU samples) for `warn_after`
+    is warned on its page and by mail; if `cancel_after` is set and they stay idle
+    that much longer, the attempt is cancelled.
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="idle_policy")
+    threshold_percent = models.PositiveSmallIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        verbose_name="idle under (% utilisation)",
+        help_text="A GPU under this utilisation counts as idle.",
+    )
+    warn_after = models.DurationField(
+        default=timedelta(hours=1),
+        validators=[MinValueValidator(MIN_IDLE_WINDOW)],
+        help_text="Warn once a job's GPUs have all been idle this long (at least 10 s).",
+    )
+    cancel_after = models.DurationField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_IDLE_WINDOW)],
+        help_text="Cancel a warned job still idle this much longer; blank: never cancel.",
+    )
+
+    class Meta:
+        verbose_name_plural = "idle policies"
+
+    def __str__(self) -> str:
+        cancel = f", cancel {self.cancel_after} later" if self.cancel_after else ""
+        return f"{self.project}: under {self.threshold_percent} % for {self.warn_after}{cancel}"

@@ -11,6 +11,21 @@ Like the real tool it ignores ``CUDA_VISIBLE_DEVICES`` and lists every GPU of
 the node. The node comes from ``SLURMD_NODENAME`` (set inside Slurm jobs),
 falling back to the host name.
 
+Utilisation is honest: it follows what the processes bound to that GPU do. A
+process is bound to GPU ``i`` of node ``N`` when its environment (``/proc/<pid>/
+environ``, readable for the caller's own processes) has ``SLURMD_NODENAME=N``, a
+``SLURM_JOB_ID`` and ``i`` among its job's GPUs (``SLURM_STEP_GPUS``, else
+``SLURM_JOB_GPUS``, else ``CUDA_VISIBLE_DEVICES``: Slurm's indexes of the gres
+device files in gres.conf, the same list the batch script passes to ``-i``); a
+process with ``LOCAL_RANK`` (a torchrun worker) is bound to the job's
+``LOCAL_RANK``-th GPU of the node only. Between two samples (the ``-l`` interval,
+or 0.2 s for a single query) the CPU time the bound processes spent (utime +
+stime from ``/proc/<pid>/stat``) divided by the wall time is the GPU's busy
+share: utilisation is that share in %, capped at 100; power, temperature and SM
+clock follow it; memory used is a plausible synthetic value while any process is
+bound, 0 MiB when none is. A GPU no process is bound to reads 0 %, as a free GPU
+does. Stand-in processes themselves are never counted.
+
 Test hook: ``PORTAL_FAKE_NVSMI_NA=power.draw,clocks.sm`` makes those fields
 read ``[N/A]``.
 """
@@ -25,7 +40,8 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import field as dc_field
 
 GPUS_PER_NODE = 2
 GPU_NAME = "NVIDIA H200"
@@ -33,12 +49,16 @@ MEMORY_TOTAL_MIB = 143771
 POWER_LIMIT_W = 700.0
 DRIVER_VERSION = "550.90.07"
 NA = "[N/A]"
+FIRST_WINDOW_S = 0.2
 
 
 @dataclass(frozen=True)
 class Gpu:
     node: str
     index: int
+    # Share of the last sampling interval its bound processes computed (see the docstring).
+    busy: float = dc_field(default=0.0, compare=False)
+    bound: bool = dc_field(default=False, compare=False)  # any process bound to it
 
     @property
     def seed(self) -> int:
@@ -56,13 +76,11 @@ class Gpu:
         return f"00000000:{0x19 + 0x20 * self.index:02X}:00.0"
 
     def utilization(self, now: float) -> int:
-        # Two incommensurate waves with a per-GPU phase: varies over seconds,
-        # but two GPUs never move in lockstep.
-        phase = (self.seed % 1000) / 1000 * 2 * math.pi
-        wave = 0.6 * math.sin(now / 7.0 + phase) + 0.4 * math.sin(now / 2.3 + 2 * phase)
-        return max(0, min(100, round(55 + 45 * wave)))
+        return utilization_percent(self.busy)
 
     def memory_used(self, now: float) -> int:
+        if not self.bound:
+            return 0
         base = 20000 + self.seed % 60000
         return min(MEMORY_TOTAL_MIB, base + round(3000 * math.sin(now / 31.0)))
 
@@ -75,6 +93,95 @@ class Gpu:
 
     def sm_clock(self, now: float) -> int:
         return 345 if self.utilization(now) < 5 else 1980
+
+
+def utilization_percent(busy: float) -> int:
+    """A GPU's utilisation from its bound processes' CPU seconds per wall second."""
+    return max(0, min(100, round(busy * 100)))
+
+
+def _gpu_list(value: str) -> list[int]:
+    return [int(part) for part in value.split(",") if part.strip().isdigit()]
+
+
+def bound_gpus(environ: dict[str, str], node: str) -> list[int]:
+    """The GPUs of `node` a process with this environment works on (see the docstring)."""
+    if environ.get("SLURMD_NODENAME") != node or not environ.get("SLURM_JOB_ID"):
+        return []
+    gpus: list[int] = []
+    for key in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
+        gpus = _gpu_list(environ.get(key, ""))
+        if gpus:
+            break
+    local = environ.get("LOCAL_RANK", "")
+    if gpus and local.isdigit():
+        return [gpus[int(local) % len(gpus)]]
+    return gpus
+
+
+class ProcessTable:
+    """CPU ticks of the processes bound to this node's GPUs, read from /proc between samples."""
+
+    def __init__(self, node: str, proc: str = "/proc") -> None:
+        self.node = node
+        self.proc = proc
+        self.ticks_per_s = float(os.sysconf("SC_CLK_TCK"))
+        self._binding: dict[tuple[int, str], list[int]] = {}  # (pid, start time) -> GPUs
+        self._last: dict[tuple[int, str], int] = {}
+        self._last_time = 0.0
+
+    def _read(self, pid: int) -> tuple[tuple[int, str], int, list[int]] | None:
+        try:
+            with open(f"{self.proc}/{pid}/stat", "rb") as fh:
+                stat = fh.read().decode("ascii", "replace")
+            fields = stat[stat.rindex(")") + 2 :].split()
+            # The name changes on exec (a forked child becoming a torchrun worker, new env).
+            key = (pid, fields[19] + stat[: stat.rindex(")")])
+            ticks = int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            return None  # gone
+        if key not in self._binding:
+            self._binding[key] = self._bind(pid)
+        return key, ticks, self._binding[key]
+
+    def _bind(self, pid: int) -> list[int]:
+        try:
+            with open(f"{self.proc}/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"{self.proc}/{pid}/environ", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return []  # another user's process: not ours to see
+        if b"nvidia-smi" in cmdline or b"nvidia_smi" in cmdline or pid == os.getpid():
+            return []
+        pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+        environ = {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+        return bound_gpus(environ, self.node)
+
+    def sample(self, now: float) -> dict[int, float]:
+        """Each bound GPU's busy share since the previous sample (unbound GPUs are absent)."""
+        current: dict[tuple[int, str], int] = {}
+        spent: dict[int, float] = {}
+        bound: set[int] = set()
+        for name in os.listdir(self.proc):
+            if not name.isdigit():
+                continue
+            found = self._read(int(name))
+            if found is None or not found[2]:
+                continue
+            key, ticks, gpus = found
+            current[key] = ticks
+            bound.update(gpus)
+            delta = ticks - self._last.get(key, 0) if self._last_time else 0
+            for gpu in gpus:
+                spent[gpu] = spent.get(gpu, 0.0) + max(delta, 0) / self.ticks_per_s
+        wall = now - self._last_time if self._last_time else 0.0
+        self._last, self._last_time = current, now
+        return {g: spent.get(g, 0.0) / wall if wall > 0 else 0.0 for g in bound}
+
+
+def with_activity(gpus: list[Gpu], activity: dict[int, float]) -> list[Gpu]:
+    return [replace(g, busy=activity.get(g.index, 0.0), bound=g.index in activity) for g in gpus]
 
 
 @dataclass(frozen=True)
@@ -266,9 +373,13 @@ def run(argv: list[str], write: Callable[[str], None]) -> int:
     fmt = opts.fmt or set()
     if fields is not None and "csv" not in fmt:
         raise UsageError('"--format" must be specified with "--query-gpu" (e.g. csv).', 2)
+    table = ProcessTable(node_name())
+    table.sample(time.time())
+    time.sleep(FIRST_WINDOW_S)  # the first line needs an interval too
     first = True
     while True:
         now = time.time()
+        gpus = with_activity(gpus, table.sample(now))
         if fields is not None:
             # With -l the real tool repeats the header only once.
             header = first and "noheader" not in fmt

@@ -1,6 +1,7 @@
 """Monitoring data: one module per concept, re-exported here for Django."""
 
 from monitoring.models.checkpoints import Checkpoint  # noqa: F401
+from monitoring.models.goodput import AttemptActivity, EfficiencyCard  # noqa: F401
 from monitoring.models.ingest import AttemptIngest  # noqa: F401
 from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
 from monitoring.models.series import Series, SeriesChunk  # noqa: F401

@@ -189,7 +189,16 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": 300.0,
         "options": {"expires": 300.0},
     },
+    # Efficiency cards of ended attempts: missing ones, and those made before their charge.
+    "refresh-efficiency-cards": {
+        "task": "monitoring.tasks.refresh_efficiency_cards",
+        "schedule": env.float("EFFICIENCY_REFRESH_INTERVAL", default=15.0),
+        "options": {"expires": 30.0},
+    },
 }
+# A GPU under this utilisation counts as idle on a card, unless the project's idle policy
+# sets its own threshold.
+EFFICIENCY_IDLE_PERCENT: int = env.int("EFFICIENCY_IDLE_PERCENT", default=10)
 # Open job WebSockets per user, across every web process (monitoring.consumers).
 WEBSOCKETS_PER_USER: int = env.int("WEBSOCKETS_PER_USER", default=16)
 # Budget mails (80 % and 100 %) and opt-in job-end mails; the console backend by default.

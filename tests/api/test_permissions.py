@@ -79,6 +79,7 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("series csv", get(f"{ATTEMPT}/series/loss", format="csv"), READ),
     ("gpus", get(f"{ATTEMPT}/gpus"), READ),
     ("failures", get("/api/v1/jobs/{job}/failures"), READ),
+    ("efficiency", get("/api/v1/jobs/{job}/efficiency"), READ),
     ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
     ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
     (

@@ -6,6 +6,7 @@ killed and the portal diagnoses it, restarts from the latest checkpoint, and
 the job completes with its step count continuing from there.
 """
 
+import json
 import os
 import re
 import signal
@@ -15,9 +16,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
-from monitoring.models import Checkpoint
+from monitoring.models import Checkpoint, EfficiencyCard
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
+from projects.models import UsageCharge
 from tests.helpers import attempt_processes, run_file, submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -47,7 +49,7 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
         project,
         sandbox_cluster,
         name="resume after a rank dies",
-        args=f"--steps {STEPS} --checkpoint-every 4 --sleep 0.02 "
+        args=f"--steps {STEPS} --checkpoint-every 12 --sleep 0.02 "
         "--throttle-node n2 --throttle-seconds 0.4",
     )
     Job.objects.filter(pk=job.pk).update(max_restarts=2)  # read when the failure is decided
@@ -88,11 +90,17 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     member_page = member_pages[-1]
     assert "/drain/" not in member_page  # the drain button is for staff only
 
-    # 2. Once a checkpoint past step 4 is registered, one rank is killed.
+    # 2. Once the checkpoint at step 12 is registered and four more steps are done (work
+    # attempt 2 will redo: the card's "lost" part), one rank is killed.
     wait_for(
-        lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=8).exists(),
+        lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=12).exists(),
         60,
-        "a checkpoint at step 8 or later in the registry",
+        "a checkpoint at step 12 or later in the registry",
+    )
+    wait_for(
+        lambda: (series_read(attempt_id=first.pk, name="loss").xs or [0.0])[-1] >= 16,
+        60,
+        "step 16 of attempt 1, four steps past its checkpoint",
     )
     node = kill_rank(first, rank=1)
 
@@ -136,3 +144,28 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
     page = member_client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Restart 1/2 after A rank crashed" in page
     assert "Attempt 1: A rank crashed" in page
+
+    # 5. Attempt 1's efficiency card: its parts sum to the ledger's GPU-hours, and "lost" is
+    # the work attempt 2 redid, from the resumed step to the failure.
+    wait_for(
+        lambda: EfficiencyCard.objects.filter(attempt=first, from_ledger=True).exists(),
+        120,
+        "attempt 1's card to be computed against its ledger charge",
+    )
+    card = EfficiencyCard.objects.get(attempt=first).data
+    charge = UsageCharge.objects.get(attempt=first)
+    assert sum(card["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
+    assert all(hours >= 0 for hours in card["parts"].values())
+    assert card["resumed_step"] == resumed
+    # When the trainer reached the resumed step, by its own clock (rank 0's metrics.jsonl),
+    # and the failure as Slurm's accounting ended the attempt.
+    records = [json.loads(line) for line in run_file(first, "metrics.jsonl").splitlines() if line]
+    reached = next(r["time"] for r in records if r["step"] == resumed)
+    expected = charge.ended_at.timestamp() - reached
+    lost_seconds = card["parts"]["lost"] * 3600 / job.total_gpus
+    assert expected >= 0.5, (expected, card)  # four steps and the dying, sacct's whole seconds
+    assert abs(lost_seconds - expected) <= settings.POLL_INTERVAL, (lost_seconds, expected)
+    assert card["parts"]["startup"] > 0 and card["parts"]["productive"] > 0
+    assert len(card["per_gpu"]) == job.total_gpus
+    page = member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="efficiency-1"' in page and f"resumed from step {resumed}" in page

@@ -1,0 +1,52 @@
+"""Where an attempt's GPU-hours went: what the poll saw while it ran, and its card once it ended.
+
+See `monitoring.idle` (the idle-GPU ladder) and `monitoring.efficiency` (the card).
+"""
+
+from django.db import models
+
+from jobs.models import Attempt
+
+
+class AttemptActivity(models.Model):
+    """The portal's own observations of a running attempt: its first step and its idle GPUs.
+
+    Sample times (`*_x`) are the GPU sampler's clock, as stored in the GPU series;
+    the ladder's times (`warned_at`, `cancel_at`) are the portal's.
+    """
+
+    attempt = models.OneToOneField(
+        Attempt, on_delete=models.CASCADE, primary_key=True, related_name="activity"
+    )
+    first_step_at = models.DateTimeField(null=True, blank=True)
+    # Per GPU utilisation series, the x of the last sample the idle rule examined.
+    gpu_checked = models.JSONField(default=dict, blank=True)
+    # Since when every GPU of the attempt has been under the threshold (None: busy).
+    idle_since_x = models.FloatField(null=True, blank=True)
+    idle_last_x = models.FloatField(null=True, blank=True)
+    threshold_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    warned_at = models.DateTimeField(null=True, blank=True)
+    cancel_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "attempt activities"
+
+    def __str__(self) -> str:
+        return f"activity of attempt {self.attempt_id}"
+
+
+class EfficiencyCard(models.Model):
+    """An ended attempt's efficiency card (`monitoring.efficiency.Card.as_json`)."""
+
+    attempt = models.OneToOneField(
+        Attempt, on_delete=models.CASCADE, primary_key=True, related_name="efficiency"
+    )
+    data = models.JSONField()
+    # Whether its GPU-hours are the ledger's charge (else the portal's times, until it exists).
+    from_ledger = models.BooleanField(default=False)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"efficiency card of attempt {self.attempt_id}"

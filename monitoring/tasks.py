@@ -1,0 +1,16 @@
+"""Celery tasks of monitoring: take ids, call one service."""
+
+from celery import shared_task
+
+from monitoring.efficiency_card import efficiency_cards_refresh
+from monitoring.idle import idle_warning_send
+
+
+@shared_task
+def send_idle_warning_mail(attempt_id: int) -> None:
+    idle_warning_send(attempt_id=attempt_id)
+
+
+@shared_task(ignore_result=True)
+def refresh_efficiency_cards() -> None:
+    efficiency_cards_refresh()

@@ -48,11 +48,11 @@ def main() -> None:
     print("-" * 71)
     for count in (10,) if QUICK else (10, 100, 1000):
         delete_jobs_without_charges(project=project)
-        ids = held_jobs.submit_held(alice, count, f"bench-{uuid.uuid4().hex[:6]}")
+        attempts = held_jobs.register(
+            project=project, user=user, cluster=cluster, account=account, count=count
+        )
+        ids = held_jobs.submit_held(alice, attempts, f"bench-{uuid.uuid4().hex[:6]}")
         try:
-            held_jobs.register(
-                project=project, user=user, cluster=cluster, account=account, slurm_ids=ids
-            )
             cluster_poll(cluster_id=cluster.pk)  # warm: connection and agent
             times = []
             for _ in range(3):

@@ -5,6 +5,11 @@ there, the exit-code file the batch script writes) is the job's word and only a 
 it can hide the job or report it gone. The portal account's squeue and sacct decide
 state, and a job is final only once one of them shows it so; a job that left squeue
 without a record in sacct yet stays live (UNKNOWN) and keeps its reservation.
+
+The job id itself came back from sbatch through the user's session, so it is checked
+too: the job Slurm shows under it must carry the attempt's name. When it does not, the
+portal account looks the name up; the one job of that name is followed instead, and
+with none or several the attempt fails rather than track (and charge) another job.
 """
 
 from dataclasses import dataclass, field
@@ -17,7 +22,7 @@ from clusters.models import Cluster
 from clusters.selectors import portal_endpoint
 from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SqueueRow
 from clusters.ssh import SSHError, pool
-from jobs.models import FINAL_STATES, MAX_SLURM_REASON, Attempt, State
+from jobs.models import FINAL_STATES, MAX_SLURM_REASON, Attempt, JobEvent, State
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
 
@@ -34,6 +39,18 @@ class ClusterTruth:
     queue: dict[str, SqueueRow] = field(default_factory=dict)
     history: dict[str, SacctRow] = field(default_factory=dict)  # only jobs gone from squeue
     accounting: bool = False  # sacct answered for the jobs gone from squeue
+    # For attempts whose id shows a job of another name: the jobs named as the attempt.
+    named: dict[str, list[SqueueRow]] = field(default_factory=dict)
+
+
+def _misnamed(
+    attempts: list[Attempt], rows: dict[str, SqueueRow] | dict[str, SacctRow]
+) -> list[str]:
+    return [
+        a.slurm_job_name
+        for a in attempts
+        if a.slurm_job_id in rows and rows[a.slurm_job_id].name != a.slurm_job_name
+    ]
 
 
 def truth_read(*, cluster: Cluster, attempts: list[Attempt]) -> ClusterTruth:
@@ -50,16 +67,20 @@ def truth_read(*, cluster: Cluster, attempts: list[Attempt]) -> ClusterTruth:
     with pool.session(endpoint) as connection:
         slurm = Slurm(connection, tools=cluster.slurm_tools)
         queue = {row.job_id: row for row in slurm.queue(ids)}
+        named: dict[str, list[SqueueRow]] = {}
+        for row in slurm.named(_misnamed(attempts, queue)):
+            named.setdefault(row.name, []).append(row)
         missing = [job_id for job_id in ids if job_id not in queue]
         if not (missing and cluster.accounting_enabled):
-            return ClusterTruth(queue=queue)
+            return ClusterTruth(queue=queue, named=named)
         since = min(a.submitted_at or a.created_at for a in attempts) - SACCT_MARGIN
         try:
             rows = slurm.history(missing, since=since)
         except AccountingDisabled:
-            return ClusterTruth(queue=queue)
+            return ClusterTruth(queue=queue, named=named)
     # sacct lists a requeued job once per run, oldest first: the last one is current.
-    return ClusterTruth(queue=queue, history={row.job_id: row for row in rows}, accounting=True)
+    history = {row.job_id: row for row in rows}
+    return ClusterTruth(queue=queue, history=history, accounting=True, named=named)
 
 
 def truth_apply(
@@ -75,7 +96,10 @@ def truth_apply(
     for attempt in attempts:
         row = truth.queue.get(attempt.slurm_job_id)
         record = truth.history.get(attempt.slurm_job_id)
-        if row is not None:
+        shown = row or record
+        if shown is not None and shown.name != attempt.slurm_job_name:
+            changed += _not_its_job(attempt, shown.name, truth.named.get(attempt.slurm_job_name))
+        elif row is not None:
             changed += from_squeue(attempt, row, None, now)
         elif record is not None:
             changed += _from_sacct(attempt, record, now)
@@ -90,6 +114,38 @@ def truth_apply(
         else:
             changed += _vanished(attempt, exit_hints.get(attempt.pk), now)
     return changed
+
+
+def _not_its_job(attempt: Attempt, shown_name: str, named: list[SqueueRow] | None) -> int:
+    """The id from sbatch shows another job: follow the one job of the attempt's name."""
+    given = attempt.slurm_job_id
+    wrong = f"Slurm job {given} is named {shown_name!r}, not {attempt.slurm_job_name!r}"
+    if named is not None and len(named) == 1:
+        found = named[0].job_id
+        if not Attempt.objects.filter(pk=attempt.pk, slurm_job_id=given).update(slurm_job_id=found):
+            return 0
+        attempt.slurm_job_id = found
+        JobEvent.objects.create(
+            job_id=attempt.job_id,
+            attempt=attempt,
+            time=timezone.now(),
+            from_state=attempt.state,
+            to_state=attempt.state,
+            reason=f"{wrong}: the id that came back from sbatch was another job's; "
+            f"following job {found}, the one Slurm shows by this attempt's name.",
+        )
+        return 1
+    count = len(named or [])
+    return int(
+        attempt_transition(
+            attempt=attempt,
+            to=State.FAILED,
+            reason=f"{wrong}, and Slurm shows {count or 'no'} job{'s' if count != 1 else ''} "
+            "of this attempt's name: the id that came back from sbatch was another job's, "
+            "so the portal stops tracking it (charged by the portal's own times).",
+            ended_at=timezone.now(),
+        )
+    )
 
 
 def _unknown(attempt: Attempt, reason: str) -> int:

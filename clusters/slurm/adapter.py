@@ -76,6 +76,17 @@ class Slurm:
         command, result = self._run(squeue_argv(job_ids=job_ids))
         return squeue_result(result, command=command)
 
+    def named(self, names: list[str]) -> list[SqueueRow]:
+        """squeue's jobs of any user (as far as this account may see) with exactly these names.
+
+        Names with a comma are left out: Slurm splits --name on commas.
+        """
+        exact = sorted({name for name in names if name and "," not in name})
+        if not exact:
+            return []
+        command, result = self._run(squeue_argv(names=exact))
+        return [row for row in squeue_result(result, command=command) if row.name in exact]
+
     def history(self, job_ids: list[str], *, since: datetime) -> list[SacctRow]:
         """sacct's allocation records of these jobs, whoever ran them (AccountingDisabled)."""
         if not job_ids:

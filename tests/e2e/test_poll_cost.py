@@ -19,17 +19,12 @@ def test_two_hundred_live_jobs_cost_two_commands(
     # The session's Celery worker polls active clusters too; keep it off this one.
     sandbox_cluster.is_active = False
     sandbox_cluster.save(update_fields=["is_active"])
-    tag = slurm_name("cost")
-    slurm_ids = held_jobs.submit_held(alice, 200, tag)
+    account = ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice")
+    attempts = held_jobs.register(
+        project=project, user=researcher, cluster=sandbox_cluster, account=account, count=200
+    )
+    slurm_ids = held_jobs.submit_held(alice, attempts, slurm_name("cost"))
     try:
-        account = ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice")
-        attempts = held_jobs.register(
-            project=project,
-            user=researcher,
-            cluster=sandbox_cluster,
-            account=account,
-            slurm_ids=slurm_ids,
-        )
         cluster_poll(cluster_id=sandbox_cluster.pk)  # connects once per account
         stats.reset()
         result = cluster_poll(cluster_id=sandbox_cluster.pk)

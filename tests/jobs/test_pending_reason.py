@@ -4,6 +4,7 @@ Rows come from verbatim squeue output of the sandbox (tests/clusters/fixtures/sl
 squeue_mixed.txt: job 14 held by its user, 17 waiting for resources, 16 running).
 """
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -32,7 +33,8 @@ def pending(project, member, cluster: Cluster) -> Attempt:
 def _poll(attempt: Attempt, row_id: str) -> Attempt:
     Attempt.objects.filter(pk=attempt.pk).update(slurm_job_id=row_id)
     attempt.refresh_from_db()
-    truth_apply([attempt], ClusterTruth(queue={row_id: ROWS[row_id]}), {})
+    row = dataclasses.replace(ROWS[row_id], name=attempt.slurm_job_name)  # the attempt's job
+    truth_apply([attempt], ClusterTruth(queue={row_id: row}), {})
     attempt.refresh_from_db()
     return attempt
 

@@ -1,5 +1,6 @@
 """The trust boundary's pieces: state from the portal account, hints from a user's session."""
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -8,16 +9,18 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.slurm import SacctRow, SqueueRow
 from jobs.authority import VANISH_GRACE, ClusterTruth, truth_apply
-from jobs.models import Attempt, State
+from jobs.models import Attempt, JobEvent, State
 from tests import factories
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+UUID = uuid.UUID("5f0c0d6e-8f8a-4c1e-9a59-0d3c6b1f2a77")
+NAME = f"portal-{UUID}"  # the Slurm job name of the `running` attempt
 
 
-def _squeue(job_id: str, state: str) -> SqueueRow:
+def _squeue(job_id: str, state: str, name: str = NAME) -> SqueueRow:
     return SqueueRow(
         job_id=job_id,
-        name="portal-x",
+        name=name,
         state=state,
         reason=None,
         node_list="n1",
@@ -31,10 +34,10 @@ def _squeue(job_id: str, state: str) -> SqueueRow:
     )
 
 
-def _sacct(job_id: str, state: str, *, end: datetime | None) -> SacctRow:
+def _sacct(job_id: str, state: str, *, end: datetime | None, name: str = NAME) -> SacctRow:
     return SacctRow(
         job_id=job_id,
-        name="portal-x",
+        name=name,
         state=state,
         exit_code=0,
         signal=None,
@@ -54,6 +57,7 @@ def running(project, member, cluster: Cluster) -> Attempt:
     """An attempt Slurm job 101 runs, in that state for longer than the vanish grace."""
     _, attempt = factories.job(project, member, cluster)
     Attempt.objects.filter(pk=attempt.pk).update(
+        uuid=UUID,
         state=State.RUNNING,
         slurm_job_id="101",
         state_changed_at=timezone.now() - VANISH_GRACE * 3,
@@ -122,3 +126,50 @@ def test_a_cluster_without_a_portal_account_says_so(cluster: Cluster) -> None:
     cluster.portal_username = "portal-svc"
     cluster.portal_private_key = "key"
     assert cluster.has_portal_account and cluster.trust_warning == ""
+
+
+# sbatch's answer comes back through the user's session: a forged one (a shell function
+# of sbatch's path in ~/.bashrc) can name another of the user's jobs, a small one.
+
+
+def test_an_id_showing_another_jobs_name_is_replaced_by_the_one_job_of_the_attempts_name(
+    running: Attempt,
+) -> None:
+    truth = ClusterTruth(
+        queue={"101": _squeue("101", "RUNNING", name="decoy")},
+        named={NAME: [_squeue("107", "RUNNING")]},
+    )
+    assert truth_apply([running], truth, {}) == 1
+    running.refresh_from_db()
+    assert (running.slurm_job_id, running.state) == ("107", State.RUNNING)
+    event = JobEvent.objects.filter(attempt=running).latest("id")
+    assert "Slurm job 101 is named 'decoy'" in event.reason
+    assert "following job 107" in event.reason
+    # From then on the real job decides.
+    ended = _squeue("107", "COMPLETED")
+    assert truth_apply([running], ClusterTruth(queue={"107": ended}), {}) == 1
+    running.refresh_from_db()
+    assert running.state == State.COMPLETED
+
+
+@pytest.mark.parametrize("named", [[], [_squeue("107", "RUNNING"), _squeue("108", "RUNNING")]])
+def test_an_id_showing_another_job_fails_the_attempt_when_the_name_does_not_say_which(
+    running: Attempt, named: list[SqueueRow]
+) -> None:
+    truth = ClusterTruth(
+        queue={"101": _squeue("101", "RUNNING", name="decoy")}, named={NAME: named}
+    )
+    assert truth_apply([running], truth, {}) == 1
+    running.refresh_from_db()
+    assert running.state == State.FAILED and running.slurm_job_id == "101"
+    assert running.reason.startswith(f"Slurm job 101 is named 'decoy', not '{NAME}'")
+    assert f"Slurm shows {len(named) or 'no'} job" in running.reason
+
+
+def test_a_sacct_record_of_another_name_is_not_this_attempts_end(running: Attempt) -> None:
+    end = START + timedelta(seconds=100)
+    record = _sacct("101", "COMPLETED", end=end, name="decoy")
+    assert truth_apply([running], ClusterTruth(history={"101": record}, accounting=True), {}) == 1
+    running.refresh_from_db()
+    assert running.state == State.FAILED
+    assert "is named 'decoy'" in running.reason

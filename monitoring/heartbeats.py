@@ -25,6 +25,7 @@ _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _RANK_PREFIX = re.compile(rb"^(?:\[rank(\d{1,6})\]:|(\d{1,6}): )")
 # `step 10`, `step: 10`, `step=10`, `Step 10/100`: a word, at most 3 separators, digits.
 _STEP = re.compile(rb"\bstep[ :=]{0,3}(\d{1,12})\b", re.IGNORECASE)
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")  # as monitoring.prefixes, on bytes
 _MAX_LINE = 4096  # a longer line is searched in its first this many bytes
 
 
@@ -79,7 +80,8 @@ def log_rank_steps(data: bytes) -> dict[int, int]:
         head = _RANK_PREFIX.match(line)
         if head is None:
             continue
-        found = _STEP.search(line, head.end(), _MAX_LINE)
+        text = line[head.end() : _MAX_LINE]
+        found = _STEP.search(_ANSI.sub(b"", text) if b"\x1b" in text else text)
         if found is None:
             continue
         rank, step = int(head.group(1) or head.group(2)), int(found.group(1))

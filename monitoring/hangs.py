@@ -121,6 +121,10 @@ def culprit(ranks: Sequence[RankProgress], now: float) -> RankProgress | None:
 
 
 def _paused(ranks: Sequence[RankProgress], now: float, policy: HangPolicy) -> RankProgress | None:
+    """A rank in a declared pause, while no heartbeat has stopped (a stopped rank inside a
+    checkpoint, and the others waiting for it inside theirs, is still a hang)."""
+    if any(r.alive_at is not None and not is_ticking(r, now) for r in ranks):
+        return None
     for r in ranks:
         if r.pause and r.pause_since is not None and now - r.pause_since <= policy.max_pause:
             return r

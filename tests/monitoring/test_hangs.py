@@ -90,6 +90,34 @@ def test_a_declared_pause_is_not_a_hang_until_it_outlasts_the_pause_limit() -> N
     assert _verdict(ranks, last + 301.0, pace).kind == HANG  # max_pause: 300 s
 
 
+def test_a_rank_stopped_inside_a_checkpoint_is_still_a_hang() -> None:
+    # Rank 1 stopped inside the checkpoint; rank 0 waits for it inside its own.
+    pace = _pace(1.0, 20)
+    last = pace[-1][0]
+    ranks = [
+        RankProgress(
+            0,
+            "n1",
+            step=20,
+            step_at=last,
+            alive_at=last + 60,
+            pause="checkpoint",
+            pause_since=last + 0.1,
+        ),
+        RankProgress(
+            1,
+            "n2",
+            step=20,
+            step_at=last,
+            alive_at=last + 0.2,
+            pause="checkpoint",
+            pause_since=last + 0.1,
+        ),
+    ]
+    verdict = _verdict(ranks, last + 60.0, pace)
+    assert verdict.kind == HANG and verdict.culprit is not None and verdict.culprit.rank == 1
+
+
 def test_the_end_of_a_pause_counts_as_progress() -> None:
     pace = _pace(1.0, 20)
     last = pace[-1][0]

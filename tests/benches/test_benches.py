@@ -16,9 +16,9 @@ from django.db import connection
 from tests.helpers import ROOT
 
 BENCH = ROOT / "bench"
-ON_THE_SANDBOX = ("agent_poll.py", "latency.py", "poll.py")
+ON_THE_SANDBOX = ("agent_poll.py", "hang.py", "latency.py", "poll.py")
 DATABASE_ONLY = ("hostile.py", "joblist.py", "series.py")
-PURE = ("diagnosis.py", "parsers.py")
+PURE = ("diagnosis.py", "heartbeat.py", "parsers.py")
 
 
 def _run_quick(name: str) -> str:

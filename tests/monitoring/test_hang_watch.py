@@ -6,16 +6,18 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
-from clusters.agent import AgentReply, FileChunk
-from jobs.models import FailureClass, JobEvent, State, Template
+from clusters.agent import AgentReply, FileChunk, FileRead
+from jobs.models import Attempt, FailureClass, JobEvent, State, Template
 from jobs.rundir import STDOUT_FILE, file_key, progress_file, stack_file
 from monitoring.hang_diagnosis import hang_diagnosis
 from monitoring.hang_watch import MAX_RANKS, ProgressWatcher
 from monitoring.heartbeats import HEARTBEAT_READ
 from monitoring.models import AttemptProgress
 from monitoring.stacks import REQUEST_STACKS, STACK_READ_BYTES
+from projects.models import Project
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +34,7 @@ def _record(rank: int, node: str, step: int, step_time: float, alive: float) -> 
 
 
 @pytest.fixture
-def running(project, owner):  # type: ignore[no-untyped-def]
+def running(project: Project, owner: User) -> Attempt:
     job, attempt = factories.job(
         project,
         owner,
@@ -52,12 +54,12 @@ def running(project, owner):  # type: ignore[no-untyped-def]
     return attempt
 
 
-def _poll(watcher: ProgressWatcher, attempt, files: dict[str, bytes]) -> None:  # type: ignore[no-untyped-def]
+def _poll(watcher: ProgressWatcher, attempt: Attempt, files: dict[str, bytes]) -> list[FileRead]:
     reads, listings = watcher.requests([attempt])
     assert not listings
     reply = AgentReply(time=time.time(), files={k: _chunk(v) for k, v in files.items()})
     watcher.ingest([attempt], reply)
-    return reads  # type: ignore[return-value]
+    return reads
 
 
 def test_a_stopped_rank_is_flagged_then_cancelled_once_the_others_stacks_are_in(

@@ -5,6 +5,7 @@ from monitoring.hangs import (
     STARTUP,
     HangPolicy,
     RankProgress,
+    Verdict,
     culprit,
     hang_verdict,
     pace_add,
@@ -19,7 +20,7 @@ def _pace(interval: float, steps: int, start: float = T0 + 5) -> list[list[float
     return [[start + i * interval, float(i + 1)] for i in range(steps)]
 
 
-def _verdict(ranks: list[RankProgress], now: float, pace: list[list[float]]):  # type: ignore[no-untyped-def]
+def _verdict(ranks: list[RankProgress], now: float, pace: list[list[float]]) -> Verdict:
     return hang_verdict(ranks=ranks, now=now, started_at=T0, pace=pace, policy=POLICY)
 
 

@@ -129,7 +129,8 @@ def _gpu_sampler(job: Job) -> list[str]:
         f'trap "" USR1 {STACK_SIGNAL}; '
         'ids="${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}"; '
         # Not a rank: it dumps no stacks into a rank's file (a stand-in may be Python).
-        f"exec /usr/bin/env -u PORTAL_STACKS_DIR TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
+        "exec /usr/bin/env -u PORTAL_STACKS_DIR TZ=UTC nvidia-smi"
+        f" --query-gpu={query} --format=csv,noheader,nounits"
         f' -l {GPU_SAMPLE_SECONDS} ${{ids:+-i "$ids"}}'
         f' >> "$PORTAL_RUN_DIR/{GPU_FILE_PREFIX}$SLURMD_NODENAME{GPU_FILE_SUFFIX}"'
     )

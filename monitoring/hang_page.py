@@ -12,6 +12,8 @@ from monitoring.stacks import MAX_STACK_RANKS
 
 
 def _ranks(progress: AttemptProgress, now: float) -> list[dict[str, Any]]:
+    # The row keeps "alive" ticks only every few seconds: ticking as of its last write.
+    saved = progress.updated_at.timestamp() if progress.updated_at else now
     rows = []
     for rank, item in sorted((progress.ranks or {}).items(), key=lambda kv: int(kv[0])):
         r = progress_from_json(rank, item)
@@ -22,7 +24,7 @@ def _ranks(progress: AttemptProgress, now: float) -> list[dict[str, Any]]:
                 "step": r.step,
                 "seconds_since_step": round(now - r.step_at, 1) if r.step_at else None,
                 "pause": r.pause,
-                "ticking": is_ticking(r, now),
+                "ticking": is_ticking(r, saved),
                 "source": item.get("source", ""),
                 "culprit": r.rank == progress.culprit_rank,
             }

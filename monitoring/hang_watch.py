@@ -46,6 +46,7 @@ from portal_lib.queueing import queue_on_commit
 logger = logging.getLogger(__name__)
 
 MAX_RANKS = 256  # heartbeat records read per attempt per poll
+REFRESH = timedelta(seconds=5)
 
 
 def attempt_ranks(attempt: Attempt) -> int:
@@ -116,6 +117,7 @@ class ProgressWatcher:
     def _ingest_one(self, attempt: Attempt, reply: AgentReply) -> None:
         row = self._rows.get(attempt.pk) or AttemptProgress(attempt=attempt)
         now = time.time()
+        before = _saved_state(row)
         ranks = _merged(attempt, row, reply, now)
         row.ranks = {str(r.rank): progress_json(r, source) for r, source in ranks}
         progress = [r for r, _ in ranks]
@@ -131,7 +133,20 @@ class ProgressWatcher:
         )
         _stacks_in(attempt, row, reply)
         _decide(attempt, row, verdict, policy)
-        row.save()
+        # Heartbeats tick every second: a row whose steps, pauses and verdict are as they
+        # were is written at most every REFRESH_SECONDS, not at every poll.
+        fresh = row.updated_at and timezone.now() - row.updated_at < REFRESH
+        if row._state.adding or not fresh or _saved_state(row) != before:
+            row.save()
+
+
+def _saved_state(row: AttemptProgress) -> tuple[object, ...]:
+    """What must reach the database at once when it changes (not the "alive" ticks)."""
+    steps = sorted(
+        (rank, item.get("step"), item.get("pause"), item.get("resumed_at"), item.get("node"))
+        for rank, item in (row.ranks or {}).items()
+    )
+    return (steps, row.verdict, row.culprit_rank, len(row.stacks or {}), row.hang_cancelled_at)
 
 
 def _merged(

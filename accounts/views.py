@@ -39,7 +39,12 @@ def token_page(request: HttpRequest) -> HttpResponse:
     response = render(
         request,
         "accounts/tokens.html",
-        {"form": form, "tokens": list(tokens_of(user=user)), "new_token": new_token},
+        {
+            "form": form,
+            "tokens": list(tokens_of(user=user)),
+            "new_token": new_token,
+            "portal_url": request.build_absolute_uri("/").rstrip("/"),
+        },
     )
     # The page that shows a token's text must not be kept by any cache.
     response["Cache-Control"] = "no-store"

@@ -29,6 +29,15 @@ LOCK_SECONDS = 60  # longer than a read can take (three commands, 30 s timeout e
 WAIT_SECONDS = 10.0
 
 
+def free_cpus(node: Node) -> int:
+    """CPUs the scheduler could still give out on the node (none while it is down)."""
+    return max(node.cpus - node.cpus_used, 0) if node.is_available else 0
+
+
+def free_memory_mb(node: Node) -> int:
+    return max(node.memory_mb - node.memory_used_mb, 0) if node.is_available else 0
+
+
 @dataclass(frozen=True)
 class PartitionStatus:
     name: str
@@ -39,6 +48,10 @@ class PartitionStatus:
     gpus_total: int
     gpus_allocated: int
     gpus_free: int
+    cpus_total: int = 0
+    cpus_free: int = 0
+    memory_total_mb: int = 0
+    memory_free_mb: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,22 @@ class ClusterStatus:
     def gpus_free(self) -> int:
         return sum(node.free_gpus for node in self.nodes)
 
+    @property
+    def cpus_total(self) -> int:
+        return sum(node.cpus for node in self.nodes)
+
+    @property
+    def cpus_free(self) -> int:
+        return sum(free_cpus(node) for node in self.nodes)
+
+    @property
+    def memory_total_mb(self) -> int:
+        return sum(node.memory_mb for node in self.nodes)
+
+    @property
+    def memory_free_mb(self) -> int:
+        return sum(free_memory_mb(node) for node in self.nodes)
+
     def as_json(self) -> dict[str, object]:
         return {
             "cluster": self.cluster,
@@ -71,6 +100,10 @@ class ClusterStatus:
             "gpus_total": self.gpus_total,
             "gpus_allocated": self.gpus_allocated,
             "gpus_free": self.gpus_free,
+            "cpus_total": self.cpus_total,
+            "cpus_free": self.cpus_free,
+            "memory_total_mb": self.memory_total_mb,
+            "memory_free_mb": self.memory_free_mb,
             "pending_jobs": self.pending_jobs,
             "running_jobs": self.running_jobs,
             "error": self.error,
@@ -105,6 +138,10 @@ def _summarise(
                 gpus_total=sum(n.gpus for n in members),
                 gpus_allocated=sum(min(n.gpus_used, n.gpus) for n in members),
                 gpus_free=sum(n.free_gpus for n in members),
+                cpus_total=sum(n.cpus for n in members),
+                cpus_free=sum(free_cpus(n) for n in members),
+                memory_total_mb=sum(n.memory_mb for n in members),
+                memory_free_mb=sum(free_memory_mb(n) for n in members),
             )
         )
     return ClusterStatus(

@@ -17,7 +17,7 @@ from clusters.models import Cluster
 from clusters.selectors import portal_endpoint
 from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SqueueRow
 from clusters.ssh import SSHError, pool
-from jobs.models import FINAL_STATES, Attempt, State
+from jobs.models import FINAL_STATES, MAX_SLURM_REASON, Attempt, State
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
 
@@ -150,9 +150,12 @@ def from_squeue(attempt: Attempt, row: SqueueRow, exit_code: int | None, now: da
         code = exit_code if exit_code is not None else row.exit_code
         if code is not None:
             fields["exit_code"] = code
+    reason = row.reason if row.reason and row.reason not in ("None", "(null)") else ""
+    waiting = reason[:MAX_SLURM_REASON] if new == State.PENDING else ""
+    if waiting != attempt.slurm_reason:
+        fields["slurm_reason"] = waiting
     if new == attempt.state and not fields:
         return 0
-    reason = row.reason if row.reason and row.reason not in ("None", "(null)") else ""
     return int(
         attempt_transition(
             attempt=attempt, to=new, reason=reason or f"Slurm says {row.state}.", **fields

@@ -11,7 +11,13 @@ from django.db.models import Q, QuerySet
 
 from clusters.models import Cluster
 from clusters.slurm import parse_time_limit
-from jobs.models import Template
+from jobs.models import (
+    DEFAULT_RESTART_ON,
+    MAX_RESTARTS_LIMIT,
+    NEVER_RESTART,
+    FailureClass,
+    Template,
+)
 from jobs.specs import MAX_TIME_LIMIT, JobSpec
 from portal_lib.bounds import INT_MAX
 from projects.access import submittable_projects
@@ -24,6 +30,15 @@ TIME_FORMATS = (
     "minutes (90), hours:minutes:seconds (1:30:00) or days-hours:minutes:seconds (2-00:00:00)"
 )
 TIME_LIMIT_HELP = f"As Slurm writes it: {TIME_FORMATS}."
+# The failure classes a restart may follow (the others would only fail again), the
+# default ones first in their own order, so that a default policy clones unchanged.
+RESTARTABLE = [
+    (c.value, c.label)
+    for c in sorted(
+        (c for c in FailureClass if c not in NEVER_RESTART),
+        key=lambda c: DEFAULT_RESTART_ON.index(c) if c in DEFAULT_RESTART_ON else 99,
+    )
+]
 
 
 def usable_clusters(*, user: User) -> QuerySet[Cluster]:
@@ -89,6 +104,9 @@ def format_time_limit(limit: timedelta) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else text
 
 
+HANG_SECONDS_MAX = 365 * 86400  # jobs.specs.MAX_TIME_LIMIT
+
+
 def _number(label: str, minimum: int, maximum: int, initial: int | None, **extra: Any) -> Any:
     return forms.IntegerField(
         label=label,
@@ -143,7 +161,8 @@ class JobForm(forms.Form):
     )
     command = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
-        help_text="Command: shell lines. Torchrun templates: the script and its arguments.",
+        help_text="Command: shell lines. Torchrun templates: the script (a path from your home "
+        "directory on the cluster) and its arguments.",
         error_messages={"required": "Enter the command to run."},
     )
     model_params = ModelSizeField(
@@ -157,6 +176,42 @@ class JobForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
         help_text="One regular expression a line, named groups: acc=(?P<acc>[0-9.]+)",
+    )
+    max_restarts = _number(
+        "Restarts",
+        0,
+        MAX_RESTARTS_LIMIT,
+        0,
+        required=False,
+        help_text="After a failure a retry can fix, start again from the latest checkpoint "
+        "this many times; 0 or blank: never.",
+    )
+    restart_on = forms.MultipleChoiceField(
+        label="Restart after",
+        choices=RESTARTABLE,
+        required=False,
+        initial=[str(c) for c in DEFAULT_RESTART_ON],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="CUDA out of memory, missing modules or files and cancellation never restart.",
+    )
+    exclude_failed_nodes = forms.BooleanField(
+        label="Restart without the node that failed",
+        required=False,
+        help_text="sbatch --exclude the failed node on the next attempt.",
+    )
+    # Hang detection (monitoring.hangs); blank: the portal's defaults.
+    hang_multiple = forms.FloatField(
+        label="Hung after (step intervals)",
+        min_value=1.0,
+        max_value=1e6,
+        required=False,
+        help_text="No step on any rank for this many times the recent step interval.",
+    )
+    hang_floor_seconds = _number(
+        "Never hung before (seconds)", 1, HANG_SECONDS_MAX, None, required=False
+    )
+    startup_window_seconds = _number(
+        "First step within (seconds)", 1, HANG_SECONDS_MAX, None, required=False
     )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
@@ -179,17 +234,18 @@ class JobForm(forms.Form):
         return JobSpec(
             name=data["name"].strip(),
             template=data["template"],
-            command=data["command"],
+            command=_lines(data["command"]),
             nodes=data["nodes"],
             gpus_per_node=data["gpus_per_node"],
             cpus_per_task=data["cpus_per_task"],
             memory_mb=data.get("memory_mb"),
             time_limit=data["time_limit"],
             partition=data.get("partition", "").strip(),
-            setup=data.get("setup", ""),
+            setup=_lines(data.get("setup", "")),
             model_params=data.get("model_params"),
             total_steps=data.get("total_steps"),
-            metric_patterns=data.get("metric_patterns", ""),
+            metric_patterns=_lines(data.get("metric_patterns", "")),
+            **_restart_policy(data),
         )
 
     def partial_spec(self) -> JobSpec:
@@ -209,7 +265,26 @@ class JobForm(forms.Form):
             memory_mb=data["memory_mb"],
             time_limit=data["time_limit"],
             partition=(data["partition"] or "").strip(),
+            **_restart_policy(data),
         )
+
+
+def _lines(text: str) -> str:
+    """A textarea's text with the newlines a browser sends (CRLF) as the shell wants them."""
+    return text.replace("\r\n", "\n")
+
+
+def _restart_policy(data: dict[str, Any]) -> dict[str, Any]:
+    """The spec's restart fields from cleaned data, in the order the choices list them."""
+    chosen = set(data.get("restart_on") or ())
+    return {
+        "max_restarts": data.get("max_restarts") or 0,
+        "restart_on": tuple(value for value, _ in RESTARTABLE if value in chosen),
+        "exclude_failed_nodes": bool(data.get("exclude_failed_nodes")),
+        "hang_multiple": data.get("hang_multiple"),
+        "hang_floor_seconds": data.get("hang_floor_seconds"),
+        "startup_window_seconds": data.get("startup_window_seconds"),
+    }
 
 
 def initial_from_spec(spec: JobSpec) -> dict[str, Any]:
@@ -228,4 +303,10 @@ def initial_from_spec(spec: JobSpec) -> dict[str, Any]:
         "model_params": spec.model_params,
         "total_steps": spec.total_steps,
         "metric_patterns": spec.metric_patterns,
+        "max_restarts": spec.max_restarts,
+        "restart_on": list(spec.restart_on),
+        "exclude_failed_nodes": spec.exclude_failed_nodes,
+        "hang_multiple": spec.hang_multiple,
+        "hang_floor_seconds": spec.hang_floor_seconds,
+        "startup_window_seconds": spec.startup_window_seconds,
     }

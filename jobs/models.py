@@ -86,6 +86,7 @@ NEVER_RESTART = frozenset(
     }
 )
 MAX_RESTARTS_LIMIT = 20
+MAX_SLURM_REASON = 128
 
 
 def default_restart_on() -> list[str]:
@@ -225,6 +226,9 @@ class Attempt(models.Model):
     node_list = models.CharField(max_length=1024, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     reason = models.TextField(blank=True, help_text="Why the attempt is in its state.")
+    # Slurm's reason a pending job waits (squeue %r: Resources, Priority, ...), as the
+    # latest poll saw it; blank once it runs.
+    slurm_reason = models.CharField(max_length=MAX_SLURM_REASON, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

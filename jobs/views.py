@@ -225,6 +225,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "partitions": _partition_rows(_partitions_for(user, selected)),
+            "run_base": selected.base_run_dir if selected else "",
             "no_projects": not form.fields["project"].queryset.exists(),  # type: ignore[attr-defined]
         },
     )
@@ -270,6 +271,7 @@ def job_preview(request: HttpRequest) -> JsonResponse:
     }
     payload: dict[str, Any] = {
         "cluster": cluster.name if cluster else "",
+        "run_base": cluster.base_run_dir if cluster else "",
         "partitions": _partition_rows(partitions),
         "script": "",
         "estimate": None,

@@ -2,10 +2,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 
 from clusters.access import can_drain
 from jobs.access import job_for_viewer
 from jobs.models import Attempt, JobEvent
+from monitoring.header import header_facts
 from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT
 from monitoring.models import AttemptIngest
 from monitoring.page import FAILED_STATES, banner_lines, job_page_config
@@ -45,6 +47,7 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             "events": events,
             "attempts": attempts,
             "attempt_number": number,
+            "facts": header_facts(job=job, attempts=attempts, now=timezone.now()),
             "latest_failed": latest_failed,
             "banner": banner,
             **failures,

@@ -14,7 +14,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("jobs/", include("jobs.urls")),
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
-    path("clusters/", include("projects.cluster_urls")),
+    path("clusters/", include("jobs.cluster_urls")),
     path("projects/<slug:slug>/", views.project_page, name="project-page"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),

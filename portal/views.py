@@ -1,5 +1,3 @@
-from datetime import timedelta
-
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
@@ -12,6 +10,7 @@ from django.views.decorators.http import require_GET
 from clusters.status import cached_cluster_status
 from jobs.models import FINAL_STATES, Job, State
 from projects.access import clusters_for_user, projects_visible_to
+from projects.burndown import burn_down
 from projects.models import Membership
 from projects.selectors import (
     project_list_for_user,
@@ -69,7 +68,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 RECENT_PROJECT_JOBS = 20
-USAGE_DAYS = 60
 
 
 @login_required
@@ -94,15 +92,8 @@ def project_page(request: HttpRequest, slug: str) -> HttpResponse:
         .order_by("-id")[:RECENT_PROJECT_JOBS]
     )
     usage = project_usage(project=project)
-    since = min(
-        timezone.localdate(usage.period_start), timezone.localdate() - timedelta(days=USAGE_DAYS)
-    )
-    days = usage_by_day(project=project, since=since)
-    chart = {
-        "days": [day.isoformat() for day, _ in days],
-        "gpu_hours": [float(hours) for _, hours in days],
-        "budget": float(usage.budget_gpu_hours) if usage.has_quota else None,
-    }
+    days = usage_by_day(project=project, since=timezone.localdate(usage.period_start))
+    chart = burn_down(usage=usage, days=days, today=timezone.localdate())
     return render(
         request,
         "projects/detail.html",

@@ -3,7 +3,7 @@
 `up(state_dir)` starts it and returns what the portal needs to register it;
 `down(state_dir)` stops what it started; `status(state_dir)` describes it.
 Needs root; everything it writes lives under `state_dir` except the users
-alice and bob (with their homes) and a line in /etc/hosts naming the nodes.
+alice, bob and carol (with their homes) and a line in /etc/hosts naming the nodes.
 """
 
 from .cluster import SandboxInfo, down, status, up

@@ -15,7 +15,9 @@ PARTITION = "gpu"
 NODES = ("n1", "n2")
 GPUS_PER_NODE = 2
 GPU_MODEL = "H200"
-USERS = ("alice", "bob")
+# Tenants: alice and bob run most tests' jobs; carol is the one a test may make hostile
+# (a rewritten ~/.bashrc, forged tools on her PATH) without disturbing the others.
+USERS = ("alice", "bob", "carol")
 # The portal's own login: no job runs as it; job state, accounting and cluster status
 # are read as it. /bin/sh, whose non-interactive runs read no rc file.
 PORTAL_USER = "portal-svc"

@@ -1,4 +1,4 @@
-"""The jobs' Python: a virtualenv with PyTorch (CPU build) that alice and bob can run.
+"""The jobs' Python: a virtualenv with PyTorch (CPU build) that the tenants can run.
 
 Made once by `up` with Debian's /usr/bin/python3 (root's python may live under
 /root, which the users cannot reach); a marker file makes later `up`s skip pip.

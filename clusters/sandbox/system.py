@@ -162,7 +162,7 @@ def ensure_user(name: str, pubkey: str, shell: str = "/bin/bash") -> None:
     home = Path(pw.pw_dir)
     home.mkdir(exist_ok=True)
     os.chown(home, pw.pw_uid, pw.pw_gid)
-    home.chmod(0o700)  # alice and bob must not read each other's runs
+    home.chmod(0o700)  # tenants must not read each other's runs
     ssh_dir = home / ".ssh"
     ssh_dir.mkdir(exist_ok=True)
     os.chown(ssh_dir, pw.pw_uid, pw.pw_gid)
@@ -180,7 +180,7 @@ def ensure_user(name: str, pubkey: str, shell: str = "/bin/bash") -> None:
 
 
 def ensure_users(paths: Paths) -> dict[str, str]:
-    """Create alice and bob with a key each; returns user -> private key text."""
+    """Create the tenants (alice, bob, carol) with a key each; returns user -> private key text."""
     keys = {}
     for user in USERS:
         key = paths.user_key(user)

@@ -149,6 +149,8 @@ class Node:
     gpus_used: int
     partitions: tuple[str, ...]
     reason: str
+    cpus_used: int = 0  # CPUAlloc
+    memory_used_mb: int = 0  # AllocMem
 
     @property
     def is_available(self) -> bool:
@@ -396,6 +398,8 @@ def parse_nodes(text: str) -> list[Node]:
                     gpus_used=used,
                     partitions=tuple(p for p in partitions.split(",") if p and p != "(null)"),
                     reason=values.get("Reason", ""),
+                    cpus_used=int(values.get("CPUAlloc", "0")),
+                    memory_used_mb=int(values.get("AllocMem", "0")),
                 )
             )
         except ValueError as exc:

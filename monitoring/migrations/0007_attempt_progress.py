@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0008_hang_failure_class_and_policy'),
+        ('jobs', '0009_hang_failure_class_and_policy'),
         ('monitoring', '0006_logfile_reader_state'),
     ]
 

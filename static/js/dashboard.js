@@ -11,6 +11,10 @@
         if (s.error && !s.read_at) { free.textContent = "unreachable"; queue.textContent = "—"; return; }
         free.textContent = s.gpus_free + " / " + s.gpus_total;
         queue.textContent = s.pending_jobs + " pending";
+        const cpus = row.querySelector('[data-field="cpus_free"]');
+        const memory = row.querySelector('[data-field="memory_free"]');
+        if (cpus) cpus.textContent = s.cpus_free + " / " + s.cpus_total;
+        if (memory) memory.textContent = s.memory_free_mb + " / " + s.memory_total_mb + " MB";
       })
       .catch(() => {});
   }

@@ -21,27 +21,21 @@
       return (logs[n] = logs[n] || { text: "", end: 0, wanted: 0, fetching: null, loaded: false });
     }
 
+    const finder = window.LogSearch({
+      log: logEl,
+      input: search,
+      regex: document.getElementById("log-regex"),
+      filter: document.getElementById("log-filter"),
+      matches,
+      prev: document.getElementById("log-prev"),
+      next: document.getElementById("log-next"),
+      onMove: () => (follow.checked = false), // the reader is looking at a match
+    });
+
     function render() {
       const log = selected === null ? null : logs[selected];
-      const text = log ? log.text : "";
-      const term = search.value;
-      if (!term) {
-        logEl.textContent = text;
-        matches.textContent = "";
-      } else {
-        const parts = text.split(term);
-        logEl.textContent = "";
-        parts.forEach((part, i) => {
-          logEl.append(part);
-          if (i < parts.length - 1) {
-            const mark = document.createElement("mark");
-            mark.textContent = term;
-            logEl.append(mark);
-          }
-        });
-        matches.textContent = `${parts.length - 1} matches`;
-      }
-      if (follow.checked) logEl.scrollTop = logEl.scrollHeight;
+      finder.draw(log ? log.text : "");
+      if (follow.checked && !finder.active()) logEl.scrollTop = logEl.scrollHeight;
     }
 
     function append(n, text, end) {
@@ -126,7 +120,9 @@
       const tab = event.target.closest(".tab");
       if (tab) select(Number(tab.dataset.attempt));
     });
-    search.addEventListener("input", render);
+    for (const control of [search, document.getElementById("log-regex"), document.getElementById("log-filter")]) {
+      control.addEventListener("input", () => { finder.reset(); render(); });
+    }
     document.getElementById("log-end").addEventListener("click", () => {
       follow.checked = true;
       logEl.scrollTop = logEl.scrollHeight;

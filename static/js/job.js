@@ -217,11 +217,36 @@
   async function refreshBanner(tries) {
     const response = await fetch(location.pathname, { credentials: "same-origin" });
     if (!response.ok) return;
-    const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("failure-slot");
+    const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fresh = doc.getElementById("failure-slot");
     const slot = document.getElementById("failure-slot");
     if (fresh && slot) slot.replaceWith(fresh);
+    replaceFacts(doc);
     if (fresh && fresh.dataset.pending && tries < 40) setTimeout(() => refreshBanner(tries + 1), 3000);
   }
+
+  // The header's facts (Slurm id, nodes, pending reason, times) are the server's markup too.
+  function replaceFacts(doc) {
+    const fresh = doc && doc.getElementById("job-facts");
+    const facts = document.getElementById("job-facts");
+    if (fresh && facts) facts.replaceWith(fresh);
+    tickElapsed();
+  }
+
+  async function refreshFacts() {
+    const response = await fetch(location.pathname, { credentials: "same-origin" });
+    if (response.ok) replaceFacts(new DOMParser().parseFromString(await response.text(), "text/html"));
+  }
+
+  function tickElapsed() {
+    const el = document.getElementById("fact-elapsed");
+    if (!el || !el.dataset.started || el.dataset.ended) return;
+    const s = Math.max(0, Math.floor((Date.now() - Date.parse(el.dataset.started)) / 1000));
+    const two = (v) => String(v).padStart(2, "0");
+    const hms = `${Math.floor((s % 86400) / 3600)}:${two(Math.floor((s % 3600) / 60))}:${two(s % 60)}`;
+    el.textContent = s >= 86400 ? `${Math.floor(s / 86400)}-${two(Math.floor((s % 86400) / 3600))}${hms.slice(hms.indexOf(":"))}` : hms;
+  }
+  setInterval(tickElapsed, 1000);
 
   function onState(n, state) {
     const known = attempts[n] || {};
@@ -229,6 +254,7 @@
     const before = known.state;
     attempts[n] = Object.assign(known, { state });
     refreshTimeline().catch(() => {});
+    refreshFacts().catch(() => {});
     if (state === "RUNNING" && !known.startedAt) refreshAttempts().catch(() => {});
     if (n === current && before !== undefined && config.failedStates.includes(state)) refreshBanner(0);
     updateProgress();

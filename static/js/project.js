@@ -1,24 +1,30 @@
-// The project's GPU-hours per day, and the cumulative use against the budget.
+// The project's burn-down: GPU-hours left of this period's budget against an even pace.
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("usage-data").textContent);
   const el = document.getElementById("chart-usage");
   if (!window.Plotly || !el) return;
-  let total = 0;
-  const cumulative = data.gpu_hours.map((v) => (total += v));
-  const traces = [
-    { type: "bar", name: "GPU-h per day", x: data.days, y: data.gpu_hours, marker: { color: "#2457d6" } },
-    { type: "scatter", mode: "lines", name: "cumulative", x: data.days, y: cumulative, yaxis: "y2", line: { color: "#16a34a" } },
-  ];
-  const layout = {
-    margin: { t: 10, r: 50, b: 40, l: 50 },
-    yaxis: { title: "GPU-h", rangemode: "tozero" },
-    yaxis2: { title: "cumulative", overlaying: "y", side: "right", rangemode: "tozero" },
-    legend: { orientation: "h" },
-    shapes: [],
-  };
-  if (data.budget !== null && data.days.length) {
-    layout.shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y2", y0: data.budget, y1: data.budget, line: { dash: "dot", color: "#b42318" } });
+  const hasBudget = data.budget !== null;
+  const traces = [];
+  if (hasBudget) {
+    traces.push(
+      { type: "scatter", mode: "lines+markers", name: "GPU-h left", x: data.days, y: data.left, line: { color: "#2457d6", width: 3, shape: "hv" }, marker: { size: 4 } },
+      { type: "scatter", mode: "lines", name: "even pace to the period's end", x: [data.periodStart, data.periodEnd], y: [data.budget, 0], line: { color: "#6b7280", dash: "dash" } },
+      { type: "scatter", mode: "lines", name: `budget (${data.budget} GPU-h)`, x: [data.periodStart, data.periodEnd], y: [data.budget, data.budget], line: { color: "#b42318", dash: "dot" } },
+    );
+  } else {
+    traces.push({ type: "scatter", mode: "lines+markers", name: "GPU-h used (no budget set)", x: data.days, y: data.used, line: { color: "#2457d6", width: 3, shape: "hv" } });
   }
+  // Each day's bar spans that day (centred at noon), under the lines.
+  const DAY_MS = 86400000;
+  traces.unshift({ type: "bar", name: "used that day", x: data.days.slice(0, -1).map((d) => `${d} 12:00`), y: data.daily, width: 0.8 * DAY_MS, marker: { color: "#93c5fd" } });
+  const layout = {
+    margin: { t: 30, r: 20, b: 40, l: 55 },
+    title: { text: hasBudget ? `GPU-hours left this period: ${data.leftNow} of ${data.budget}` : "GPU-hours used this period", font: { size: 14 } },
+    xaxis: { title: "day", range: [data.periodStart, data.periodEnd], type: "date" },
+    yaxis: { title: "GPU-hours", rangemode: "tozero" },
+    legend: { orientation: "h", y: -0.25 },
+    bargap: 0.2,
+  };
   Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });
 })();

@@ -73,6 +73,7 @@
       if (!response.ok) { status.textContent = "preview unavailable (" + response.status + ")"; return; }
       const data = await response.json();
       showPartitions(data.cluster, data.partitions);
+      if (data.run_base) document.getElementById("run-base").textContent = data.run_base;
       showErrors(data.errors);
       document.getElementById("script").textContent = data.script || "Fix the fields marked in red to see the script.";
       showEstimate(data.estimate);

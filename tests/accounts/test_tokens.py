@@ -1,6 +1,8 @@
 """Personal tokens: hashed at rest, shown once, scoped, expiring, revocable, throttled."""
 
+import ast
 import hashlib
+import html as html_lib
 from datetime import timedelta
 from io import StringIO
 
@@ -235,3 +237,22 @@ def test_staff_revoke_tokens_in_the_admin_and_never_see_digests(
     )
     assert response.status_code == 302
     assert _api(issued.text).get("/api/v1/projects/").status_code == 401
+
+
+def test_the_page_gives_a_python_snippet_with_the_new_token_only_once(
+    client: Client, owner
+) -> None:
+    client.force_login(owner)
+    html = client.post("/account/tokens/", {"name": "nb", "scope": "read", "days": "7"})
+    text = html.context["new_token"].text
+    snippet = _code(html.content.decode(), "python-snippet")
+    ast.parse(snippet)  # it is Python as shown
+    assert 'Portal("http://testserver", token="' + text + '")' in snippet
+    assert "from portal_client import Portal" in snippet
+    later = _code(client.get("/account/tokens/").content.decode(), "python-snippet")
+    assert text not in later and 'token="ptk_..."' in later
+
+
+def _code(page: str, element_id: str) -> str:
+    start = page.index(f'<code id="{element_id}">') + len(f'<code id="{element_id}">')
+    return html_lib.unescape(page[start : page.index("</code>", start)])

@@ -13,12 +13,14 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.fixtures.browser import CHROMIUM
 from tests.helpers import ROOT
 
 BENCH = ROOT / "bench"
 ON_THE_SANDBOX = ("agent_poll.py", "hang.py", "latency.py", "poll.py")
 DATABASE_ONLY = ("hostile.py", "joblist.py", "series.py")
 PURE = ("diagnosis.py", "heartbeat.py", "parsers.py")
+IN_CHROMIUM = ("page.py",)  # daphne and Debian's Chromium on the database, no cluster
 
 
 def _run_quick(name: str) -> str:
@@ -44,12 +46,21 @@ def _run_quick(name: str) -> str:
 
 def test_every_bench_is_run_here() -> None:
     benches = {path.name for path in BENCH.glob("*.py")} - {"benchdb.py"}
-    assert benches == {*ON_THE_SANDBOX, *DATABASE_ONLY, *PURE}
+    assert benches == {*ON_THE_SANDBOX, *DATABASE_ONLY, *PURE, *IN_CHROMIUM}
 
 
 @pytest.mark.parametrize("name", DATABASE_ONLY)
 def test_bench_runs_quick(name: str, transactional_db: None) -> None:
     assert "|" in _run_quick(name)  # its table
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", IN_CHROMIUM)
+def test_browser_bench_runs_quick(name: str, transactional_db: None) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
+    out = _run_quick(name)
+    assert "partial (ours)" in out and "full bundle" in out  # both, in one run
 
 
 @pytest.mark.parametrize("name", PURE)

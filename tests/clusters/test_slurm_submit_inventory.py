@@ -18,6 +18,7 @@ from clusters.slurm import (
     parse_time_limit,
     scancel_argv,
 )
+from clusters.status import free_cpus, free_memory_mb
 from tests.clusters.slurm_output import fixture, result
 
 # --- sbatch -----------------------------------------------------------------------------
@@ -123,6 +124,19 @@ def test_parse_nodes_on_captured_output() -> None:
     assert (n1.gpus, n1.gpus_used, n1.free_gpus, n1.partitions) == (2, 0, 2, ("gpu",))
     assert (n2.state, n2.gpus_used, n2.free_gpus) == ("MIXED", 2, 0)
     assert n1.is_available and n2.is_available
+    # CPUs and memory are what a GPU job often waits on: n1 has free GPUs and no free CPU.
+    assert (n1.cpus_used, free_cpus(n1), n1.memory_used_mb, free_memory_mb(n1)) == (
+        2,
+        0,
+        6026,
+        6026,
+    )
+    assert (n2.cpus_used, free_cpus(n2), n2.memory_used_mb, free_memory_mb(n2)) == (
+        1,
+        1,
+        3013,
+        9039,
+    )
 
 
 def test_parse_nodes_typed_gpus_drain_and_reason_with_spaces() -> None:

@@ -2,14 +2,12 @@
 
 import shlex
 import shutil
-import subprocess
 
 import pytest
 from django.conf import settings
 
-from clusters import sandbox
 from clusters.models import Cluster
-from clusters.sandbox import config, daemons
+from clusters.sandbox import config
 from clusters.slurm import Slurm
 from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
 from clusters.ssh import SSHError
@@ -19,10 +17,11 @@ from jobs.polling import cluster_poll
 from jobs.services import job_submit
 from jobs.submission import SubmitRetry, attempt_submit
 from tests.factories import spec
-from tests.helpers import wait_for
+from tests.helpers import wait_for, worker_tag
 
-# Stops sshd and shims sbatch for everyone: no other sandbox test runs meanwhile.
-pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
+# Each test disturbs only its own cluster row, worker, Celery process or private sshd, so
+# they share the sandbox with the rest.
+pytestmark = pytest.mark.sandbox
 
 
 def _slurm_jobs_named(alice, name: str) -> list[str]:
@@ -119,7 +118,7 @@ def test_worker_killed_mid_submission_makes_one_job(
     # sbatch on the cluster answers slowly: Slurm has the job, the worker not yet its id.
     # The portal runs Slurm by absolute path from the cluster's bin directory, so the slow
     # sbatch goes in a directory of its own, beside links to the real other commands.
-    slow = config.Paths.of(settings.SANDBOX_STATE_DIR).bin.parent / "slow-slurm"
+    slow = config.Paths.of(settings.SANDBOX_STATE_DIR).bin.parent / f"slow-slurm-{worker_tag()}"
     shutil.rmtree(slow, ignore_errors=True)
     slow.mkdir(mode=0o755)
     for command in ("sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "squeue"):
@@ -175,27 +174,21 @@ def test_changed_host_key_fails_the_attempt_and_submits_nothing(
     assert _slurm_jobs_named(alice, attempt.slurm_job_name) == []
 
 
-def _sshd(state_dir) -> daemons.Daemon:
-    return next(d for d in daemons.daemons(config.Paths.of(state_dir)) if d.binary == "sshd")
-
-
 def test_sshd_down_shows_unknown_then_the_true_state(
-    celery_worker, researcher, project, sandbox_cluster
+    celery_worker, researcher, project, sandbox_cluster, private_sshd
 ) -> None:
+    """The login node goes away (its sshd and every session through it), then comes back."""
     job = job_submit(
         user=researcher, project=project, cluster=sandbox_cluster, spec=spec(command="sleep 20")
     )
     wait_for(lambda: Job.objects.get(pk=job.pk).state == State.RUNNING, 60, "the job to run")
-    state_dir = settings.SANDBOX_STATE_DIR
     try:
-        daemons.stop(_sshd(state_dir))
-        # Open sessions outlive the listener; cut them too, as a dead login node would.
-        subprocess.run(["pkill", "-f", "sshd: (alice|bob)"], check=False)
+        private_sshd.stop()
         wait_for(lambda: Job.objects.get(pk=job.pk).state == State.UNKNOWN, 30, "unknown")
         attempt = Attempt.objects.get(job=job)
         assert attempt.reason.startswith("Cannot reach the cluster")
     finally:
-        sandbox.up(state_dir)
+        private_sshd.start()
     wait_for(
         lambda: Job.objects.get(pk=job.pk).state in (State.RUNNING, State.COMPLETED),
         30,

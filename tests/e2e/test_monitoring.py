@@ -1,14 +1,10 @@
 """Live data of real jobs: every log byte, metric point and GPU sample reaches the database."""
 
 import shlex
-import subprocess
 import time
 
 import pytest
-from django.conf import settings
 
-from clusters import sandbox
-from clusters.sandbox import config, daemons
 from clusters.ssh import Connection
 from jobs.models import Attempt, Job, State
 from jobs.services import job_submit
@@ -86,14 +82,8 @@ def test_log_metrics_and_gpu_samples_arrive(
     assert all(0 <= y <= 100 for y in utilization.ys)
 
 
-def _sshd() -> daemons.Daemon:
-    paths = config.Paths.of(settings.SANDBOX_STATE_DIR)
-    return next(d for d in daemons.daemons(paths) if d.binary == "sshd")
-
-
-@pytest.mark.sandbox_exclusive  # restarts sshd
 def test_log_is_byte_identical_across_an_sshd_restart(
-    celery_worker, researcher, project, sandbox_cluster, alice
+    celery_worker, researcher, project, sandbox_cluster, private_sshd, alice
 ) -> None:
     job = job_submit(
         user=researcher,
@@ -106,11 +96,10 @@ def test_log_is_byte_identical_across_an_sshd_restart(
     )
     time.sleep(2)
     try:
-        daemons.stop(_sshd())
-        subprocess.run(["pkill", "-f", "sshd: (alice|bob)"], check=False)
+        private_sshd.stop()  # its sessions too, the poll's among them
         time.sleep(3)
     finally:
-        sandbox.up(settings.SANDBOX_STATE_DIR)
+        private_sshd.start()
     wait_for(lambda: _finished(job), QUEUE_WAIT, "the job to finish and its files to be read")
     attempt = Attempt.objects.get(job=job)
     assert attempt.state == State.COMPLETED

@@ -1,5 +1,6 @@
 """The sandbox cluster, reached the way the portal reaches any cluster: paramiko, pinned key."""
 
+import hashlib
 import re
 import shlex
 import time
@@ -9,13 +10,14 @@ from django.conf import settings
 from django.core.management import call_command
 
 from clusters import sandbox
+from clusters.examples import examples_install
 from clusters.hostkeys import fingerprint, parse_host_key
 from clusters.models import Cluster
 from clusters.sandbox import config, daemons
 from clusters.ssh import Connection, Endpoint, HostKeyMismatch
 from devtools.keys import new_key_pair
 from monitoring.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
-from tests.helpers import QUEUE_WAIT, slurm_name
+from tests.helpers import EXAMPLE, QUEUE_WAIT, slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -133,10 +135,13 @@ def test_up_again_restarts_nothing_and_registers_the_cluster(
     assert _daemon_pids() == before  # nothing restarted: how long it takes is bench material
     cluster = Cluster.objects.get(name="sandbox")
     assert cluster.host_key == sandbox_info.host_key
-    assert sorted(cluster.accounts.values_list("username", flat=True)) == ["alice", "bob"]
+    assert sorted(cluster.accounts.values_list("username", flat=True)) == ["alice", "bob", "carol"]
     assert all(not a.is_service_account for a in cluster.accounts.all())
     out = capsys.readouterr().out
     assert cluster.host_key_fingerprint in out
+    # make run's demo users find the README's example where their commands start.
+    assert "Example trainer for alice: ~/portal-examples" in out
+    assert "Example trainer for bob: ~/portal-examples" in out
     # Up and taking jobs (other tests' jobs may be on them: mixed, allocated, completing).
     up = r"\s+\S+\s+(idle|mixed|allocated|completing)\b"
     assert re.search("n1" + up, out) and re.search("n2" + up, out), out
@@ -147,3 +152,15 @@ def test_status_names_daemons_and_gpus(sandbox_info) -> None:
     for daemon in ("slurmctld", "slurmd n1", "slurmd n2", "sshd", "munged"):
         assert re.search(rf"{daemon}\s*:?\s+running", report), report
     assert "gpu:2" in report
+
+
+def test_the_example_trainer_lands_in_each_users_home_for_them_alone(
+    sandbox_cluster: Cluster, alice: Connection, bob: Connection
+) -> None:
+    data = EXAMPLE.read_bytes()
+    done = examples_install(cluster=sandbox_cluster, files={"ddp_train.py": data})
+    assert done == {"alice": "~/portal-examples", "bob": "~/portal-examples"}
+    digest = hashlib.sha256(data).hexdigest()
+    for user in (alice, bob):
+        check = user.run("sha256sum portal-examples/ddp_train.py; stat -c %a portal-examples")
+        assert check.text.split()[:3] == [digest, "portal-examples/ddp_train.py", "700"]

@@ -56,8 +56,11 @@ def test_member_sees_members_usage_and_jobs(
     assert usage.used_gpu_hours == Decimal("12.50")
     assert usage.left_gpu_hours == Decimal("87.50")
     chart = response.context["chart"]
-    assert chart["gpu_hours"][-1] == 12.5
+    # The burn-down: 100 GPU-h when the period began, 87.5 left once today's 12.5 are spent.
     assert chart["budget"] == 100.0
+    assert chart["left"][0] == 100.0 and chart["left"][-1] == 87.5
+    assert chart["daily"][-1] == 12.5 and chart["leftNow"] == 87.5
+    assert chart["periodStart"] == timezone.localdate(usage.period_start).isoformat()
     assert 'id="usage-data"' in text
 
 

@@ -151,13 +151,13 @@ def test_bin_dev_starts_its_own_redis_with_a_password_in_a_private_state_dir(
     (state / "db.sqlite3").write_bytes(b"")
     (state / "db.sqlite3").chmod(0o644)
     dev = _bin_dev(state, port)
-    url = dev.ensure_redis({}, db=0)
+    url, started = dev.ensure_redis({}, db=0)
     try:
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
         assert stat.S_IMODE((state / "db.sqlite3").stat().st_mode) == 0o600
         assert stat.S_IMODE((state / "redis.password").stat().st_mode) == 0o600
         password = (state / "redis.password").read_text().strip()
-        assert url == f"redis://:{password}@127.0.0.1:{port}/0"
+        assert started and url == f"redis://:{password}@127.0.0.1:{port}/0"
         with socket.create_connection(("127.0.0.1", port), 5) as anonymous:
             anonymous.sendall(b"PING\r\n")
             assert anonymous.recv(64).startswith(b"-NOAUTH")
@@ -166,6 +166,7 @@ def test_bin_dev_starts_its_own_redis_with_a_password_in_a_private_state_dir(
         pid = (state / "redis.pid").read_text().strip()
         assert password not in Path(f"/proc/{pid}/cmdline").read_text()
         assert dev.find_redis({}, db=0) == url  # reused, not started twice
+        assert dev.ensure_redis({}, db=0) == (url, False)
     finally:
         redis.Redis.from_url(url).shutdown(nosave=True)
         wait_until(lambda: not dev._reachable(url, port), 10, "the test's redis to stop")

@@ -1,7 +1,8 @@
 """A job that hides itself from its user's own squeue is still tracked and charged as sacct says.
 
 Against the real stack: the sandbox cluster behind OpenSSH, a real Celery worker polling
-through the real agent. The job itself does the attack, as its user alice: a forged agent
+through the real agent. The job itself does the attack, as its user carol (a tenant of her own, so no other test
+sees her rewritten rc files and PATH; the test shares the sandbox with the rest): a forged agent
 under every name in ~/.portal, fake `squeue`/`sacct`/`python3` first on the PATH and shell
 functions of those names in ~/.bashrc, and an exit-code file saying "0" while it still runs.
 """
@@ -15,17 +16,18 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 
 from clusters.agent import AGENT_HASH
 from jobs.authority import VANISH_GRACE
 from jobs.models import Attempt, Job, State
 from jobs.services import job_submit
-from projects.models import Reservation, UsageCharge
+from projects.models import Membership, Reservation, UsageCharge
 from tests.factories import spec
 from tests.fixtures.sandbox import _slurm
 from tests.helpers import QUEUE_WAIT, wait_for
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
 FAKE_BIN = ".trust-fake-bin"
 FORGED_RAN = ".trust-forged-ran"  # touched by anything forged that the portal runs
@@ -69,9 +71,17 @@ def _attack_script() -> str:
 
 
 @pytest.fixture
-def alice_home() -> Iterator[Path]:
-    """alice's home, with her ~/.bashrc and ~/.portal restored (as root) whatever happens."""
-    home = Path(pwd.getpwnam("alice").pw_dir)
+def hostile(transactional_db: None, sandbox_cluster, project) -> User:
+    """The portal user `carol`, whose jobs run as the cluster user carol."""
+    user = User.objects.get(username="carol")
+    Membership.objects.create(user=user, project=project, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def carol_home() -> Iterator[Path]:
+    """carol's home, with her ~/.bashrc and ~/.portal restored (as root) whatever happens."""
+    home = Path(pwd.getpwnam("carol").pw_dir)
     bashrc = home / ".bashrc"
     saved = bashrc.read_bytes() if bashrc.exists() else None
     portal = home / ".portal"
@@ -94,7 +104,7 @@ def alice_home() -> Iterator[Path]:
 
 
 def _sacct(job_id: str) -> dict[str, str]:
-    """sacct as root on the cluster host: read independently of the portal and of alice."""
+    """sacct as root on the cluster host: read independently of the portal and of carol."""
     fields = ["ElapsedRaw", "AllocTRES", "State", "Start", "End"]
     proc = _slurm(
         settings.SANDBOX_STATE_DIR,
@@ -111,30 +121,30 @@ def _tres_gpus(tres: str) -> int:
 
 
 def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says(
-    celery_worker, researcher, project, sandbox_cluster, sandbox_info, alice, alice_home
+    celery_worker, hostile, project, sandbox_cluster, sandbox_info, carol, carol_home
 ) -> None:
     if not sandbox_info.accounting:
         pytest.skip("the sandbox runs without slurmdbd (no MariaDB or slurmdbd installed)")
     assert sandbox_cluster.has_portal_account  # the sandbox registers portal-svc
     sandbox_cluster.accounting_enabled = True
     sandbox_cluster.save()
-    script = alice_home / "trust-attack.sh"
-    alice.upload(str(script), _attack_script().encode(), mode=0o700)
+    script = carol_home / "trust-attack.sh"
+    carol.upload(str(script), _attack_script().encode(), mode=0o700)
     job: Job = job_submit(
-        user=researcher,
+        user=hostile,
         project=project,
         cluster=sandbox_cluster,
         spec=spec(name="hide", command=f"bash {shlex.quote(str(script))}", gpus_per_node=1),
     )
     attempt = Attempt.objects.get(job=job, number=1)
-    wait_for(lambda: (alice_home / ATTACK_DONE).exists(), QUEUE_WAIT, "the attack to land")
+    wait_for(lambda: (carol_home / ATTACK_DONE).exists(), QUEUE_WAIT, "the attack to land")
     attempt.refresh_from_db()
     job_id = attempt.slurm_job_id
 
-    # The attack works on alice's own session: her squeue and sacct no longer show the job.
-    assert alice.run(f"squeue --noheader --jobs={job_id}").text.strip() == ""
-    assert alice.run(f"sacct -n -X -j {job_id}").text.strip() == ""
-    assert alice.run("echo $PATH").text.startswith(f"{alice_home}/{FAKE_BIN}:")
+    # The attack works on carol's own session: her squeue and sacct no longer show the job.
+    assert carol.run(f"squeue --noheader --jobs={job_id}").text.strip() == ""
+    assert carol.run(f"sacct -n -X -j {job_id}").text.strip() == ""
+    assert carol.run("echo $PATH").text.startswith(f"{carol_home}/{FAKE_BIN}:")
 
     # Yet the portal sees it run (the next poll) and keeps it running and reserved, past
     # the grace after which a job gone from squeue used to be failed.
@@ -161,5 +171,5 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
     assert charge.elapsed_seconds == int(truth["ElapsedRaw"]) >= RUN_SECONDS
     assert charge.gpus == _tres_gpus(truth["AllocTRES"]) == 1
     assert Reservation.objects.get(attempt=attempt).released_at is not None
-    # Nothing the job left in alice's home or PATH ever ran as the portal's agent.
-    assert not (alice_home / FORGED_RAN).exists()
+    # Nothing the job left in carol's home or PATH ever ran as the portal's agent.
+    assert not (carol_home / FORGED_RAN).exists()

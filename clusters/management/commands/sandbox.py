@@ -7,7 +7,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters import sandbox
+from clusters.examples import examples_install
 from clusters.services import cluster_register_sandbox
+
+EXAMPLE_FILES = ("ddp_train.py",)
 
 
 class Command(BaseCommand):
@@ -33,6 +36,11 @@ class Command(BaseCommand):
                         f"(host key {cluster.host_key_fingerprint}) with accounts "
                         f"{', '.join(sorted(info.users))}."
                     )
+                    # The demo users' jobs start in their homes: the README's example runs.
+                    examples = settings.BASE_DIR / "examples"
+                    files = {name: (examples / name).read_bytes() for name in EXAMPLE_FILES}
+                    for user, where in examples_install(cluster=cluster, files=files).items():
+                        self.stdout.write(f"Example trainer for {user}: {where}")
                 self.stdout.write(self.style.SUCCESS(sandbox.status(state_dir)))
             elif action == "down":
                 sandbox.down(state_dir)

@@ -1,6 +1,8 @@
-"""The cluster page: partitions, nodes, GPUs and queue, from the shared cached status.
+"""The cluster pages: the list, and one cluster's partitions, nodes and queue.
 
-Here rather than in clusters: who may see a cluster is a quota rule (projects.access).
+Slurm's figures come from the shared cached status (clusters.status); the queue is
+the portal's own view of the jobs there that the viewer may see (jobs.queue). Who
+may see a cluster is a quota rule (projects.access).
 """
 
 from django.contrib.auth.decorators import login_required
@@ -10,7 +12,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from clusters.models import Cluster
-from clusters.status import cluster_status
+from clusters.status import cached_cluster_status, cluster_status
+from jobs.queue import MAX_QUEUE_ROWS, cluster_queue
 from projects.access import clusters_for_user
 
 
@@ -24,10 +27,30 @@ def _cluster_for(request: HttpRequest, name: str) -> Cluster:
 
 @login_required
 @require_GET
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    """The clusters the user's projects may use, with the last status read (then fresh)."""
+    clusters = list(clusters_for_user(user=request.user))
+    rows = [(cluster, cached_cluster_status(cluster)) for cluster in clusters]
+    return render(request, "clusters/list.html", {"clusters": rows})
+
+
+@login_required
+@require_GET
 def cluster_page(request: HttpRequest, name: str) -> HttpResponse:
     cluster = _cluster_for(request, name)
     status = cluster_status(cluster=cluster)
-    return render(request, "clusters/detail.html", {"cluster": cluster, "status": status})
+    queue, more = cluster_queue(user=request.user, cluster=cluster)
+    return render(
+        request,
+        "clusters/detail.html",
+        {
+            "cluster": cluster,
+            "status": status,
+            "queue": queue,
+            "queue_more": more,
+            "queue_cap": MAX_QUEUE_ROWS,
+        },
+    )
 
 
 @login_required

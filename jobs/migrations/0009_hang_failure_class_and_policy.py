@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0007_gpu_hardware_failure_class'),
+        ('jobs', '0008_attempt_slurm_reason'),
     ]
 
     operations = [

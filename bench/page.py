@@ -1,0 +1,185 @@
+"""The job page in headless Chromium: time to a usable page and to the first drawn chart,
+with the partial Plotly bundle the page ships (static/vendor/plotly-basic) beside the
+same page given the full bundle (vendor/plotly.min.js), measured in the same run.
+
+The same page both ways: Playwright answers the page's request for the partial bundle
+with the server's full one, so only the bundle differs. Each load is a fresh browser
+context (a first visit: nothing cached), logged in with the same session cookie.
+"Usable": the log console shows the job's log (the page's scripts have run, the
+header and actions were there before). "First chart": the loss chart's SVG exists.
+
+Uses its own database `portal_bench_page` on the local PostgreSQL, Redis database 15,
+a real daphne and Debian's Chromium (/usr/bin/chromium). Needs no cluster.
+Run: `.venv/bin/python bench/page.py [--quick]`.
+"""
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_page")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+
+from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
+
+from devtools.servers import Daphne, running, server_env  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+]
+REPEATS = 2 if QUICK else 12
+STEPS = 200 if QUICK else 5_000
+SERIES = ("loss", "tokens_per_sec", "samples", "it_per_s", "lr")
+LOG_LINES = 200 if QUICK else 5_000
+PARTIAL = "/static/vendor/plotly-basic/plotly-basic.min.js"
+FULL = "/static/vendor/plotly.min.js"
+USER, PASSWORD = "bench-page", "bench-page-password"
+TIMEOUT_MS = 60_000
+
+
+def _seed() -> int:
+    """One running job with a log and SERIES x STEPS points; returns its id."""
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from clusters.models import Cluster
+    from devtools.keys import new_key_pair
+    from jobs.models import Attempt, Job, State
+    from monitoring.logs import Delivery, log_files, log_store
+    from monitoring.series import series_append
+    from projects.models import Membership, Project
+
+    user, _ = User.objects.get_or_create(username=USER)
+    user.set_password(PASSWORD)
+    user.save()
+    project, _ = Project.objects.get_or_create(slug="bench-page", defaults={"name": "Bench"})
+    Membership.objects.get_or_create(user=user, project=project)
+    cluster = Cluster.objects.filter(name="bench-page").first() or Cluster.objects.create(
+        name="bench-page", ssh_host="127.0.0.1", ssh_port=1, host_key=new_key_pair()[1]
+    )
+    delete_jobs_without_charges(project=project)
+    job = Job.objects.create(
+        project=project, user=user, cluster=cluster, name="bench", command="python train.py",
+        state=State.RUNNING, total_steps=STEPS * 2,
+    )  # fmt: skip
+    attempt = Attempt.objects.create(
+        job=job, number=1, state=State.RUNNING, slurm_job_id="1", node_list="n1",
+        started_at=timezone.now(), run_dir="~/portal-runs/bench",
+    )  # fmt: skip
+    for name in SERIES:
+        series_append(
+            points=[(attempt.pk, name, float(s), 1.0 + 1.0 / s) for s in range(1, STEPS + 1)]
+        )
+    log = "".join(f"step {s}, loss={1 + 1 / s:.4f}\n" for s in range(1, LOG_LINES + 1)).encode()
+    files = log_files(attempt_ids=[attempt.pk], names=["stdout.log"])
+    log_store(files=files, deliveries=[Delivery(attempt.pk, "stdout.log", 0, log)])
+    return job.pk
+
+
+def _load(browser: Any, url: str, cookies: list[Any], *, full: bool) -> tuple[float, float, int]:
+    """(ms to usable, ms to first chart, bundle bytes) of one first visit."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.add_cookies(cookies)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    if full:
+        base = url.split("/jobs/")[0]
+        page.route(f"**{PARTIAL}", lambda route: route.continue_(url=base + FULL))
+    try:
+        page.goto(url, wait_until="commit")
+        page.wait_for_function("document.getElementById('log')?.textContent.length > 0")
+        usable = page.evaluate("performance.now()")
+        page.wait_for_selector("#chart-loss .main-svg", state="attached")
+        chart = page.evaluate("performance.now()")
+        size = page.evaluate(
+            """() => performance.getEntriesByType('resource')
+            .filter((e) => e.name.includes('plotly')).reduce((n, e) => n + e.encodedBodySize, 0)"""
+        )
+    finally:
+        context.close()
+    return usable, chart, int(size)
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[
+        min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))
+    ]
+
+
+def main() -> None:
+    ensure_database()
+    if not CHROMIUM.exists():
+        sys.exit("bench/page.py needs Debian's chromium (/usr/bin/chromium)")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from playwright.sync_api import sync_playwright
+
+    call_command("migrate", verbosity=0)
+    job_id = _seed()
+    env = server_env(
+        database_url=os.environ["DATABASE_URL"],
+        redis_url=os.environ["REDIS_URL"],
+        tag=os.environ.get("PORTAL_TEST_RUN", "bench"),
+    )
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's loop in this thread
+    rows: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as workdir, running(Daphne(env, Path(workdir))) as servers:
+        server = servers[0]
+        assert isinstance(server, Daphne)
+        url = f"{server.url}/jobs/{job_id}/"
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+            )
+            login = browser.new_page()
+            login.goto(f"{server.url}/login/?next=/jobs/{job_id}/")
+            login.fill("#id_username", USER)
+            login.fill("#id_password", PASSWORD)
+            login.click("button[type=submit]")
+            login.wait_for_url(f"**/jobs/{job_id}/")
+            cookies = login.context.cookies()
+            login.context.close()
+            for full in (False, True):  # one warm-up each: daphne and the finders' first reads
+                _load(browser, url, cookies, full=full)
+            for _ in range(REPEATS):  # interleaved, so that a busy moment costs both alike
+                for label, full in (("partial (ours)", False), ("full bundle", True)):
+                    usable, chart, size = _load(browser, url, cookies, full=full)
+                    row = rows.setdefault(label, {"usable": [], "chart": [], "bytes": []})
+                    row["usable"].append(usable)
+                    row["chart"].append(chart)
+                    row["bytes"].append(size)
+            browser.close()
+    print(
+        f"job page, {len(SERIES)} series x {STEPS:,} steps, {LOG_LINES:,} log lines; "
+        f"{REPEATS} first visits each, 1440x900 headless Chromium"
+    )
+    header = ("bundle", "Plotly bytes", "usable median", "usable p95", "chart median", "chart p95")
+    print(" | ".join(f"{h:>14}" for h in header))
+    print("-" * 97)
+    for label, row in rows.items():
+        usable_med, usable_p95 = _stats(row["usable"])
+        chart_med, chart_p95 = _stats(row["chart"])
+        cells = (
+            label, f"{int(row['bytes'][0]):,}", f"{usable_med:.0f} ms", f"{usable_p95:.0f} ms",
+            f"{chart_med:.0f} ms", f"{chart_p95:.0f} ms",
+        )  # fmt: skip
+        print(" | ".join(f"{cell:>14}" for cell in cells), flush=True)
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    main()
+    print(f"({time.perf_counter() - started:.0f} s)")

@@ -1,0 +1,62 @@
+"""The facts a researcher looks for at the top of a job page: where and how long it ran.
+
+(The title says "attempt n of m".)
+
+One HeaderFacts per page load, from the job and its attempts (no extra query); the page
+replaces the block when a state changes and ticks the elapsed time itself.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobs.models import Attempt, Job, State
+
+
+@dataclass(frozen=True)
+class HeaderFacts:
+    slurm_ids: list[tuple[int, str]]  # (attempt number, Slurm job id), first to last
+    nodes: str
+    state: str
+    state_label: str
+    pending_reason: str
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    elapsed: timedelta | None
+    run_dir: str
+
+    @property
+    def elapsed_text(self) -> str:
+        return format_elapsed(self.elapsed)
+
+
+def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderFacts:
+    latest = attempts[-1] if attempts else None
+    first = attempts[0] if attempts else None
+    started = latest.started_at if latest else None
+    ended = latest.ended_at if latest else None
+    state = latest.state if latest else job.state
+    return HeaderFacts(
+        slurm_ids=[(a.number, a.slurm_job_id) for a in attempts if a.slurm_job_id],
+        nodes=latest.node_list if latest else "",
+        state=state,
+        state_label=State(state).label if state in State.values else state,
+        pending_reason=latest.slurm_reason if latest and state == State.PENDING else "",
+        submitted_at=(first.submitted_at if first else None) or job.created_at,
+        started_at=started,
+        ended_at=ended,
+        elapsed=((ended or now) - started) if started else None,
+        run_dir=latest.run_dir if latest else "",
+    )
+
+
+def format_elapsed(elapsed: timedelta | None) -> str:
+    """As Slurm's squeue prints elapsed time: [days-]hours:minutes:seconds."""
+    if elapsed is None:
+        return "-"
+    seconds = max(int(elapsed.total_seconds()), 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else text

@@ -16,12 +16,15 @@ Environment (set per attempt by the portal's batch script; flags override):
   PORTAL_CHECKPOINT_DIR  where step-<N>.pt files go (default ./checkpoints)
   PORTAL_RESUME_FROM     checkpoint file to resume from; empty: start fresh
   PORTAL_METRICS_FILE    JSON lines {"step", "loss", "samples", "time"} (rank 0)
+  PORTAL_PROGRESS_DIR    each rank's heartbeat (portal_metrics.heartbeat, every step);
+                         checkpoints are declared pauses (portal_metrics.pause)
 
 Output (rank 0, flushed): `step N, loss=X.XXXX, samples_per_sec=Y`. With a
 metrics file, each record also carries `steps_per_sec/<node>`: the pace each
 node's slowest rank could keep alone (its compute time per step, waits for the
 other ranks excluded), which is how the portal spots a straggling node.
-`--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose.
+`--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose;
+`--checkpoint-pause S` makes every checkpoint take S seconds longer (a declared pause).
 SIGUSR1 or SIGTERM (Slurm's --signal warning, or the time limit): checkpoint
 after the current step and exit 0.
 """
@@ -48,6 +51,11 @@ from torch import nn  # type: ignore[import-not-found, unused-ignore]
 from torch.nn.parallel import (  # type: ignore[import-not-found, unused-ignore]
     DistributedDataParallel,
 )
+
+try:  # the portal's helper, in the run directory (on PYTHONPATH) when the portal runs this
+    import portal_metrics  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # run by hand: no heartbeat
+    portal_metrics = None
 
 IN_FEATURES = 16
 HIDDEN = 64
@@ -77,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--throttle-node", default="", help="slow this node's ranks (a test knob)")
     p.add_argument("--throttle-seconds", type=float, default=0.0, help="extra seconds per step")
     p.add_argument("--timeout", type=float, default=300, help="collective timeout, seconds")
+    p.add_argument(
+        "--checkpoint-pause", type=float, default=0.0, help="extra seconds per checkpoint"
+    )
     p.add_argument(
         "--checkpoint-dir", default=env("PORTAL_CHECKPOINT_DIR") or "checkpoints", type=Path
     )
@@ -250,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     metrics = args.metrics_file.open("a") if lead and args.metrics_file else None
 
     def checkpoint(step: int) -> None:
+        if portal_metrics is None:
+            save(step)
+            return
+        with portal_metrics.pause("checkpoint"):  # a long save is not a hang
+            save(step)
+
+    def save(step: int) -> None:
         # Every rank's RNG state, gathered to rank 0, which alone writes.
         rngs: list[Any] = [None] * world
         dist.all_gather_object(rngs, rng_state())
@@ -265,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             path = save_checkpoint(args.checkpoint_dir, step, state, args.keep)
             log(f"checkpoint {path.name} saved ({path.stat().st_size} bytes)")
+        if args.checkpoint_pause:
+            time.sleep(args.checkpoint_pause)
 
     step = start - 1
     window_start, window_samples = time.monotonic(), 0
@@ -293,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         dist.all_reduce(stats)
         mean_loss, stop = stats[0].item() / world, stats[1].item() > 0
         rates = node_rates(nodes, stats[2:].tolist())
+        if portal_metrics is not None:
+            portal_metrics.heartbeat(step)
         window_samples += args.batch_size * world
         if lead and (step % args.log_every == 0 or step == args.steps or stop):
             elapsed = max(time.monotonic() - window_start, 1e-9)

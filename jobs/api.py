@@ -32,7 +32,14 @@ from projects.models import Project
 # Fields another issue may add to Attempt (failure diagnosis) and Job (restart
 # policy); shown when the model has them.
 _ATTEMPT_EXTRA = ("failure_class", "diagnosis", "diagnosed_at", "excluded_nodes")
-_JOB_EXTRA = ("max_restarts", "restart_on", "exclude_failed_nodes")
+_JOB_EXTRA = (
+    "max_restarts",
+    "restart_on",
+    "exclude_failed_nodes",
+    "hang_multiple",
+    "hang_floor_seconds",
+    "startup_window_seconds",
+)
 
 
 def _present(model: type[Any], names: tuple[str, ...]) -> list[str]:
@@ -163,6 +170,16 @@ class SpecSerializer(serializers.Serializer[Any]):
     )
     exclude_failed_nodes = serializers.BooleanField(
         default=False, help_text="Keep a restart off the nodes the failure was on."
+    )
+
+    hang_multiple = serializers.FloatField(
+        required=False, allow_null=True, default=None, help_text="Hung after N step intervals."
+    )
+    hang_floor_seconds = serializers.IntegerField(
+        required=False, allow_null=True, default=None, max_value=INT_MAX
+    )
+    startup_window_seconds = serializers.IntegerField(
+        required=False, allow_null=True, default=None, max_value=INT_MAX
     )
 
     def validate_restart_on(self, value: list[str]) -> tuple[str, ...]:

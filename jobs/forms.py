@@ -104,6 +104,9 @@ def format_time_limit(limit: timedelta) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else text
 
 
+HANG_SECONDS_MAX = 365 * 86400  # jobs.specs.MAX_TIME_LIMIT
+
+
 def _number(label: str, minimum: int, maximum: int, initial: int | None, **extra: Any) -> Any:
     return forms.IntegerField(
         label=label,
@@ -196,6 +199,20 @@ class JobForm(forms.Form):
         required=False,
         help_text="sbatch --exclude the failed node on the next attempt.",
     )
+    # Hang detection (monitoring.hangs); blank: the portal's defaults.
+    hang_multiple = forms.FloatField(
+        label="Hung after (step intervals)",
+        min_value=1.0,
+        max_value=1e6,
+        required=False,
+        help_text="No step on any rank for this many times the recent step interval.",
+    )
+    hang_floor_seconds = _number(
+        "Never hung before (seconds)", 1, HANG_SECONDS_MAX, None, required=False
+    )
+    startup_window_seconds = _number(
+        "First step within (seconds)", 1, HANG_SECONDS_MAX, None, required=False
+    )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -264,6 +281,9 @@ def _restart_policy(data: dict[str, Any]) -> dict[str, Any]:
         "max_restarts": data.get("max_restarts") or 0,
         "restart_on": tuple(value for value, _ in RESTARTABLE if value in chosen),
         "exclude_failed_nodes": bool(data.get("exclude_failed_nodes")),
+        "hang_multiple": data.get("hang_multiple"),
+        "hang_floor_seconds": data.get("hang_floor_seconds"),
+        "startup_window_seconds": data.get("startup_window_seconds"),
     }
 
 
@@ -286,4 +306,7 @@ def initial_from_spec(spec: JobSpec) -> dict[str, Any]:
         "max_restarts": spec.max_restarts,
         "restart_on": list(spec.restart_on),
         "exclude_failed_nodes": spec.exclude_failed_nodes,
+        "hang_multiple": spec.hang_multiple,
+        "hang_floor_seconds": spec.hang_floor_seconds,
+        "startup_window_seconds": spec.startup_window_seconds,
     }

@@ -63,6 +63,7 @@ class FailureClass(models.TextChoices):
     MISSING_FILE = "missing_file", "Missing file"
     RANK_CRASH = "rank_crash", "A rank crashed"
     GPU_HARDWARE = "gpu_hardware", "GPU hardware fault"
+    HANG = "hang", "Hung (no progress on any rank)"
     CANCELLED = "cancelled", "Cancelled"
     UNKNOWN = "unknown", "Unknown failure"
 
@@ -155,6 +156,25 @@ class Job(models.Model):
     )
     exclude_failed_nodes = models.BooleanField(
         default=False, help_text="Restart without the node that failed (sbatch --exclude)."
+    )
+    # Hang detection (monitoring.hangs); blank: the portal's HANG_POLICY.
+    hang_multiple = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1.0)],
+        help_text="Hung after this many times the recent step interval without a step.",
+    )
+    hang_floor_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Never hung before this many seconds without a step.",
+    )
+    startup_window_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="A startup stall when no first step comes within this many seconds.",
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)

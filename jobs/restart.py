@@ -2,8 +2,8 @@
 
 A restart is a new Attempt of the same job, submitted like the first, with
 `PORTAL_RESUME_FROM` naming the latest complete checkpoint and, when the job
-asks for it or the GPU hardware failed, the failed node excluded. Each
-decision, taken or not, is an event on the job's timeline.
+asks for it, the GPU hardware failed or the node held a hang's culprit, that node
+excluded. Each decision, taken or not, is an event on the job's timeline.
 """
 
 import logging
@@ -20,6 +20,7 @@ from jobs.services import attempt_start
 logger = logging.getLogger(__name__)
 
 _NODE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_SUSPECT_NODE = frozenset({FailureClass.GPU_HARDWARE, FailureClass.HANG})
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,9 @@ def attempt_restart(
             if decision.why:
                 _note(attempt, decision.why)
             return None
-        # A GPU fault makes the node suspect: the restart never goes back to it.
-        exclude = job.exclude_failed_nodes or failure_class == FailureClass.GPU_HARDWARE
+        # A GPU fault or a hang's culprit makes the node suspect: the restart never goes
+        # back to it.
+        exclude = job.exclude_failed_nodes or failure_class in _SUSPECT_NODE
         excluded = _excluded(attempt, failed_node, exclude)
         where = f"from {resume_from}" if resume_from else "from the start (no checkpoint yet)"
         if resume_step is not None and resume_from:

@@ -43,6 +43,12 @@ GPU_QUERY_FIELDS = (
 WARNING_SIGNAL = "USR1"
 # The batch shell prints this into stdout.log when the warning arrives; the diagnosis reads it.
 WARNING_MARKER = f"portal: SIG{WARNING_SIGNAL} before the time limit"
+# Per-rank progress (portal_metrics.heartbeat): progress/rank-<R>.json, one fixed-size record.
+PROGRESS_DIR = "progress"
+# Per-rank stack dumps (portal_metrics.install_stack_dump): stacks/rank-<R>.txt, written by
+# faulthandler when the portal sends STACK_SIGNAL to the job (scancel --signal --full).
+STACKS_DIR = "stacks"
+STACK_SIGNAL = "USR2"
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,14 @@ class RunDir:
 
     def file(self, name: str) -> str:
         return f"{self.path.rstrip('/')}/{name}"
+
+
+def progress_file(rank: int) -> str:
+    return f"{PROGRESS_DIR}/rank-{rank}.json"
+
+
+def stack_file(rank: int) -> str:
+    return f"{STACKS_DIR}/rank-{rank}.txt"
 
 
 def gpu_file(node: str) -> str:

@@ -18,7 +18,10 @@ from jobs.rundir import (
     GPU_QUERY_FIELDS,
     GPU_SAMPLER_LOG,
     METRICS_FILE,
+    PROGRESS_DIR,
     SLURM_JOB_ID_FILE,
+    STACK_SIGNAL,
+    STACKS_DIR,
     STDOUT_FILE,
     WARNING_MARKER,
     WARNING_SIGNAL,
@@ -100,9 +103,11 @@ _TEMPLATE_ENV: dict[str, list[str]] = {
 def _command_lines(job: Job) -> list[str]:
     if job.template in TORCHRUN_TEMPLATES:
         torchrun = (
-            # torchrun dies of SIGUSR1; its workers handle it: torchrun ignores it.
+            # torchrun dies of SIGUSR1 and of the stack signal; its workers handle them:
+            # torchrun ignores both (PORTAL_LAUNCHER: it dumps no stacks of its own).
             "srun --ntasks-per-node=1 --kill-on-bad-exit=1"
-            ' bash -c \'trap "" USR1; exec "$@"\' portal-launch torchrun'
+            f' bash -c \'trap "" USR1 {STACK_SIGNAL}; PORTAL_LAUNCHER=torchrun exec "$@"\''
+            " portal-launch torchrun"
             ' --nnodes="$SLURM_NNODES"'
             f" --nproc_per_node={max(job.gpus_per_node, 1)}"
             " --rdzv_backend=c10d"
@@ -121,9 +126,11 @@ def _gpu_sampler(job: Job) -> list[str]:
     sampler = (
         # The warning signal reaches every step: the sampler must outlive it. env by its path:
         # the step's bash may source a ~/.bashrc the job rewrote.
-        'trap "" USR1; '
+        f'trap "" USR1 {STACK_SIGNAL}; '
         'ids="${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}"; '
-        f"exec /usr/bin/env TZ=UTC nvidia-smi --query-gpu={query} --format=csv,noheader,nounits"
+        # Not a rank: it dumps no stacks into a rank's file (a stand-in may be Python).
+        "exec /usr/bin/env -u PORTAL_STACKS_DIR TZ=UTC nvidia-smi"
+        f" --query-gpu={query} --format=csv,noheader,nounits"
         f' -l {GPU_SAMPLE_SECONDS} ${{ids:+-i "$ids"}}'
         f' >> "$PORTAL_RUN_DIR/{GPU_FILE_PREFIX}$SLURMD_NODENAME{GPU_FILE_SUFFIX}"'
     )
@@ -162,6 +169,9 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "PORTAL_METRICS_FILE": run_dir.file(METRICS_FILE),
         "PORTAL_CHECKPOINT_DIR": run_dir.file(CHECKPOINT_DIR),
         "PORTAL_RESUME_FROM": attempt.resume_from,
+        "PORTAL_PROGRESS_DIR": run_dir.file(PROGRESS_DIR),
+        "PORTAL_STACKS_DIR": run_dir.file(STACKS_DIR),
+        "PORTAL_STACK_SIGNAL": STACK_SIGNAL,
     }
     lines = [
         "#!/bin/bash",
@@ -169,7 +179,8 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         *_sbatch_options(job, attempt, run_dir),
         "",
         *(f"export {name}={shlex.quote(value)}" for name, value in exports.items()),
-        "# The run directory holds portal_metrics.py: `from portal_metrics import log`.",
+        "# The run directory holds portal_metrics.py (`from portal_metrics import log`) and a",
+        "# sitecustomize.py that installs its stack-dump hook in every Python of the job.",
         'export PYTHONPATH="$PORTAL_RUN_DIR${PYTHONPATH:+:$PYTHONPATH}"',
         'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         "# Below the usual ephemeral range (32768+), so no client socket holds it.",
@@ -178,6 +189,8 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         f'printf "%s\\n" "$SLURM_JOB_ID" > "$PORTAL_RUN_DIR/{SLURM_JOB_ID_FILE}"',
         'mkdir -p -- "$PORTAL_CHECKPOINT_DIR"',
         "",
+        f"# The portal asks for stacks with SIG{STACK_SIGNAL} to the whole job: not this shell.",
+        f'trap "" {STACK_SIGNAL}',
         *_gpu_sampler(job),
         *_warning_trap(),
         "# The user's set-up and command run in a subshell: whatever they do (exit",

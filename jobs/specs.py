@@ -48,6 +48,10 @@ class JobSpec:
     max_restarts: int = 0
     restart_on: tuple[str, ...] = DEFAULT_RESTART_ON
     exclude_failed_nodes: bool = False
+    # Hang detection (monitoring.hangs); None: the portal's HANG_POLICY.
+    hang_multiple: float | None = None
+    hang_floor_seconds: int | None = None
+    startup_window_seconds: int | None = None
 
     def job_fields(self) -> dict[str, Any]:
         """The Job model's fields this spec sets (the same names)."""
@@ -106,6 +110,14 @@ def _restart_errors(spec: JobSpec) -> dict[str, list[str]]:
         errors.setdefault("restart_on", []).append(
             f"Unknown failure class {', '.join(map(repr, unknown))}; choose from {choices}."
         )
+    for name, low in (
+        ("hang_multiple", 1.0),
+        ("hang_floor_seconds", 1),
+        ("startup_window_seconds", 1),
+    ):
+        value = getattr(spec, name)
+        if value is not None and not low <= value <= MAX_TIME_LIMIT.total_seconds():
+            errors[name] = [f"Give at least {low} (or leave it blank for the portal's default)."]
     never = [FailureClass(c).label for c in spec.restart_on if c in NEVER_RESTART]
     if never:
         errors.setdefault("restart_on", []).append(

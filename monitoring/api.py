@@ -384,6 +384,7 @@ class JobFailuresSerializer(serializers.Serializer[Any]):
     checkpoints = CheckpointSerializer(many=True)
     resume_from = serializers.CharField(help_text="Where a restart would resume; empty: none.")
     stragglers = StragglerSerializer(many=True)
+    hangs = serializers.ListField(child=serializers.DictField(), help_text="monitoring.hang_page")
     attempt = serializers.IntegerField(allow_null=True, help_text="The latest attempt.")
 
 

@@ -10,6 +10,7 @@ class MonitoringConfig(AppConfig):
         from jobs.polling import FILE_WATCHERS
         from monitoring.failures import FailureWatcher
         from monitoring.goodput import GoodputWatcher
+        from monitoring.hang_watch import ProgressWatcher
         from monitoring.ingest import MonitoringWatcher
         from monitoring.stream_access import connect_receivers
 
@@ -17,6 +18,9 @@ class MonitoringConfig(AppConfig):
 
         if not any(isinstance(w, MonitoringWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(MonitoringWatcher())
+        # After the log watcher, before the failures: a hang's cancel is decided first.
+        if not any(isinstance(w, ProgressWatcher) for w in FILE_WATCHERS):
+            FILE_WATCHERS.append(ProgressWatcher())
         # After the log watcher: the diagnosis reads the log bytes this poll stored.
         if not any(isinstance(w, FailureWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(FailureWatcher())

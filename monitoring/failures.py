@@ -21,6 +21,7 @@ from monitoring.checkpoints import (
     listing_requests,
 )
 from monitoring.diagnosis import TAIL_BYTES, Diagnosis, diagnose
+from monitoring.hang_diagnosis import hang_diagnosis
 from monitoring.logs import log_read
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def attempt_diagnose(*, attempt: Attempt) -> Diagnosis | None:
     )
     if not claimed:
         return None
-    found = diagnose(
+    found = hang_diagnosis(attempt=attempt) or diagnose(
         state=attempt.state,
         exit_code=attempt.exit_code,
         log_tail=_log_tail(attempt),

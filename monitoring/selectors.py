@@ -6,6 +6,7 @@ from typing import Any
 from jobs.models import Attempt, Job
 from monitoring.checkpoints import job_checkpoints
 from monitoring.diagnosis import Diagnosis
+from monitoring.hang_page import job_hangs
 from monitoring.models import LogFile, Series
 from monitoring.stragglers import StragglerPolicy, attempt_stragglers
 
@@ -48,7 +49,7 @@ def job_live_state(*, job_id: int) -> dict[str, Any]:
 
 def job_failures(*, job: Job, policy: StragglerPolicy | None = None) -> dict[str, Any]:
     """What the job page and the API show of failures: each ended attempt's diagnosis, the
-    checkpoints with the one a resume would use, and the live attempt's stragglers."""
+    checkpoints with the one a resume would use, the live attempt's stragglers, and hangs."""
     attempts = list(Attempt.objects.filter(job_id=job.pk).order_by("number"))
     for attempt in attempts:
         attempt.job = job  # the stragglers check reads job.nodes: no query per attempt
@@ -75,5 +76,6 @@ def job_failures(*, job: Job, policy: StragglerPolicy | None = None) -> dict[str
         "checkpoints": checkpoints,
         "resume_from": resume.path if resume else "",
         "stragglers": attempt_stragglers(attempt=latest, policy=policy) if latest else [],
+        "hangs": job_hangs(attempts=attempts),
         "attempt": latest.number if latest else None,
     }

@@ -4,6 +4,7 @@ from celery import shared_task
 
 from monitoring.efficiency_card import efficiency_cards_refresh
 from monitoring.idle import idle_warning_send
+from monitoring.stacks import attempt_request_stacks
 
 
 @shared_task
@@ -14,3 +15,8 @@ def send_idle_warning_mail(attempt_id: int) -> None:
 @shared_task(ignore_result=True)
 def refresh_efficiency_cards() -> None:
     efficiency_cards_refresh()
+
+
+@shared_task(ignore_result=True)
+def request_stacks(attempt_id: int) -> None:
+    attempt_request_stacks(attempt_id=attempt_id)

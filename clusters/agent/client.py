@@ -57,6 +57,7 @@ class FileRead:
     key: str
     path: str
     offset: int = 0
+    limit: int | None = None  # at most this many bytes (else the request's per-file cap)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class AgentRequest:
                 "commands": [
                     {"id": c.id, "argv": list(c.argv), "timeout": c.timeout} for c in self.commands
                 ],
-                "files": [{"key": f.key, "path": f.path, "offset": f.offset} for f in self.files],
+                "files": [_file_json(f) for f in self.files],
                 "listings": [{"key": x.key, "path": x.path} for x in self.listings],
                 "max_bytes": self.max_bytes,
                 "max_bytes_per_file": self.max_bytes_per_file,
@@ -141,6 +142,13 @@ class AgentReply:
     commands: Mapping[str, CommandOutput] = field(default_factory=dict)
     files: Mapping[str, FileChunk] = field(default_factory=dict)
     listings: Mapping[str, Listing] = field(default_factory=dict)
+
+
+def _file_json(read: FileRead) -> dict[str, Any]:
+    item: dict[str, Any] = {"key": read.key, "path": read.path, "offset": read.offset}
+    if read.limit is not None:
+        item["limit"] = read.limit
+    return item
 
 
 def agent_command(python: str = "python3") -> str:

@@ -120,7 +120,9 @@ def read_files(files: list[dict[str, Any]], budget: int, per_file: int) -> dict[
             size = os.stat(item["path"]).st_size
         except (OSError, ValueError):
             size = 0
-        wants.append(max(0, min(size - item["offset"], per_file)))
+        # A file's own limit (a small record the job rewrites) caps what it may cost.
+        limit = min(per_file, item.get("limit", per_file))
+        wants.append(max(0, min(size - item["offset"], limit)))
     replies = {}
     shares = fair_shares(wants, budget)
     for item, share in zip(files, shares):  # noqa: B905 - zip(strict=) needs Python 3.10
@@ -212,6 +214,8 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     for item in _items(request, "files", "key"):
         _field(item, "path", str)
         _field(item, "offset", int)
+        if "limit" in item:
+            _field(item, "limit", int)
     for item in _items(request, "listings", "key"):
         _field(item, "path", str)
     for name, default in (

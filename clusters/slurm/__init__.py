@@ -13,6 +13,7 @@ from clusters.slurm.commands import (
     sacct_result,
     sbatch_argv,
     scancel_argv,
+    scancel_signal_argv,
     squeue_argv,
     squeue_result,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "sacct_result",
     "sbatch_argv",
     "scancel_argv",
+    "scancel_signal_argv",
     "squeue_argv",
     "squeue_result",
 ]

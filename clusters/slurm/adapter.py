@@ -20,6 +20,7 @@ from clusters.slurm.commands import (
     sacct_result,
     sbatch_argv,
     scancel_argv,
+    scancel_signal_argv,
     squeue_argv,
     squeue_result,
 )
@@ -67,6 +68,11 @@ class Slurm:
     def cancel(self, job_id: str) -> None:
         """Cancel a job; one that has already finished counts as cancelled."""
         command, result = self._run(scancel_argv(job_id))
+        check_scancel(result, command=command)
+
+    def signal(self, job_id: str, signal: str) -> None:
+        """Send a signal to every process of a running job (needs its owner or an operator)."""
+        command, result = self._run(scancel_signal_argv(job_id, signal))
         check_scancel(result, command=command)
 
     def queue(self, job_ids: list[str]) -> list[SqueueRow]:

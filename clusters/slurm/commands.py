@@ -123,6 +123,20 @@ def scancel_argv(job_id: str) -> list[str]:
     return ["scancel", "--", _job_ids([job_id])]
 
 
+_SIGNAL_NAME = re.compile(r"[A-Z][A-Z0-9]{1,15}")
+
+
+def scancel_signal_argv(job_id: str, signal: str) -> list[str]:
+    """scancel that sends `signal` (USR2, not SIGUSR2) to every process of the job.
+
+    --full: the batch shell and every step's processes, so that a trainer run without
+    srun is reached too; the portal's batch shell ignores the stack signal.
+    """
+    if not _SIGNAL_NAME.fullmatch(signal):
+        raise ValueError(f"not a signal name: {signal!r}")
+    return ["scancel", f"--signal={signal}", "--full", "--", _job_ids([job_id])]
+
+
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_DRAIN_REASON = 200
 

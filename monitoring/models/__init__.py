@@ -4,4 +4,5 @@ from monitoring.models.checkpoints import Checkpoint  # noqa: F401
 from monitoring.models.goodput import AttemptActivity, EfficiencyCard  # noqa: F401
 from monitoring.models.ingest import AttemptIngest  # noqa: F401
 from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
+from monitoring.models.progress import AttemptProgress  # noqa: F401
 from monitoring.models.series import Series, SeriesChunk  # noqa: F401

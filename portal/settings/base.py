@@ -210,9 +210,23 @@ QUOTA_ALERT_THRESHOLDS = (80, 100)
 # Log bytes kept per file in the database; older ones are read from the cluster.
 LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)
 # Files placed in every run directory beside the batch script (name -> local path):
-# the metrics helper a training script imports with `from portal_metrics import log`.
+# the metrics helper a training script imports with `from portal_metrics import log`, and
+# the sitecustomize that installs its stack-dump hook in every Python process of the job.
 RUN_DIR_FILES: dict[str, Path] = {
-    "portal_metrics.py": BASE_DIR / "monitoring" / "portal_metrics.py"
+    "portal_metrics.py": BASE_DIR / "monitoring" / "portal_metrics.py",
+    "sitecustomize.py": BASE_DIR / "monitoring" / "portal_sitecustomize.py",
+}
+# Hang detection (monitoring.hangs): no step on any rank for max(floor, multiple x the
+# recent step interval) seconds is a hang; no first step within startup seconds, a stall.
+# A job spec may set its own multiple, floor and startup window.
+HANG_POLICY: dict[str, float] = {
+    "multiple": env.float("HANG_MULTIPLE", default=10.0),
+    "floor": env.float("HANG_FLOOR_SECONDS", default=300.0),
+    "startup": env.float("HANG_STARTUP_SECONDS", default=1800.0),
+    # Seconds a flagged attempt waits for its ranks' stacks before a restart cancels it.
+    "stack_wait": env.float("HANG_STACK_WAIT_SECONDS", default=15.0),
+    # A declared pause longer than this is not an excuse any more.
+    "max_pause": env.float("HANG_MAX_PAUSE_SECONDS", default=3600.0),
 }
 # A submission in flight longer than this (seconds) is re-driven by the reconciler.
 SUBMIT_STUCK_AFTER: float = env.float("SUBMIT_STUCK_AFTER", default=60.0)

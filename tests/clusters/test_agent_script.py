@@ -122,6 +122,21 @@ def test_files_share_the_reply_budget_fairly(tmp_path: Path) -> None:
     assert [reply[k]["more"] for k in sizes] == [False, True, True, False]
 
 
+def test_a_files_own_limit_caps_what_a_hostile_file_costs(tmp_path: Path) -> None:
+    # A job's heartbeat record should be 512 bytes; a hostile one is 1 MiB.
+    (tmp_path / "rank-0.json").write_bytes(b"{" * MiB)
+    (tmp_path / "stdout.log").write_bytes(b"y" * 5000)
+    files = [
+        {"key": "beat", "path": str(tmp_path / "rank-0.json"), "offset": 0, "limit": 1024},
+        {"key": "log", "path": str(tmp_path / "stdout.log"), "offset": 0},
+    ]
+    reply = poll(files=files, max_bytes=7000, max_bytes_per_file=MiB)["files"]
+    assert len(data(reply["beat"])) == 1024 and reply["beat"]["more"] is True
+    assert len(data(reply["log"])) == 5000  # the log is not starved by it
+    code, refused = agent({"version": 1, "files": [{**files[0], "limit": -1}]})
+    assert code == 2 and "'limit' is missing or invalid" in refused["error"]
+
+
 @pytest.mark.parametrize(
     ("wants", "budget", "shares"),
     [

@@ -40,6 +40,9 @@ NON_DEFAULT: dict[str, object] = {
     "max_restarts": 3,
     "restart_on": (FailureClass.PREEMPTION.value, FailureClass.TIME_LIMIT.value),
     "exclude_failed_nodes": True,
+    "hang_multiple": 4.0,
+    "hang_floor_seconds": 120,
+    "startup_window_seconds": 900,
 }
 # Job columns that are not the spec: where it runs, who asked, and what became of it.
 NOT_SPEC = {"id", "project", "user", "cluster", "state", "created_at", "updated_at"}

@@ -59,11 +59,17 @@ def test_torchrun_template_runs_one_launcher_per_node(member, project) -> None:
         command="examples/ddp_train.py --steps 20",
     )
     launch = next(line for line in script.splitlines() if "torchrun" in line)
-    # torchrun itself ignores the warning signal (it would die of it); its workers get it.
+    # torchrun itself ignores the warning and stack signals (it would die of them); its
+    # workers get them, and know torchrun for a launcher that dumps no stacks.
     assert launch.startswith(
         "srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
-        'bash -c \'trap "" USR1; exec "$@"\' portal-launch torchrun '
+        'bash -c \'trap "" USR1 USR2; PORTAL_LAUNCHER=torchrun exec "$@"\' portal-launch torchrun '
     )
+    lines = script.splitlines()
+    # The batch shell survives the stack signal sent to the whole job (scancel --full).
+    assert lines.index('trap "" USR2') < lines.index("(")
+    assert "export PORTAL_PROGRESS_DIR=" in script and "export PORTAL_STACKS_DIR=" in script
+    assert "export PORTAL_STACK_SIGNAL=USR2" in script
     assert '--nnodes="$SLURM_NNODES"' in launch
     assert "--nproc_per_node=4" in launch
     assert "--rdzv_backend=c10d" in launch

@@ -88,3 +88,10 @@ def test_bad_metric_pattern_and_model_size_name_the_field() -> None:
     errors = validate_spec(spec=bad, partitions={}, quota=None)
     assert "named groups" in errors["metric_patterns"][0]
     assert "parameter count" in errors["model_params"][0]
+
+
+def test_a_hang_policy_below_its_minimum_names_the_field() -> None:
+    errors = _errors(hang_multiple=0.5, hang_floor_seconds=0, startup_window_seconds=None)
+    assert set(errors) == {"hang_multiple", "hang_floor_seconds"}
+    assert "leave it blank for the portal's default" in errors["hang_floor_seconds"][0]
+    assert not _errors(hang_multiple=3.0, hang_floor_seconds=60, startup_window_seconds=600)

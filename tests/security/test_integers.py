@@ -149,7 +149,7 @@ def _numeric_form_fields() -> list[str]:
     return [
         name
         for name, field in JobForm.base_fields.items()
-        if isinstance(field, kinds) or type(field).__name__ == "IntegerField"
+        if isinstance(field, kinds) or type(field).__name__ in ("IntegerField", "FloatField")
     ]
 
 
@@ -163,6 +163,9 @@ def test_the_form_walk_finds_every_number() -> None:
         "total_steps",
         "time_limit",
         "max_restarts",
+        "hang_multiple",
+        "hang_floor_seconds",
+        "startup_window_seconds",
     }
 
 

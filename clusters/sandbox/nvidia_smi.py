@@ -2,10 +2,9 @@
 """Stand-in for ``nvidia-smi`` on the sandbox cluster (stdlib only).
 
 The sandbox has no GPUs, but the portal parses real ``nvidia-smi --query-gpu``
-output, so this script reproduces that output format byte for byte: one line
-per GPU, fields joined by ", ", units appended unless ``nounits``, ``[N/A]``
-for fields a GPU cannot report. Values are synthetic but plausible and change
-over time; the UUID is stable per (node, GPU index) so series can be keyed on it.
+output, so this script reproduces that format byte for byte (", " between
+fields, units unless ``nounits``, ``[N/A]`` for what a GPU cannot report); the
+UUID is stable per (node, GPU index) so series can be keyed on it.
 
 Like the real tool it ignores ``CUDA_VISIBLE_DEVICES`` and lists every GPU of
 the node. The node comes from ``SLURMD_NODENAME`` (set inside Slurm jobs),
@@ -19,9 +18,11 @@ environ``, readable for the caller's own processes) has ``SLURMD_NODENAME=N``, a
 device files in gres.conf, the same list the batch script passes to ``-i``); a
 process with ``LOCAL_RANK`` (a torchrun worker) is bound to the job's
 ``LOCAL_RANK``-th GPU of the node only. Between two samples (the ``-l`` interval,
-or 0.2 s for a single query) the CPU time the bound processes spent (utime +
-stime from ``/proc/<pid>/stat``) divided by the wall time is the GPU's busy
-share: utilisation is that share in %, capped at 100; power, temperature and SM
+or 0.2 s for a single query) the time the bound processes wanted the CPU
+(on it or waiting in the run queue, ``/proc/<pid>/schedstat``; utime + stime
+from ``/proc/<pid>/stat`` where the kernel keeps no schedstat) divided by the
+wall time is the GPU's busy share, so a computing job reads busy however busy
+the machine is: utilisation is that share in %, capped at 100; power, temperature and SM
 clock follow it; memory used is a plausible synthetic value while any process is
 bound, 0 MiB when none is. A GPU no process is bound to reads 0 %, as a free GPU
 does. Stand-in processes themselves are never counted.
@@ -71,8 +72,7 @@ class Gpu:
         return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
     @property
-    def bus_id(self) -> str:
-        # Real H200 boards sit on distinct buses; the exact numbers don't matter.
+    def bus_id(self) -> str:  # distinct buses, as real boards; the numbers don't matter
         return f"00000000:{0x19 + 0x20 * self.index:02X}:00.0"
 
     def utilization(self, now: float) -> int:
@@ -96,7 +96,7 @@ class Gpu:
 
 
 def utilization_percent(busy: float) -> int:
-    """A GPU's utilisation from its bound processes' CPU seconds per wall second."""
+    """A GPU's utilisation from its bound processes' runnable seconds per wall second."""
     return max(0, min(100, round(busy * 100)))
 
 
@@ -120,7 +120,7 @@ def bound_gpus(environ: dict[str, str], node: str) -> list[int]:
 
 
 class ProcessTable:
-    """CPU ticks of the processes bound to this node's GPUs, read from /proc between samples."""
+    """Runnable time of the processes bound to this node's GPUs, read from /proc between samples."""
 
     def __init__(self, node: str, proc: str = "/proc") -> None:
         self.node = node
@@ -137,12 +137,19 @@ class ProcessTable:
             fields = stat[stat.rindex(")") + 2 :].split()
             # The name changes on exec (a forked child becoming a torchrun worker, new env).
             key = (pid, fields[19] + stat[: stat.rindex(")")])
-            ticks = int(fields[11]) + int(fields[12])
+            ticks = self._runnable_ns(pid, int(fields[11]) + int(fields[12]))
         except (OSError, ValueError, IndexError):
             return None  # gone
         if key not in self._binding:
             self._binding[key] = self._bind(pid)
         return key, ticks, self._binding[key]
+
+    def _runnable_ns(self, pid: int, cpu_ticks: int) -> int:
+        try:  # on a CPU or waiting for one; CPU time alone without schedstat
+            with open(f"{self.proc}/{pid}/schedstat", "rb") as fh:
+                return sum(int(ns) for ns in fh.read().split()[:2])
+        except (OSError, ValueError):
+            return int(cpu_ticks * 1e9 / self.ticks_per_s)
 
     def _bind(self, pid: int) -> list[int]:
         try:
@@ -174,7 +181,7 @@ class ProcessTable:
             bound.update(gpus)
             delta = ticks - self._last.get(key, 0) if self._last_time else 0
             for gpu in gpus:
-                spent[gpu] = spent.get(gpu, 0.0) + max(delta, 0) / self.ticks_per_s
+                spent[gpu] = spent.get(gpu, 0.0) + max(delta, 0) / 1e9
         wall = now - self._last_time if self._last_time else 0.0
         self._last, self._last_time = current, now
         return {g: spent.get(g, 0.0) / wall if wall > 0 else 0.0 for g in bound}

@@ -45,7 +45,7 @@ def test_a_computing_process_makes_its_gpu_busy_and_a_sleeping_one_leaves_it_idl
     ):
         # The first line measures a short window; -l lines measure the interval.
         first = utilisation()
-        assert first[1] >= 30, first  # a shared 2-core machine gives a spinner less than 100 %
+        assert first[1] >= 80, first  # runnable all the time, however busy the machine
         assert first[0] <= 5, first
         proc = nvsmi(f"--query-gpu={MONITOR_FIELDS}", "--format=csv,noheader,nounits", node=NODE)
         lines = proc.stdout.splitlines()

@@ -19,7 +19,7 @@ from jobs.models import FINAL_STATES, Attempt, Job
 from jobs.rundir import gpu_series
 from monitoring.checkpoints import checkpoint_path
 from monitoring.efficiency import GpuTrace, Span, build_card, memory_total_for
-from monitoring.models import AttemptActivity, Checkpoint, EfficiencyCard
+from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard
 from monitoring.series import series_names, series_read
 from projects.models import IdlePolicy, UsageCharge
 
@@ -64,13 +64,32 @@ def _threshold(job: Job) -> int:
     return policy.threshold_percent if policy else int(settings.EFFICIENCY_IDLE_PERCENT)
 
 
+def _hung_seconds(attempt: Attempt, end: float) -> float:
+    """From the last step any rank made to the end, for an attempt the detector flagged hung."""
+    progress = AttemptProgress.objects.filter(attempt=attempt, verdict="hang").first()
+    if progress is None:
+        return 0.0
+    steps = [
+        float(rank["step_at"])
+        for rank in progress.ranks.values()
+        if isinstance(rank, dict) and isinstance(rank.get("step_at"), int | float)
+    ]
+    if not steps:
+        return 0.0
+    return max(0.0, end - max(steps))
+
+
 def attempt_card_compute(
-    *, attempt: Attempt, declared_pause_seconds: float = 0.0, hung_seconds: float = 0.0
+    *,
+    attempt: Attempt,
+    declared_pause_seconds: float = 0.0,
+    hung_seconds: float | None = None,
 ) -> EfficiencyCard | None:
     """Compute and store the card of an ended attempt; None if it never ran.
 
-    `declared_pause_seconds` and `hung_seconds` are the trainer's declared pauses
-    and the hang detector's hung time (zero until those are wired in).
+    `hung_seconds` defaults to the hang detector's: from the last step to the end of an
+    attempt it flagged hung. `declared_pause_seconds` is the trainer's declared pauses
+    (zero: the progress row keeps only the current pause, not their total).
     """
     attempt = Attempt.objects.select_related("job", "job__cluster").get(pk=attempt.pk)
     job = attempt.job
@@ -102,7 +121,7 @@ def attempt_card_compute(
         mfu=[y for _, y in _points(attempt.pk, "mfu")],
         memory_total_mib=memory_total_for(job.cluster.gpu_model),
         declared_pause_seconds=declared_pause_seconds,
-        hung_seconds=hung_seconds,
+        hung_seconds=_hung_seconds(attempt, span.end) if hung_seconds is None else hung_seconds,
     )
     data = {
         **card.as_json(),

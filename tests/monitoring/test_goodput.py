@@ -10,7 +10,7 @@ from jobs.billing import attempt_charge, attempt_reserve
 from jobs.models import Attempt, JobEvent, State
 from monitoring.efficiency_card import attempt_card_compute, efficiency_cards_refresh
 from monitoring.idle import Rule, attempt_idle_check
-from monitoring.models import AttemptActivity, Checkpoint, EfficiencyCard
+from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard
 from monitoring.series import series_append
 from projects.models import IdlePolicy, UsageCharge
 from tests import factories
@@ -79,6 +79,26 @@ def test_the_card_of_a_restarted_attempt_sums_to_its_charge_and_loses_from_the_c
     assert by_gpu[0]["p95_util"] == 90
     assert by_gpu[0]["energy_wh"] > by_gpu[1]["energy_wh"]
     assert efficiency_cards_refresh() == 0  # nothing left to do
+
+
+def test_a_hung_attempt_counts_from_its_last_step_to_its_end_as_hung(restarted) -> None:
+    """The hang detector's verdict: no rank stepped after 480 s of the 600 s attempt."""
+    _, first = restarted
+    last_step = (T0 + timedelta(seconds=480)).timestamp()
+    AttemptProgress.objects.create(
+        attempt=first,
+        verdict="hang",
+        ranks={
+            "0": {"node": "n1", "step": 45, "step_at": last_step - 5},
+            "1": {"step_at": last_step},
+        },
+    )
+    charge = attempt_charge(attempt=first, measured=None)
+    assert charge is not None
+    attempt_card_compute(attempt=first)
+    parts = EfficiencyCard.objects.get(attempt=first).data["parts"]
+    assert parts["hung"] * 3600 == pytest.approx(2 * 120)  # both GPUs, 480 s to 600 s
+    assert sum(parts.values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
 
 
 def test_the_job_page_and_api_show_the_card_to_members_and_refuse_outsiders(

@@ -8,13 +8,15 @@ stand-in from /proc between two samples.
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from clusters.sandbox.nvidia_smi import bound_gpus, utilization_percent
 from tests.clusters.test_nvidia_smi_standin import MONITOR_FIELDS, MONITOR_LINE, nvsmi
 
-NODE = "n-activity-test"  # a node name no sandbox job uses
+# A node name no sandbox job and no other test process uses (tests run side by side).
+NODE = f"n-activity-{uuid.uuid4().hex[:8]}"
 
 
 @contextmanager

@@ -1,10 +1,13 @@
-"""A job that hides itself from its user's own squeue is still tracked and charged as sacct says.
+"""A job that forges its Slurm id and hides from its user's own squeue is still tracked and
+charged as sacct says.
 
 Against the real stack: the sandbox cluster behind OpenSSH, a real Celery worker polling
 through the real agent. The job itself does the attack, as its user carol (a tenant of her own, so no other test
 sees her rewritten rc files and PATH; the test shares the sandbox with the rest): a forged agent
 under every name in ~/.portal, fake `squeue`/`sacct`/`python3` first on the PATH and shell
-functions of those names in ~/.bashrc, and an exit-code file saying "0" while it still runs.
+functions of those names in ~/.bashrc, and an exit-code file saying "0" while it still runs. Before it is submitted, carol's ~/.bashrc
+already shadows `/usr/bin/env` (how the portal starts sbatch) with a function that submits
+the job, then a small decoy, and answers with the decoy's id.
 """
 
 import pwd
@@ -20,17 +23,18 @@ from django.contrib.auth.models import User
 
 from clusters.agent import AGENT_HASH
 from jobs.authority import VANISH_GRACE
-from jobs.models import Attempt, Job, State
+from jobs.models import Attempt, Job, JobEvent, State
 from jobs.services import job_submit
 from projects.models import Membership, Reservation, UsageCharge
 from tests.factories import spec
 from tests.fixtures.sandbox import _slurm
-from tests.helpers import QUEUE_WAIT, wait_for
+from tests.helpers import QUEUE_WAIT, slurm_name, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
 FAKE_BIN = ".trust-fake-bin"
 FORGED_RAN = ".trust-forged-ran"  # touched by anything forged that the portal runs
+DECOY_ID = ".trust-decoy-id"  # the id the forged sbatch answered with
 ATTACK_DONE = ".trust-attack-done"
 RUN_SECONDS = 75  # past VANISH_GRACE and several polls after the attack
 # What the old agent's squeue would have said: no jobs at all.
@@ -38,6 +42,22 @@ FORGED_REPLY = (
     '{"version": 1, "time": 0, "commands": {"squeue": {"exit": 0, "stdout": "", "stderr": "",'
     ' "truncated": false, "timed_out": false, "seconds": 0}}, "files": {}, "listings": {}}'
 )
+
+
+def _forged_sbatch(decoy_name: str) -> str:
+    """~/.bashrc lines: sbatch as the portal starts it submits the job, then answers for a decoy."""
+    decoy = (
+        f"command /usr/bin/sbatch --parsable --job-name={decoy_name} --output=/dev/null "
+        f'--wrap "sleep 20" | tee "$HOME/{DECOY_ID}"'
+    )
+    return (
+        "/usr/bin/env() {\n"
+        '  case " $* " in\n'
+        f'    *" /usr/bin/sbatch "*) command /usr/bin/env "$@" > /dev/null && {decoy} ;;\n'
+        '    *) command /usr/bin/env "$@" ;;\n'
+        "  esac\n"
+        "}\n"
+    )
 
 
 def _attack_script() -> str:
@@ -99,7 +119,7 @@ def carol_home() -> Iterator[Path]:
         for path, data in kept.items():
             path.write_bytes(data)
         shutil.rmtree(home / FAKE_BIN, ignore_errors=True)
-        for name in (FORGED_RAN, ATTACK_DONE, "trust-attack.sh"):
+        for name in (FORGED_RAN, ATTACK_DONE, DECOY_ID, "trust-attack.sh"):
             (home / name).unlink(missing_ok=True)
 
 
@@ -130,6 +150,9 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
     sandbox_cluster.save()
     script = carol_home / "trust-attack.sh"
     carol.upload(str(script), _attack_script().encode(), mode=0o700)
+    bashrc = carol_home / ".bashrc"
+    rc = bashrc.read_bytes() if bashrc.exists() else b""
+    carol.upload(str(bashrc), _forged_sbatch(slurm_name("decoy")).encode() + rc, mode=0o644)
     job: Job = job_submit(
         user=hostile,
         project=project,
@@ -137,9 +160,33 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
         spec=spec(name="hide", command=f"bash {shlex.quote(str(script))}", gpus_per_node=1),
     )
     attempt = Attempt.objects.get(job=job, number=1)
+    wait_for(lambda: (carol_home / DECOY_ID).exists(), QUEUE_WAIT, "the forged sbatch to answer")
+    decoy_id = (carol_home / DECOY_ID).read_text().split(";")[0].strip()
+
+    # The portal took the decoy's id from sbatch, then followed the job of the attempt's name.
+    def real_id() -> str:
+        listed = _slurm(
+            settings.SANDBOX_STATE_DIR,
+            "squeue",
+            "-h",
+            f"--name={attempt.slurm_job_name}",
+            "-o",
+            "%i",
+        )
+        return listed.stdout.strip()
+
+    wait_for(lambda: real_id() != "", QUEUE_WAIT, "the real job in Slurm's queue")
+    job_id = real_id()
+    assert job_id != decoy_id
+    wait_for(
+        lambda: Attempt.objects.get(pk=attempt.pk).slurm_job_id == job_id,
+        30,
+        "the portal to follow the job of the attempt's name",
+    )
+    followed = JobEvent.objects.filter(attempt=attempt, reason__contains="following job").get()
+    assert f"Slurm job {decoy_id} is named" in followed.reason
     wait_for(lambda: (carol_home / ATTACK_DONE).exists(), QUEUE_WAIT, "the attack to land")
     attempt.refresh_from_db()
-    job_id = attempt.slurm_job_id
 
     # The attack works on carol's own session: her squeue and sacct no longer show the job.
     assert carol.run(f"squeue --noheader --jobs={job_id}").text.strip() == ""

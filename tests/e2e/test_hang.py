@@ -21,7 +21,7 @@ from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.models import AttemptProgress, Checkpoint
 from tests.factories import spec
-from tests.helpers import attempt_processes, run_file, wait_for
+from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -58,9 +58,9 @@ def test_a_stopped_rank_is_named_with_stacks_and_the_job_resumes_without_its_nod
         ),
     )
     first = Attempt.objects.get(job=job, number=1)
-    wait_for(
+    wait_for(  # the job asks for a whole node's GPUs: it may queue behind others' jobs
         lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=8).exists(),
-        120,
+        QUEUE_WAIT,
         "a checkpoint at step 8 or later",
     )
     pid, node = _rank_process(first, rank=1)

@@ -9,7 +9,7 @@ replaces the block when a state changes and ticks the elapsed time itself.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobs.models import Attempt, Job, State
+from jobs.models import FINAL_STATES, Attempt, Job, State
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,10 @@ class HeaderFacts:
     ended_at: datetime | None
     elapsed: timedelta | None
     run_dir: str
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
 
     @property
     def elapsed_text(self) -> str:

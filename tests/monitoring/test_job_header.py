@@ -65,3 +65,20 @@ def test_the_page_shows_the_facts_and_refuses_outsiders(
     assert "attempt 2 of at most 3" in page
     client.force_login(outsider)
     assert client.get(reverse("job-page", args=[job.pk])).status_code == 404
+
+
+def test_an_attempt_that_never_reached_slurm_says_so_once_it_has_ended(
+    client: Client, project, owner, cluster
+) -> None:
+    job, attempt = factories.job(project, owner, cluster)
+    client.force_login(owner)
+
+    def slurm_fact() -> str:
+        page = client.get(reverse("job-page", args=[job.pk])).content.decode()
+        return page[
+            page.index('id="fact-slurm-ids"') : page.index("</dd>", page.index("fact-slurm"))
+        ]
+
+    assert "not in Slurm yet" in slurm_fact()  # queued for submission
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.FAILED, reason="Host key mismatch")
+    assert "none (it never reached Slurm)" in slurm_fact()

@@ -212,3 +212,14 @@ def test_the_image_runs_as_its_own_user_and_leaves_secrets_out() -> None:
             or fnmatch.fnmatch(Path(path).name, p)
             for p in patterns
         ), path
+
+
+@pytest.mark.parametrize("with_redis", [False, True])
+def test_make_run_serves_the_web_on_the_port_it_names(tmp_path: Path, with_redis: bool) -> None:
+    """honcho's $PORT is its base plus 100 per line above the web's: Redis first put the
+    portal on 8100 while `make run` said 8000."""
+    dev = _bin_dev(tmp_path / ".state", 6390)
+    procfile = dev.run_procfile(8000, with_redis=with_redis)
+    lines = dict(line.split(": ", 1) for line in procfile.splitlines() if line.strip())
+    assert "-p 8000 " in lines["web"] and "$PORT" not in procfile
+    assert ("redis" in lines) is with_redis

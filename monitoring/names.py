@@ -93,4 +93,8 @@ def _counter_word(words: tuple[str, ...]) -> str | None:
     last = _part(words[-1].split("(")[0])
     if len(words) == 2 and (last in COUNTERS - {"steps", "batch"} or last == "epoch"):
         return last
+    # Prose that says where it happened: `done at step 200`, `Saved model at epoch 3`.
+    prose = len(words) >= 3 and words[-2].lower() in ("at", "@")
+    if prose and (last in COUNTERS - {"steps", "batch"} or last == "epoch"):
+        return last
     return None

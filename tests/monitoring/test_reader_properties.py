@@ -83,3 +83,19 @@ def test_a_tqdm_bar_gives_its_counter_rate_and_postfix(
     (point,) = reader.finish()
     assert point.step == done and reader.total_steps == total
     assert point.values == {"it_per_s": float(f"{rate:.2f}"), "loss": loss}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    prose=st.sampled_from(["done", "Saved model", "checkpoint written", "finished training"]),
+    counter=st.sampled_from(["step", "iter", "iteration", "epoch"]),
+    last=st.integers(min_value=1, max_value=10**6),
+)
+def test_prose_that_says_at_which_step_is_no_metric(prose: str, counter: str, last: int) -> None:
+    """`done at step 200`: the last line examples/ddp_train.py prints (and prose like it)
+    names where it happened; it was read as a series `done_at_step` on the step before."""
+    reader = MetricReader()
+    reader.feed("step 1, loss=0.5")
+    reader.feed(f"{prose} at {counter} {last}")
+    points = reader.finish()
+    assert [(p.step, p.values) for p in points] == [(1, {"loss": 0.5})]

@@ -22,9 +22,9 @@ from clusters.models import Cluster
 from clusters.selectors import portal_endpoint
 from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SqueueRow
 from clusters.ssh import SSHError, pool
-from jobs.models import FINAL_STATES, MAX_SLURM_REASON, Attempt, JobEvent, State
+from jobs.models import FINAL_STATES, MAX_SLURM_REASON, Attempt, State
 from jobs.slurm_states import portal_state
-from jobs.states import attempt_transition
+from jobs.states import attempt_note, attempt_transition
 
 # A job gone from squeue without an exit file may be mid-requeue; wait this long.
 VANISH_GRACE = timedelta(seconds=30)
@@ -125,12 +125,8 @@ def _not_its_job(attempt: Attempt, shown_name: str, named: list[SqueueRow] | Non
         if not Attempt.objects.filter(pk=attempt.pk, slurm_job_id=given).update(slurm_job_id=found):
             return 0
         attempt.slurm_job_id = found
-        JobEvent.objects.create(
-            job_id=attempt.job_id,
+        attempt_note(
             attempt=attempt,
-            time=timezone.now(),
-            from_state=attempt.state,
-            to_state=attempt.state,
             reason=f"{wrong}: the id that came back from sbatch was another job's; "
             f"following job {found}, the one Slurm shows by this attempt's name.",
         )

@@ -14,8 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.errors import JobError
-from jobs.models import NEVER_RESTART, Attempt, FailureClass, Job, JobEvent, State
+from jobs.models import NEVER_RESTART, Attempt, FailureClass, Job, State
 from jobs.services import attempt_start
+from jobs.states import attempt_note
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +66,7 @@ def _excluded(previous: Attempt, failed_node: str, exclude: bool) -> str:
 
 
 def _note(attempt: Attempt, reason: str) -> None:
-    # An event without a change of state: the timeline says what was decided and why.
-    JobEvent.objects.create(
-        job_id=attempt.job_id,
-        attempt=attempt,
-        time=timezone.now(),
-        from_state=attempt.state,
-        to_state=attempt.state,
-        reason=reason,
-    )
+    attempt_note(attempt=attempt, reason=reason)
 
 
 def attempt_restart(

@@ -16,7 +16,7 @@ from jobs.billing import attempt_reserve
 from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
 from jobs.specs import JobSpec, validate_spec
-from jobs.states import attempt_transition
+from jobs.states import attempt_note, attempt_transition
 from jobs.submit_rate import submit_rate_check
 from portal_lib.queueing import queue_on_commit
 from projects.models import Project, Quota
@@ -146,14 +146,7 @@ def attempt_cancel_by_portal(*, attempt: Attempt, reason: str) -> bool:
         if not claimed:
             return False
         attempt.cancel_requested_at = now
-        JobEvent.objects.create(
-            job_id=attempt.job_id,
-            attempt=attempt,
-            time=now,
-            from_state=attempt.state,
-            to_state=attempt.state,
-            reason=reason,
-        )
+        attempt_note(attempt=attempt, reason=reason, at=now)
         if attempt.slurm_job_id:
             queue_on_commit(CANCEL_ATTEMPT, attempt.pk)
     return True

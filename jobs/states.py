@@ -36,6 +36,18 @@ def can_transition(current: str, new: str) -> bool:
 
 
 @transaction.atomic
+def attempt_note(*, attempt: Attempt, reason: str, at: datetime | None = None) -> JobEvent:
+    """An event without a change of state: the timeline says what was decided and why."""
+    return JobEvent.objects.create(
+        job_id=attempt.job_id,
+        attempt=attempt,
+        time=at or timezone.now(),
+        from_state=attempt.state,
+        to_state=attempt.state,
+        reason=reason,
+    )
+
+
 def attempt_transition(
     *,
     attempt: Attempt,

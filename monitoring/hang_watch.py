@@ -18,11 +18,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.agent import AgentReply, FileRead, ListingRead
-from jobs.models import Attempt, FailureClass, JobEvent, State
+from jobs.models import Attempt, FailureClass, State
 from jobs.restart import restart_decision
 from jobs.rundir import STDOUT_FILE, RunDir, file_key, progress_file, stack_file
 from jobs.scripts import TORCHRUN_TEMPLATES
 from jobs.services import CANCEL_ATTEMPT
+from jobs.states import attempt_note
 from monitoring.hangs import (
     HANG,
     HangPolicy,
@@ -193,14 +194,7 @@ def _stacks_in(attempt: Attempt, row: AttemptProgress, reply: AgentReply) -> Non
 
 
 def _note(attempt: Attempt, reason: str) -> None:
-    JobEvent.objects.create(
-        job_id=attempt.job_id,
-        attempt=attempt,
-        time=timezone.now(),
-        from_state=attempt.state,
-        to_state=attempt.state,
-        reason=reason,
-    )
+    attempt_note(attempt=attempt, reason=reason)
 
 
 def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: HangPolicy) -> None:

@@ -18,9 +18,10 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import Attempt, JobEvent, State
+from jobs.models import Attempt, State
 from jobs.rundir import gpu_series
 from jobs.services import attempt_cancel_by_portal
+from jobs.states import attempt_note
 from monitoring.models import AttemptActivity
 from monitoring.series import series_names, series_read
 from portal_lib.queueing import queue_on_commit
@@ -111,14 +112,7 @@ def _new_samples(
 
 
 def _note(attempt: Attempt, reason: str, now: datetime) -> None:
-    JobEvent.objects.create(
-        job_id=attempt.job_id,
-        attempt=attempt,
-        time=now,
-        from_state=attempt.state,
-        to_state=attempt.state,
-        reason=reason,
-    )
+    attempt_note(attempt=attempt, reason=reason, at=now)
 
 
 def _warning(rule: Rule, cancel_at: datetime | None) -> str:

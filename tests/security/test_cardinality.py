@@ -122,7 +122,7 @@ with open(os.environ["PORTAL_METRICS_FILE"], "a") as out:
     for step in range(2, 2002):  # 100k names, 50 a record
         out.write(json.dumps({"step": step, **{"n%d" % (step * 50 + k): 1.0 for k in range(50)}}) + "\\n")
     out.flush()
-time.sleep(2)
+time.sleep(8)  # running through several polls (and their listings), however loaded the machine
 print("step 1 loss=0.5", flush=True)
 PY"""
 

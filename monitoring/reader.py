@@ -9,6 +9,7 @@ segment. Pure: no Django, no I/O. Linear in the length of the text.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,22 @@ Value = float | int
 MAX_READ_CHARS = 1024
 # A line redrawn more often than this: only its newest redraws are read (a terminal shows one).
 MAX_SEGMENTS = 8
+# A line of an error report is no training line, whatever numbers it holds: a traceback's
+# frames, an exception, a process's exit code or signal (torchrun's ChildFailedError table,
+# srun's and slurmstepd's own messages), a record at error level (logging, glog, c10's
+# `[E ProcessGroupNCCL.cpp:475]`). Their numbers (`line 12`, `exitcode: -9`, `pid 5678`,
+# `SeqNum=1`) would otherwise be read as metrics of the last step. Only what comes before
+# it on the line is read: a progress bar the error was printed onto stays.
+ERROR_REPORT = re.compile(
+    r"\(most recent call (?:last|first)\)|\bException raised from\b|\bterminate called after"
+    r'|^\s*File "[^"]*", line \d+'
+    r"|\b[A-Z]\w*(?:Error|Exception|Failure)\b:"
+    r"|\b(?:exitcode|exit code|exit status)\b"
+    r"|\breceived by PID\b|\bSignal \d+ \(SIG"
+    r"|^(?:srun|slurmstepd|salloc|sbatch)(?::|\[| error)"
+    r"|\b(?:ERROR|CRITICAL|FATAL)\b"
+    r"|(?:^|\[)[EF]\d{3,4} \d\d:\d\d:\d\d|\[[EF] [\w.-]+:\d+\]"
+)
 _CUT_AT = " ,|\t"
 _MAX_COLUMNS = 40
 
@@ -193,7 +210,11 @@ class MetricReader:
         user_step: int | None = None,
         user_values: dict[str, Value] | None = None,
     ) -> None:
-        text = strip_prefix(_bounded(segment))
+        raw = _bounded(segment)
+        report = ERROR_REPORT.search(raw)
+        if report:  # what came before it on the line is read (a bar the error ran into)
+            raw = raw[: report.start()]
+        text = strip_prefix(raw)
         if not text.strip():
             return
         state = self.state

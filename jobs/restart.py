@@ -65,10 +65,6 @@ def _excluded(previous: Attempt, failed_node: str, exclude: bool) -> str:
     return ",".join(nodes)
 
 
-def _note(attempt: Attempt, reason: str) -> None:
-    attempt_note(attempt=attempt, reason=reason)
-
-
 def attempt_restart(
     *,
     attempt: Attempt,
@@ -90,7 +86,7 @@ def attempt_restart(
         decision = restart_decision(job=job, attempt=attempt, failure_class=failure_class)
         if not decision.restart:
             if decision.why:
-                _note(attempt, decision.why)
+                attempt_note(attempt=attempt, reason=decision.why)
             return None
         # A GPU fault or a hang's culprit makes the node suspect: the restart never goes
         # back to it.
@@ -115,7 +111,7 @@ def attempt_restart(
                 excluded_nodes=excluded,
             )
         except JobError as exc:
-            _note(attempt, f"Not restarted: {exc.message}")
+            attempt_note(attempt=attempt, reason=f"Not restarted: {exc.message}")
             return None
         Job.objects.filter(pk=job.pk).update(state=State.QUEUED, updated_at=timezone.now())
     logger.info("job %s: attempt %s restarts attempt %s", job.pk, new.number, attempt.number)

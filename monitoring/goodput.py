@@ -53,6 +53,8 @@ class GoodputWatcher:
             logger.exception("first steps of a poll failed")
         idle_watch(attempts)
         ended = [a for a in attempts if a.is_finished and a.diagnosed_at is not None]
+        if not ended:  # most polls: nothing ended, no query
+            return set()
         carded = set(
             EfficiencyCard.objects.filter(attempt__in=ended).values_list("attempt_id", flat=True)
         )

@@ -77,6 +77,9 @@ class ProgressWatcher:
 
     def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]:
         watched = _watched(attempts)
+        if not watched:
+            self._rows = {}
+            return [], []
         self._rows = {
             row.attempt_id: row
             for row in AttemptProgress.objects.filter(attempt_id__in=[a.pk for a in watched])
@@ -193,16 +196,14 @@ def _stacks_in(attempt: Attempt, row: AttemptProgress, reply: AgentReply) -> Non
     row.stacks = stacks
 
 
-def _note(attempt: Attempt, reason: str) -> None:
-    attempt_note(attempt=attempt, reason=reason)
-
-
 def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: HangPolicy) -> None:
     now = timezone.now()
     row.quiet_seconds, row.threshold_seconds = verdict.quiet, verdict.threshold
     if not verdict.kind:
         if row.verdict and row.hang_cancelled_at is None:
-            _note(attempt, f"Progress again after the {row.verdict} flag: {row.why}")
+            attempt_note(
+                attempt=attempt, reason=f"Progress again after the {row.verdict} flag: {row.why}"
+            )
             row.verdict, row.flagged_at, row.why = "", None, ""
         return
     if not row.verdict:
@@ -211,7 +212,10 @@ def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: Ha
         row.culprit_rank = verdict.culprit.rank if verdict.culprit else None
         row.culprit_node = verdict.culprit.node if verdict.culprit else ""
         row.stacks, row.stacks_requested_at = {}, now
-        _note(attempt, f"{'Hung' if verdict.kind == HANG else 'Startup stall'}: {verdict.why}")
+        attempt_note(
+            attempt=attempt,
+            reason=f"{'Hung' if verdict.kind == HANG else 'Startup stall'}: {verdict.why}",
+        )
         queue_on_commit(REQUEST_STACKS, attempt.pk)
         return
     if verdict.kind != HANG or row.hang_cancelled_at is not None:
@@ -230,5 +234,8 @@ def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: Ha
         return
     row.hang_cancelled_at = now
     Attempt.objects.filter(pk=attempt.pk).update(cancel_requested_at=now)
-    _note(attempt, "Cancelled for its hang: the restart policy resumes it from its checkpoint.")
+    attempt_note(
+        attempt=attempt,
+        reason="Cancelled for its hang: the restart policy resumes it from its checkpoint.",
+    )
     queue_on_commit(CANCEL_ATTEMPT, attempt.pk)

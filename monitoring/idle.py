@@ -111,10 +111,6 @@ def _new_samples(
     return out
 
 
-def _note(attempt: Attempt, reason: str, now: datetime) -> None:
-    attempt_note(attempt=attempt, reason=reason, at=now)
-
-
 def _warning(rule: Rule, cancel_at: datetime | None) -> str:
     text = (
         f"GPUs idle: every GPU of this attempt stayed under {rule.threshold_percent} % "
@@ -139,11 +135,11 @@ def attempt_idle_check(*, attempt: Attempt, rule: Rule, now: datetime) -> str | 
     if action == "warn":
         activity.warned_at = now
         activity.cancel_at = now + rule.cancel_after if rule.cancel_after else None
-        _note(attempt, _warning(rule, activity.cancel_at), now)
+        attempt_note(attempt=attempt, reason=_warning(rule, activity.cancel_at), at=now)
         queue_on_commit(SEND_IDLE_WARNING, attempt.pk)
     elif action == "clear":
         activity.warned_at = activity.cancel_at = None
-        _note(attempt, "GPUs busy again: the idle warning is lifted.", now)
+        attempt_note(attempt=attempt, reason="GPUs busy again: the idle warning is lifted.", at=now)
     elif action == "cancel":
         idle_for = rule.warn_after + (rule.cancel_after or timedelta())
         reason = (

@@ -186,6 +186,13 @@ def cached_cluster_status(cluster: Cluster) -> ClusterStatus | None:
     return cached
 
 
+def cached_cluster_statuses(clusters: list[Cluster]) -> dict[int, ClusterStatus]:
+    """The last status read of each cluster that has one, by cluster id (one cache read)."""
+    keys = {_key(cluster): cluster.pk for cluster in clusters}
+    found = cache.get_many(list(keys))
+    return {keys[key]: status for key, status in found.items() if isinstance(status, ClusterStatus)}
+
+
 def _fresh(status: ClusterStatus | None) -> bool:
     if status is None or status.read_at is None:
         return False

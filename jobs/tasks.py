@@ -1,6 +1,7 @@
 """Celery tasks: take ids, call one service. Messages are hints; the database is the truth."""
 
 import logging
+import time
 from typing import Any
 
 import redis
@@ -15,7 +16,8 @@ from jobs.accounting import AccountingNotReady, attempt_charge_from_accounting
 from jobs.billing import charges_reconcile
 from jobs.models import LIVE_STATES, Attempt
 from jobs.notifications import job_end_send
-from jobs.polling import cluster_poll
+from jobs.poll_health import poll_record
+from jobs.polling import PollResult, cluster_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
 
@@ -57,9 +59,12 @@ def poll_cluster(cluster_id: int) -> None:
     lock = _redis().lock(f"portal:poll:{cluster_id}", timeout=60, blocking=False)
     if not lock.acquire(blocking=False):
         return
+    started = time.monotonic()
+    result: PollResult | None = None
     try:
-        cluster_poll(cluster_id=cluster_id)
+        result = cluster_poll(cluster_id=cluster_id)
     finally:
+        poll_record(cluster_id=cluster_id, seconds=time.monotonic() - started, result=result)
         try:
             lock.release()
         except redis.exceptions.LockError:

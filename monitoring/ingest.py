@@ -24,6 +24,7 @@ from jobs.rundir import (
     job_group,
     run_dir_key,
 )
+from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
 from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
 from monitoring.ingest_write import ingest_notes, ingest_write
@@ -96,6 +97,7 @@ class MonitoringWatcher:
         points = ingest_write(parsed, notes, dirty)
         deltas = self._deltas(followed, stored, points)
         transaction.on_commit(lambda: _push(deltas))
+        transaction.on_commit(lambda: ingest_record(points=points, stored=stored))
         return unread
 
     def _parse(

@@ -5,6 +5,9 @@ stream renews it at every heartbeat and gives it back when it ends; a stream
 whose end went unnoticed (a reset connection, a killed process) loses its slot
 when the lease runs out, within SLOT_LEASE_SECONDS rather than never. Redis, not
 the Django cache: every web process must count the same slots, atomically.
+
+Each slot is also a member (`<user>:<slot>`) of one set per kind, with the same
+lease, so that `/metrics` counts the live streams of everyone in one command.
 """
 
 import functools
@@ -17,20 +20,29 @@ from django.conf import settings
 # Three heartbeats (15 s each): one lost renewal does not end a healthy stream.
 SLOT_LEASE_SECONDS = 45.0
 
-# KEYS[1]: the user's set. ARGV: now, lease end, cap, slot. Drops lapsed leases first.
+# KEYS: the user's set, the kind's set. ARGV: now, lease end, cap, slot, the slot in the
+# kind's set. Drops lapsed leases first.
 _TAKE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+local ttl = math.ceil(ARGV[2] - ARGV[1]) + 1
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-redis.call('EXPIRE', KEYS[1], math.ceil(ARGV[2] - ARGV[1]) + 1)
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[5])
+redis.call('EXPIRE', KEYS[2], ttl)
 return 1
 """
-# ARGV: now, lease end, slot. A lapsed lease is not renewed: its stream must end.
+# ARGV: now, lease end, slot, the slot in the kind's set. A lapsed lease is not renewed:
+# its stream must end.
 _RENEW = """
 local ends = redis.call('ZSCORE', KEYS[1], ARGV[3])
 if not ends or tonumber(ends) <= tonumber(ARGV[1]) then return 0 end
+local ttl = math.ceil(ARGV[2] - ARGV[1]) + 1
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
-redis.call('EXPIRE', KEYS[1], math.ceil(ARGV[2] - ARGV[1]) + 1)
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ttl)
 return 1
 """
 
@@ -48,23 +60,38 @@ def _key(kind: str, user_id: int) -> str:
     return f"streams:{kind}:{user_id}"
 
 
+def _all_key(kind: str) -> str:
+    return f"streams:{kind}:all"
+
+
+def _member(user_id: int, slot: str) -> str:
+    return f"{user_id}:{slot}"
+
+
 def slot_take(*, kind: str, user_id: int, cap: int) -> str | None:
     """A new slot of `kind` ("sse", "ws") for the user, or None when `cap` are held."""
     slot = secrets.token_hex(8)
     now = time.time()
-    taken = _redis().eval(_TAKE, 1, _key(kind, user_id), now, now + SLOT_LEASE_SECONDS, cap, slot)
+    keys = (_key(kind, user_id), _all_key(kind))
+    ends = now + SLOT_LEASE_SECONDS
+    taken = _redis().eval(_TAKE, 2, *keys, now, ends, cap, slot, _member(user_id, slot))
     return slot if taken else None
 
 
 def slot_renew(*, kind: str, user_id: int, slot: str) -> bool:
     """Extend the slot's lease; False when it already lapsed (the stream should end)."""
     now = time.time()
-    renewed = _redis().eval(_RENEW, 1, _key(kind, user_id), now, now + SLOT_LEASE_SECONDS, slot)
+    keys = (_key(kind, user_id), _all_key(kind))
+    ends = now + SLOT_LEASE_SECONDS
+    renewed = _redis().eval(_RENEW, 2, *keys, now, ends, slot, _member(user_id, slot))
     return bool(renewed)
 
 
 def slot_give_back(*, kind: str, user_id: int, slot: str) -> None:
-    _redis().zrem(_key(kind, user_id), slot)
+    pipe = _redis().pipeline()
+    pipe.zrem(_key(kind, user_id), slot)
+    pipe.zrem(_all_key(kind), _member(user_id, slot))
+    pipe.execute()
 
 
 def slots_held(*, kind: str, user_id: int) -> int:
@@ -72,6 +99,17 @@ def slots_held(*, kind: str, user_id: int) -> int:
     return int(_redis().zcount(_key(kind, user_id), time.time(), "+inf"))
 
 
+def slots_live(*, kind: str) -> int:
+    """Everyone's slots of `kind` whose lease still runs: the live streams."""
+    return int(_redis().zcount(_all_key(kind), time.time(), "+inf"))
+
+
 def slots_clear(*, kind: str, user_id: int) -> None:
     """Forget every slot of the user (tests, and an admin freeing a user by hand)."""
-    _redis().delete(_key(kind, user_id))
+    client = _redis()
+    members = [_member(user_id, s.decode()) for s in client.zrange(_key(kind, user_id), 0, -1)]
+    pipe = client.pipeline()
+    pipe.delete(_key(kind, user_id))
+    if members:
+        pipe.zrem(_all_key(kind), *members)
+    pipe.execute()

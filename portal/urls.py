@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from clusters.drain import node_drain_view
+from monitoring.metrics import metrics_view
 from monitoring.views import job_page
 from portal import views
 
@@ -17,6 +18,8 @@ urlpatterns = [
     path("clusters/", include("jobs.cluster_urls")),
     path("projects/<slug:slug>/", views.project_page, name="project-page"),
     path("healthz", views.healthz, name="healthz"),
+    # Prometheus's scrape, with the metrics token (monitoring.metrics).
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api_urls")),
     path("account/", include("accounts.urls")),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from prometheus_client.parser import text_string_to_metric_families
 from django.test import Client
 
 from clusters.models import Cluster, ClusterAccount
@@ -26,6 +27,8 @@ EXAMPLE = ROOT / "examples" / "ddp_train.py"
 CLIENT_SRC = ROOT / "clients" / "python"
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 LOG = b"step 1 loss 0.9\nstep 2 loss 0.7\nstep 3 loss 0.5\n"
+# The metrics token of the tests and of the live servers they start (tests/fixtures/servers.py).
+METRICS_TOKEN = "test-metrics-token-0123456789abcdef"  # noqa: S105 - a test value
 # Set once per run by the controller (tests/fixtures/run.py); xdist workers inherit it.
 RUN_TAG_VARIABLE = "PORTAL_TEST_RUN"
 
@@ -149,3 +152,12 @@ def screenshot(page: object, name: str) -> Path:
     # A full-page shot on a busy machine can take longer than Playwright's 30 s default.
     page.screenshot(path=str(path), full_page=True, timeout=120_000)  # type: ignore[attr-defined]
     return path
+
+
+def metric_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of a /metrics answer: (name, labels, value)."""
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]

@@ -235,6 +235,13 @@ SUBMIT_STUCK_AFTER: float = env.float("SUBMIT_STUCK_AFTER", default=60.0)
 SUBMIT_RATE_LIMIT: int = env.int("SUBMIT_RATE_LIMIT", default=20)
 SUBMIT_RATE_WINDOW: float = env.float("SUBMIT_RATE_WINDOW", default=60.0)
 
+# /metrics (Prometheus): the bearer token a scraper must send (empty: the endpoint is off),
+# the most running jobs given per-job series (the oldest started first), and how old a
+# GPU's last sample may be and still be served as its value now.
+PORTAL_METRICS_TOKEN: str = env("PORTAL_METRICS_TOKEN", default="")
+METRICS_MAX_JOBS: int = env.int("METRICS_MAX_JOBS", default=500)
+METRICS_SAMPLE_MAX_AGE: float = env.float("METRICS_SAMPLE_MAX_AGE", default=300.0)
+
 # Private keys of cluster accounts are encrypted with these Fernet keys; the
 # first encrypts, all decrypt, so a key can be rotated without a migration.
 FIELD_ENCRYPTION_KEYS: list[str] = env.list("FIELD_ENCRYPTION_KEYS")

@@ -1,0 +1,52 @@
+"""What each poll of a cluster took and met (duration, unreachable accounts), for /metrics.
+
+Recorded by the poll task after every poll of a cluster, in the portal's health
+figures (`portal_lib.health`); field names are made here only.
+"""
+
+import time
+from dataclasses import dataclass
+
+from jobs.polling import PollResult
+from portal_lib.health import health_record
+
+
+def _field(figure: str, cluster_id: int) -> str:
+    return f"poll:{cluster_id}:{figure}"
+
+
+@dataclass(frozen=True)
+class PollFigures:
+    polls: float = 0.0  # polls that ended, raised or not
+    seconds: float = 0.0  # their durations added up
+    ssh_errors: float = 0.0  # accounts (the portal's included) that could not be reached
+    failures: float = 0.0  # polls, or accounts within one, that raised
+    last_seconds: float | None = None
+    last_end: float | None = None  # Unix time the last poll ended
+
+
+def poll_record(*, cluster_id: int, seconds: float, result: PollResult | None) -> None:
+    """Count one poll of the cluster; `result` None: the poll raised."""
+    add = {
+        _field("polls", cluster_id): 1.0,
+        _field("seconds", cluster_id): seconds,
+        _field("ssh_errors", cluster_id): float(len(result.unreachable)) if result else 0.0,
+        _field("failures", cluster_id): float(len(result.failed)) if result else 1.0,
+    }
+    last = {
+        _field("last_seconds", cluster_id): seconds,
+        _field("last_end", cluster_id): time.time(),
+    }
+    health_record(add=add, last=last)
+
+
+def poll_figures(figures: dict[str, float], *, cluster_id: int) -> PollFigures:
+    """The cluster's poll figures out of everything `health_read` returned."""
+    return PollFigures(
+        polls=figures.get(_field("polls", cluster_id), 0.0),
+        seconds=figures.get(_field("seconds", cluster_id), 0.0),
+        ssh_errors=figures.get(_field("ssh_errors", cluster_id), 0.0),
+        failures=figures.get(_field("failures", cluster_id), 0.0),
+        last_seconds=figures.get(_field("last_seconds", cluster_id)),
+        last_end=figures.get(_field("last_end", cluster_id)),
+    )

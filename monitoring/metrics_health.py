@@ -126,6 +126,9 @@ def health_shells() -> dict[str, Any]:
     }
 
 
+_STATE_KEYS: dict[str, str] = {State.PENDING: "pending", State.RUNNING: "running"}
+
+
 @dataclass(frozen=True)
 class LiveCounts:
     """The portal's live attempts per cluster and state: jobs and GPUs."""
@@ -145,7 +148,7 @@ def live_counts() -> LiveCounts:
     )
     counts: dict[tuple[int, str], tuple[int, int]] = {}
     for row in rows:
-        state = {State.PENDING: "pending", State.RUNNING: "running"}.get(row["state"], "other")
+        state = _STATE_KEYS.get(row["state"], "other")
         key = (row["job__cluster_id"], state)
         jobs, gpus = counts.get(key, (0, 0))
         counts[key] = (jobs + row["jobs"], gpus + (row["gpus"] or 0))

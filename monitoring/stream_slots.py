@@ -107,7 +107,8 @@ def slots_live(*, kind: str) -> int:
 def slots_clear(*, kind: str, user_id: int) -> None:
     """Forget every slot of the user (tests, and an admin freeing a user by hand)."""
     client = _redis()
-    members = [_member(user_id, s.decode()) for s in client.zrange(_key(kind, user_id), 0, -1)]
+    slots = client.zrange(_key(kind, user_id), 0, -1)
+    members = [_member(user_id, s.decode() if isinstance(s, bytes) else str(s)) for s in slots]
     pipe = client.pipeline()
     pipe.delete(_key(kind, user_id))
     if members:

@@ -51,7 +51,7 @@ def health_read() -> dict[str, float]:
     figures: dict[str, float] = {}
     for name, value in health_redis().hgetall(HEALTH_KEY).items():
         try:
-            figures[name.decode()] = float(value)
+            figures[name.decode() if isinstance(name, bytes) else str(name)] = float(value)
         except (UnicodeDecodeError, ValueError):
             continue
     return figures

@@ -3,12 +3,15 @@
 from datetime import timedelta
 
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from clusters.inventory import PartitionLimits
 from clusters.models import Cluster, ClusterAccount
 from devtools.keys import new_key_pair
-from jobs.models import Attempt, Job, Template
+from jobs.models import Attempt, Job, State, Template
 from jobs.specs import JobSpec
+from monitoring.models import AttemptProgress
+from monitoring.series import series_append
 from projects.models import Project
 
 GPU_PARTITION = PartitionLimits(
@@ -62,3 +65,27 @@ def job(project: Project, user: User, cluster: Cluster, **overrides: object) -> 
     values.update(overrides)
     job = Job.objects.create(project=project, user=user, cluster=cluster, **values)
     return job, Attempt.objects.create(job=job, number=1)
+
+
+def running_attempt(project: Project, user: User, cluster: Cluster, *, node: str = "n1") -> Attempt:
+    """A running attempt with 2 GPUs on `node`: fresh samples, an MFU, a loss and its pace."""
+    _, attempt = job(project, user, cluster, nodes=1, gpus_per_node=2)
+    attempt.state = State.RUNNING
+    attempt.node_list = node
+    attempt.started_at = timezone.now() - timedelta(minutes=5)
+    attempt.save()
+    now = timezone.now().timestamp()
+    series_append(
+        points=[
+            (attempt.pk, f"gpu/{node}/0/utilization", now, 87.0),
+            (attempt.pk, f"gpu/{node}/0/memory_used", now, 1024.0),
+            (attempt.pk, f"gpu/{node}/0/power", now, 310.5),
+            (attempt.pk, f"gpu/{node}/1/utilization", now, 12.0),
+            (attempt.pk, "mfu", 40.0, 0.41),
+            (attempt.pk, "loss", 40.0, 0.9),
+        ]
+    )
+    AttemptProgress.objects.create(
+        attempt=attempt, pace=[[now - 20 + 2 * i, 30 + i] for i in range(11)]
+    )
+    return attempt

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from prometheus_client.parser import text_string_to_metric_families
 from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
@@ -28,7 +28,7 @@ CLIENT_SRC = ROOT / "clients" / "python"
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 LOG = b"step 1 loss 0.9\nstep 2 loss 0.7\nstep 3 loss 0.5\n"
 # The metrics token of the tests and of the live servers they start (tests/fixtures/servers.py).
-METRICS_TOKEN = "test-metrics-token-0123456789abcdef"  # noqa: S105 - a test value
+METRICS_TOKEN = "test-metrics-token-0123456789abcdef"
 # Set once per run by the controller (tests/fixtures/run.py); xdist workers inherit it.
 RUN_TAG_VARIABLE = "PORTAL_TEST_RUN"
 

@@ -1,7 +1,7 @@
 """/metrics: who may scrape it, what it serves of running jobs and of the portal itself,
 and that a scrape costs a bounded number of queries whatever the number of jobs."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth.models import User
@@ -17,7 +17,7 @@ from jobs.models import Attempt, State
 from jobs.poll_health import poll_record
 from jobs.polling import PollResult
 from monitoring.ingest_figures import ingest_record
-from monitoring.models import AttemptIngest, AttemptProgress
+from monitoring.models import AttemptIngest
 from monitoring.series import series_append
 from monitoring.stream_slots import slot_give_back, slot_take
 from portal_lib.health import HEALTH_KEY, health_redis
@@ -51,29 +51,6 @@ def values(samples: Samples, name: str, **labels: str) -> list[float]:
         for sample, found, value in samples
         if sample == name and all(found.get(k) == v for k, v in labels.items())
     ]
-
-
-def running(project: Project, user: User, cluster: Cluster, *, node: str = "n1") -> Attempt:
-    job, attempt = factories.job(project, user, cluster, nodes=1, gpus_per_node=2)
-    attempt.state = State.RUNNING
-    attempt.node_list = node
-    attempt.started_at = timezone.now() - timedelta(minutes=5)
-    attempt.save()
-    now = timezone.now().timestamp()
-    series_append(
-        points=[
-            (attempt.pk, f"gpu/{node}/0/utilization", now, 87.0),
-            (attempt.pk, f"gpu/{node}/0/memory_used", now, 1024.0),
-            (attempt.pk, f"gpu/{node}/0/power", now, 310.5),
-            (attempt.pk, f"gpu/{node}/1/utilization", now, 12.0),
-            (attempt.pk, "mfu", 40.0, 0.41),
-            (attempt.pk, "loss", 40.0, 0.9),
-        ]
-    )
-    AttemptProgress.objects.create(
-        attempt=attempt, pace=[[now - 20 + 2 * i, 30 + i] for i in range(11)]
-    )
-    return attempt
 
 
 @pytest.mark.django_db
@@ -119,7 +96,7 @@ def test_no_token_configured_means_the_endpoint_is_off(settings) -> None:
 def test_a_running_job_is_served_with_its_labels_in_base_units(
     project: Project, owner: User, cluster: Cluster
 ) -> None:
-    attempt = running(project, owner, cluster)
+    attempt = factories.running_attempt(project, owner, cluster)
     samples = scrape()
     job = {"job": str(attempt.job_id), "attempt": "1", "user": owner.username}
     job |= {"project": project.slug, "cluster": cluster.name}
@@ -142,7 +119,7 @@ def test_a_running_job_is_served_with_its_labels_in_base_units(
 def test_a_printed_mfu_is_not_served_as_a_ratio(
     project: Project, owner: User, cluster: Cluster
 ) -> None:
-    attempt = running(project, owner, cluster)
+    attempt = factories.running_attempt(project, owner, cluster)
     AttemptIngest.objects.create(attempt=attempt, series_names=["loss", "mfu"])
     samples = scrape()
     assert values(samples, "portal_job_mfu_ratio") == []
@@ -153,7 +130,7 @@ def test_a_printed_mfu_is_not_served_as_a_ratio(
 def test_the_series_of_a_job_that_ended_disappear(
     project: Project, owner: User, cluster: Cluster
 ) -> None:
-    attempt = running(project, owner, cluster)
+    attempt = factories.running_attempt(project, owner, cluster)
     assert values(scrape(), "portal_job_gpu_utilization_ratio", job=str(attempt.job_id))
     Attempt.objects.filter(pk=attempt.pk).update(state=State.COMPLETED, ended_at=timezone.now())
     samples = scrape()
@@ -165,7 +142,7 @@ def test_the_series_of_a_job_that_ended_disappear(
 def test_a_gpu_whose_sampler_stopped_is_not_served_as_now(
     project: Project, owner: User, cluster: Cluster, settings
 ) -> None:
-    attempt = running(project, owner, cluster, node="n2")
+    attempt = factories.running_attempt(project, owner, cluster, node="n2")
     long_ago = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
     series_append(points=[(attempt.pk, "gpu/n2/3/utilization", long_ago, 99.0)])
     samples = scrape()
@@ -178,7 +155,7 @@ def test_per_job_series_are_capped_oldest_first_and_the_rest_counted(
     project: Project, owner: User, cluster: Cluster, settings
 ) -> None:
     settings.METRICS_MAX_JOBS = 2
-    attempts = [running(project, owner, cluster) for _ in range(3)]
+    attempts = [factories.running_attempt(project, owner, cluster) for _ in range(3)]
     Attempt.objects.filter(pk=attempts[0].pk).update(started_at=timezone.now())
     samples = scrape()
     served = {labels["job"] for name, labels, _ in samples if name == "portal_job_gpus"}
@@ -194,7 +171,7 @@ def test_a_scrape_costs_the_same_queries_whatever_the_number_of_jobs(
     project: Project, owner: User, cluster: Cluster, jobs: int, django_assert_num_queries
 ) -> None:
     for _ in range(jobs):
-        running(project, owner, cluster)
+        factories.running_attempt(project, owner, cluster)
     pending, _ = factories.job(project, owner, cluster, gpus_per_node=4)
     Attempt.objects.filter(job=pending).update(state=State.PENDING)
     with django_assert_num_queries(SCRAPE_QUERIES):
@@ -208,7 +185,7 @@ def test_a_scrape_costs_the_same_queries_whatever_the_number_of_jobs(
 def test_poll_ingest_and_stream_figures_are_served(
     project: Project, owner: User, cluster: Cluster
 ) -> None:
-    running(project, owner, cluster)
+    factories.running_attempt(project, owner, cluster)
     poll_record(cluster_id=cluster.pk, seconds=0.25, result=PollResult(unreachable=["alice"]))
     poll_record(cluster_id=cluster.pk, seconds=0.75, result=None)
     ingest_record(points=[(1, "loss", 1.0, 0.5), (1, "gpu/n1/0/power", 1.0, 300.0)], stored=[])

@@ -5,6 +5,7 @@ token is refused; once the job ends its series leave /metrics; every query of th
 Grafana board is valid PromQL to this Prometheus.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -37,14 +38,19 @@ WORKER = (
 
 
 def _config(target: str, token_file: Path) -> str:
-    # JSON is YAML: no YAML writer needed, and no quoting to get wrong.
-    return (
-        '{"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},'
-        ' "scrape_configs": [{"job_name": "portal", "scrape_interval": "1s",'
-        ' "scrape_timeout": "1s", "metrics_path": "/metrics",'
-        f' "authorization": {{"type": "Bearer", "credentials_file": "{token_file}"}},'
-        f' "static_configs": [{{"targets": ["{target}"]}}]}}]}}'
-    )
+    """deploy/prometheus/prometheus.yml's scrape, every second, of the live server."""
+    scrape = {
+        "job_name": "portal",
+        "scrape_interval": "1s",
+        "scrape_timeout": "1s",
+        "metrics_path": "/metrics",
+        # As in deploy/: the per-job series keep their own `job` label.
+        "honor_labels": True,
+        "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+        "static_configs": [{"targets": [target]}],
+    }
+    config = {"global": {"scrape_interval": "1s"}, "scrape_configs": [scrape]}
+    return json.dumps(config)  # JSON is YAML
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import REDIS_URL, SECRET_KEY, env
+from .base import PORTAL_METRICS_TOKEN, REDIS_URL, SECRET_KEY, env
 
 # Values that must never reach production: the test settings' and the image build's.
 KNOWN_DEFAULTS = {"test-secret-key-not-for-production", "build", "portal", "postgres", ""}
@@ -38,6 +38,12 @@ _require(
 _require(
     urlsplit(env("CELERY_BROKER_URL", default=REDIS_URL)).password not in (None, *KNOWN_DEFAULTS),
     "Give CELERY_BROKER_URL a password, as REDIS_URL.",
+)
+# /metrics shows every project's jobs: off (empty), or behind a token hard to guess.
+_require(
+    not PORTAL_METRICS_TOKEN
+    or (len(PORTAL_METRICS_TOKEN) >= 32 and PORTAL_METRICS_TOKEN not in KNOWN_DEFAULTS),
+    "Set PORTAL_METRICS_TOKEN to a random value of 32 characters or more (or leave it empty).",
 )
 
 # Trust X-Forwarded-Proto only where a proxy that sets it stands in front (the compose

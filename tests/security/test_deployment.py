@@ -83,6 +83,7 @@ def test_the_proxy_header_is_trusted_only_behind_the_proxy() -> None:
         ({"DATABASE_URL": "postgres://portal:portal@db:5432/portal"}, "DATABASE_URL"),
         ({"DATABASE_URL": "postgres://portal@db:5432/portal"}, "DATABASE_URL"),
         ({"REDIS_URL": "redis://redis:6379/0"}, "REDIS_URL"),
+        ({"PORTAL_METRICS_TOKEN": "metrics"}, "PORTAL_METRICS_TOKEN"),
     ],
 )
 def test_production_refuses_to_start_with_a_default_or_no_password(

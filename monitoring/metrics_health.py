@@ -6,11 +6,13 @@ cluster's last status read (the cache; /metrics never reaches a cluster) and the
 portal's own live attempts (one aggregate query).
 """
 
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db.models import Count, F, Sum
 from prometheus_client.core import (
@@ -28,6 +30,8 @@ from monitoring import consumers, streams
 from monitoring.ingest_figures import FILE_BYTES, GPU_SAMPLES, POINTS
 from monitoring.stream_slots import slots_live
 from portal_lib.health import health_read, redis_for
+
+logger = logging.getLogger(__name__)
 
 CLUSTER = ["cluster"]
 # kombu's Redis transport keeps a queue's messages of priority p under `<queue>\x06\x16<p>`
@@ -71,6 +75,12 @@ HEALTH_FAMILIES = [
     ("portal_ingest_points", "counter", "Training metric points stored.", []),
     ("portal_ingest_gpu_samples", "counter", "GPU sample values stored.", []),
     ("portal_ingest_bytes", "counter", "Bytes of run-directory files stored.", []),
+    (
+        "portal_redis_reachable",
+        "gauge",
+        "0 when Redis could not be read (poll, ingest, queue and stream figures not served).",
+        [],
+    ),
     ("portal_celery_queue_messages", "gauge", "Messages waiting in a Celery queue.", ["queue"]),
     ("portal_live_streams", "gauge", "Live streams open (SSE and WebSocket).", ["kind"]),
     ("portal_cluster_gpus", "gauge", "GPUs of the cluster's nodes (last status read).", CLUSTER),
@@ -159,19 +169,29 @@ def health_families(*, counts: LiveCounts, exported_jobs: int) -> Iterator[Metri
     """Every family of this module (one query for the clusters; Redis and the cache)."""
     families = health_shells()
     clusters = list(Cluster.objects.filter(is_active=True).only("id", "name"))
-    figures = health_read()
-    _polls(families, clusters, figures, counts)
     _clusters(families, clusters, counts)
-    for name, field in (
-        ("portal_ingest_points", POINTS),
-        ("portal_ingest_gpu_samples", GPU_SAMPLES),
-        ("portal_ingest_bytes", FILE_BYTES),
-    ):
-        families[name].add_metric([], figures.get(field, 0.0))
-    for queue, length in celery_queue_lengths().items():
-        families["portal_celery_queue_messages"].add_metric([queue], length)
-    families["portal_live_streams"].add_metric(["sse"], slots_live(kind=streams.SLOT_KIND))
-    families["portal_live_streams"].add_metric(["websocket"], slots_live(kind=consumers.SLOT_KIND))
+    try:
+        figures = health_read()
+        queues = celery_queue_lengths()
+        live = {"sse": slots_live(kind=streams.SLOT_KIND)}
+        live["websocket"] = slots_live(kind=consumers.SLOT_KIND)
+    except redis.RedisError:
+        # Counters read as zero would be a reset that never happened: serve none of them.
+        logger.warning("cannot read the health figures from Redis", exc_info=True)
+        families["portal_redis_reachable"].add_metric([], 0.0)
+    else:
+        families["portal_redis_reachable"].add_metric([], 1.0)
+        _polls(families, clusters, figures, counts)
+        for name, field in (
+            ("portal_ingest_points", POINTS),
+            ("portal_ingest_gpu_samples", GPU_SAMPLES),
+            ("portal_ingest_bytes", FILE_BYTES),
+        ):
+            families[name].add_metric([], figures.get(field, 0.0))
+        for queue, length in queues.items():
+            families["portal_celery_queue_messages"].add_metric([queue], length)
+        for kind, count in live.items():
+            families["portal_live_streams"].add_metric([kind], count)
     omitted = max(counts.running() - exported_jobs, 0)
     families["portal_metrics_jobs_omitted"].add_metric([], omitted)
     yield from families.values()

@@ -4,6 +4,7 @@ and that a scrape costs a bounded number of queries whatever the number of jobs.
 from datetime import UTC, datetime
 
 import pytest
+import redis
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
@@ -16,6 +17,7 @@ from clusters.status import ClusterStatus, cluster_status
 from jobs.models import Attempt, State
 from jobs.poll_health import poll_record
 from jobs.polling import PollResult
+from monitoring import metrics_health
 from monitoring.ingest_figures import ingest_record
 from monitoring.models import AttemptIngest
 from monitoring.series import series_append
@@ -251,3 +253,22 @@ def test_cluster_gpus_come_from_its_last_status_read_and_a_failed_read_serves_no
     samples = scrape()
     assert values(samples, "portal_cluster_status_error", **on) == [1.0]
     assert values(samples, "portal_cluster_gpus", **on) == []
+
+
+@pytest.mark.django_db
+def test_without_redis_the_database_figures_are_served_and_the_counters_are_not(
+    project: Project, owner: User, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factories.running_attempt(project, owner, cluster)
+    poll_record(cluster_id=cluster.pk, seconds=0.5, result=PollResult())
+
+    def down() -> dict[str, float]:
+        raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(metrics_health, "health_read", down)
+    samples = scrape()
+    assert values(samples, "portal_redis_reachable") == [0.0]
+    assert values(samples, "portal_cluster_poll_duration_seconds_count") == []
+    assert values(samples, "portal_ingest_points_total") == []
+    assert values(samples, "portal_cluster_running_jobs", cluster=cluster.name) == [1.0]
+    assert len(values(samples, "portal_job_gpu_utilization_ratio")) == 2

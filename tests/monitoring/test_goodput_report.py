@@ -5,8 +5,10 @@ import csv
 import io
 import re
 from datetime import date, datetime, time, timedelta
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth.models import Permission, User
 from django.core import mail
 from django.test import Client
@@ -22,7 +24,7 @@ from monitoring.goodput_report import (
     wasted_jobs,
     week_start,
 )
-from monitoring.models import GoodputDigest
+from monitoring.models import EfficiencyCard, GoodputDigest
 from projects.models import Project
 from tests import factories
 
@@ -277,3 +279,25 @@ def test_the_api_gives_the_pages_numbers_to_members_and_refuses_outsiders(
     client.force_login(outsider)
     assert client.get("/api/v1/projects/vision/goodput").status_code == 404
     assert client.get("/api/v1/projects/speech/goodput").status_code == 404
+
+
+def test_cards_stored_before_the_part_columns_get_them_from_their_json(project, owner) -> None:
+    fill = import_module("monitoring.migrations.0009_efficiency_card_parts_and_goodput_digest")
+    _, attempt = factories.job(project, owner, factories.cluster())
+    end = at(LAST_WEEK, 2)
+    parts = {"startup": 0.5, "productive": 3.0, "declared_pauses": 0.25, "hung": 1.0}
+    card = EfficiencyCard.objects.create(  # as 0007's cards were: the JSON only
+        attempt=attempt,
+        data={
+            "gpu_hours": 4.75,
+            "queued_gpu_hours": 0.125,
+            "parts": {**parts, "idle": 0.0, "lost": 0.0},
+            "span": {"start": end.timestamp() - 3600, "end": end.timestamp()},
+        },
+    )
+    fill.cards_fill(django_apps, None)
+    card.refresh_from_db()
+    assert card.ended_at == end
+    assert (card.gpu_hours, card.queued_gpu_hours) == (4.75, 0.125)
+    assert (card.productive_gpu_hours, card.hung_gpu_hours, card.lost_gpu_hours) == (3, 1, 0)
+    assert card.declared_pauses_gpu_hours == 0.25

@@ -151,7 +151,7 @@ def main() -> None:
     this_week = week_start(timezone.localdate())
     first = this_week - timedelta(weeks=WEEKS - 1)
 
-    def naive_all_weeks() -> object:
+    def naive_all_weeks() -> dict[tuple[object, ...], dict[str, float]]:
         """Every card loaded with its job, its JSON summed in Python."""
         sums: dict[tuple[object, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for card in EfficiencyCard.objects.select_related(
@@ -183,7 +183,7 @@ def main() -> None:
     naive = naive_all_weeks()
     assert len(ours) == len(naive)
     for row in ours:
-        other = naive[(row.week, row.project, row.user)]  # type: ignore[index]
+        other = naive[(row.week, row.project, row.user)]
         assert abs(row.gpu_hours - other["gpu_hours"]) < 1e-6
 
     print(f"{EfficiencyCard.objects.count():,} cards over {WEEKS} weeks; {REPEATS} runs each")

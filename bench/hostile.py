@@ -31,7 +31,7 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal
 
 from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
 
-SECONDS = 4.0 if QUICK else 20.0  # per adversarial line
+SECONDS = 2.0 if QUICK else 20.0  # per adversarial line
 POLL_INTERVAL = 1.0
 PERIOD = 0.2
 GOAL_P95 = 1.5

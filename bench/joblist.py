@@ -21,11 +21,11 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal
 
 from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
 
-JOBS = 2_000 if QUICK else 100_000
+JOBS = 500 if QUICK else 100_000
 PROJECTS = 5  # the user is a member of the first three: 60,000 jobs to list
 MEMBER_OF = 3
-REPEATS = 3 if QUICK else 30
-DEEP_PAGE = 10 if QUICK else 600  # the page a deep "Next" link leads past
+REPEATS = 2 if QUICK else 30
+DEEP_PAGE = 5 if QUICK else 600  # the page a deep "Next" link leads past
 BATCH = 5_000
 
 

@@ -42,7 +42,7 @@ from devtools.servers import (  # noqa: E402
 
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
-LINES = 25 if QUICK else 150  # one every PERIOD seconds: 30 s of output per job
+LINES = 10 if QUICK else 150  # one every PERIOD seconds: 30 s of output per job
 PERIOD = 0.2
 START_DELAY = 3.0  # the job waits this long before its first line, so every client is in
 CLIENTS = (5,) if QUICK else (1, 100)  # quick: one phase, enough to show it runs

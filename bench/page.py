@@ -37,7 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--no-first-run",
 ]
-REPEATS = 2 if QUICK else 12
+REPEATS = 1 if QUICK else 12
 STEPS = 200 if QUICK else 5_000
 SERIES = ("loss", "tokens_per_sec", "samples", "it_per_s", "lr")
 LOG_LINES = 200 if QUICK else 5_000

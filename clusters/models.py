@@ -68,8 +68,8 @@ class Cluster(models.Model):
     mirror_quotas = models.BooleanField(
         default=False,
         verbose_name="mirror quotas into Slurm",
-        help_text="Apply projects' budgets as GrpTRESMins=gres/gpu=... with sacctmgr "
-        "(needs accounting and an operator account).",
+        help_text="Apply projects' budgets (GPU-, CPU- and node-hours as GrpTRESMins, "
+        "concurrent GPUs and jobs) with sacctmgr (needs accounting and an operator account).",
     )
     # The portal's own login: no job runs as it, so what it reads is the truth about
     # state and accounting (a tenant's own session is only a hint).

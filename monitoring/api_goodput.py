@@ -1,5 +1,6 @@
-"""REST read of a job's goodput: each ended attempt's efficiency card and the idle ladder."""
+"""REST reads of goodput: a job's efficiency cards and idle ladder, a project's goodput by week."""
 
+from datetime import date
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -10,7 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.access import job_for_viewer
+from monitoring.goodput_report import GoodputRow, parse_iso_week, project_goodput
 from monitoring.goodput_selectors import idle_ladder, job_efficiency
+from projects.access import projects_visible_to
 
 
 class GpuFiguresSerializer(serializers.Serializer[Any]):
@@ -77,3 +80,95 @@ class JobEfficiencyView(APIView):
             raise NotFound()
         data = {"cards": job_efficiency(job=job), "idle": idle_ladder(job=job)}
         return Response(JobEfficiencySerializer(data).data)
+
+
+class PartsSerializer(serializers.Serializer[Any]):
+    """GPU-hours by part (monitoring.efficiency.PARTS)."""
+
+    startup = serializers.FloatField()
+    productive = serializers.FloatField()
+    declared_pauses = serializers.FloatField()
+    hung = serializers.FloatField()
+    idle = serializers.FloatField()
+    lost = serializers.FloatField()
+
+
+class GoodputRowSerializer(serializers.Serializer[GoodputRow]):
+    week = serializers.CharField(source="iso_week", help_text="ISO week of the attempts' end.")
+    week_start = serializers.DateField(source="week", help_text="Its Monday.")
+    attempts = serializers.IntegerField()
+    gpu_hours = serializers.FloatField(help_text="Charged: what the parts sum to.")
+    parts = PartsSerializer(help_text="GPU-hours by part.")
+    goodput = serializers.FloatField(
+        allow_null=True, help_text="Productive over charged GPU-hours; null: none charged."
+    )
+    queued_gpu_hours = serializers.FloatField(help_text="Waiting in the queue: not charged.")
+
+
+class UserGoodputRowSerializer(GoodputRowSerializer):
+    user = serializers.CharField()
+
+
+class ProjectGoodputSerializer(serializers.Serializer[Any]):
+    project = serializers.SlugField()
+    first_week = serializers.CharField()
+    last_week = serializers.CharField()
+    weeks = GoodputRowSerializer(
+        many=True, help_text="Newest first; weeks with no ended attempt are left out."
+    )
+    users = UserGoodputRowSerializer(many=True, help_text="Per week and user.")
+    total = GoodputRowSerializer()
+
+
+class ProjectGoodputQuerySerializer(serializers.Serializer[Any]):
+    start = serializers.CharField(
+        required=False, help_text="First ISO week (2026-W40); default 7 weeks before the last."
+    )
+    end = serializers.CharField(required=False, help_text="Last ISO week; default this one.")
+
+    def _week(self, value: str) -> date:
+        try:
+            return parse_iso_week(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+    def validate_start(self, value: str) -> date:
+        return self._week(value)
+
+    def validate_end(self, value: str) -> date:
+        return self._week(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "start" in attrs and "end" in attrs and attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError(
+                {"end": "The last week is before the first: swap them."}
+            )
+        return attrs
+
+
+class ProjectGoodputView(APIView):
+    @extend_schema(
+        operation_id="project_goodput",
+        responses=ProjectGoodputSerializer,
+        parameters=[ProjectGoodputQuerySerializer],
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        """The project's GPU-hours by part and goodput per ISO week and per user (the page's)."""
+        project = projects_visible_to(user=request.user).filter(slug=slug).first()
+        if project is None:
+            raise NotFound()
+        query = ProjectGoodputQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)  # a 400 naming each bad week
+        weeks = query.validated_data
+        report = project_goodput(
+            project_id=project.pk, first=weeks.get("start"), last=weeks.get("end")
+        )
+        data = {
+            "project": project.slug,
+            "first_week": report.first_week,
+            "last_week": report.last_week,
+            "weeks": report.weeks,
+            "users": report.users,
+            "total": report.total,
+        }
+        return Response(ProjectGoodputSerializer(data).data)

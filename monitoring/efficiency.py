@@ -8,8 +8,9 @@ GPU-hours of an attempt are split into parts that always sum to its charge:
   attempt's) to the end; all of the attempt after its first step if the next one
   resumed from an older attempt's checkpoint or from scratch;
 - hung and declared pauses: durations given by the hang detector and the
-  trainer's declared pauses (zero until they are wired in); taken to be idle
-  time, so they come out of the idle part rather than on top of it;
+  trainer's declared pauses (all of them, within the time between the first step
+  and the lost work); taken to be idle time, so they come out of the idle part
+  rather than on top of it;
 - idle: per GPU, sample intervals under the idle threshold outside startup and lost;
 - productive: the rest.
 
@@ -167,7 +168,8 @@ def split_gpu_hours(
         "startup": first - start,
         "lost": end - lost_from,
         "hung": max(hung_seconds, 0.0),
-        "declared_pauses": max(declared_pause_seconds, 0.0),
+        # A trainer's claim: never more than the time it could have paused in.
+        "declared_pauses": min(max(declared_pause_seconds, 0.0), lost_from - first),
     }
     gpu_seconds = {part: seconds * gpus for part, seconds in wall.items()}
     waits = gpu_seconds["hung"] + gpu_seconds["declared_pauses"]

@@ -18,7 +18,9 @@ from jobs.billing import measured_by_portal
 from jobs.models import FINAL_STATES, Attempt, Job
 from jobs.rundir import gpu_series
 from monitoring.checkpoints import checkpoint_path
-from monitoring.efficiency import GpuTrace, Span, build_card, memory_total_for
+from monitoring.efficiency import PARTS, GpuTrace, Span, build_card, memory_total_for
+from monitoring.hangs import HANG
+from monitoring.heartbeats import progress_from_json
 from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard
 from monitoring.series import series_names, series_read
 from projects.models import IdlePolicy, UsageCharge
@@ -64,10 +66,9 @@ def _threshold(job: Job) -> int:
     return policy.threshold_percent if policy else int(settings.EFFICIENCY_IDLE_PERCENT)
 
 
-def _hung_seconds(attempt: Attempt, end: float) -> float:
+def _hung_seconds(progress: AttemptProgress | None, end: float) -> float:
     """From the last step any rank made to the end, for an attempt the detector flagged hung."""
-    progress = AttemptProgress.objects.filter(attempt=attempt, verdict="hang").first()
-    if progress is None:
+    if progress is None or progress.verdict != HANG:
         return 0.0
     steps = [
         float(rank["step_at"])
@@ -79,17 +80,36 @@ def _hung_seconds(attempt: Attempt, end: float) -> float:
     return max(0.0, end - max(steps))
 
 
+def declared_pause_seconds(progress: AttemptProgress | None, until: float) -> float:
+    """The attempt's declared pauses: per rank, the ended ones' total and the one it was in
+    at the end (up to `until`: the end, or where its lost work starts); the longest rank's
+    (ranks pause together: the others wait for it at a barrier)."""
+    if progress is None:
+        return 0.0
+    longest = 0.0
+    for rank, item in (progress.ranks or {}).items():
+        try:
+            r = progress_from_json(rank, item)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        current = 0.0
+        if r.pause and isinstance(r.pause_since, int | float):
+            current = max(until - float(r.pause_since), 0.0)
+        longest = max(longest, r.paused + current)
+    return longest
+
+
 def attempt_card_compute(
     *,
     attempt: Attempt,
-    declared_pause_seconds: float = 0.0,
+    declared_pauses: float | None = None,
     hung_seconds: float | None = None,
 ) -> EfficiencyCard | None:
     """Compute and store the card of an ended attempt; None if it never ran.
 
     `hung_seconds` defaults to the hang detector's: from the last step to the end of an
-    attempt it flagged hung. `declared_pause_seconds` is the trainer's declared pauses
-    (zero: the progress row keeps only the current pause, not their total).
+    attempt it flagged hung; `declared_pauses` (seconds) to every declared pause its
+    ranks' heartbeats reported (`declared_pause_seconds`).
     """
     attempt = Attempt.objects.select_related("job", "job__cluster").get(pk=attempt.pk)
     job = attempt.job
@@ -112,6 +132,7 @@ def attempt_card_compute(
         first_step=first_step.timestamp() if first_step else None,
         lost_from=lost_from,
     )
+    progress = AttemptProgress.objects.filter(attempt=attempt).first()
     card = build_card(
         traces=_traces(attempt),
         span=span,
@@ -120,8 +141,12 @@ def attempt_card_compute(
         threshold_percent=_threshold(job),
         mfu=[y for _, y in _points(attempt.pk, "mfu")],
         memory_total_mib=memory_total_for(job.cluster.gpu_model),
-        declared_pause_seconds=declared_pause_seconds,
-        hung_seconds=_hung_seconds(attempt, span.end) if hung_seconds is None else hung_seconds,
+        declared_pause_seconds=declared_pause_seconds(
+            progress, span.end if lost_from is None else min(lost_from, span.end)
+        )
+        if declared_pauses is None
+        else declared_pauses,
+        hung_seconds=_hung_seconds(progress, span.end) if hung_seconds is None else hung_seconds,
     )
     data = {
         **card.as_json(),
@@ -131,7 +156,15 @@ def attempt_card_compute(
         "span": {"start": span.start, "end": span.end, "first_step": span.first_step},
     }
     stored, _ = EfficiencyCard.objects.update_or_create(
-        attempt=attempt, defaults={"data": data, "from_ledger": charge is not None}
+        attempt=attempt,
+        defaults={
+            "data": data,
+            "from_ledger": charge is not None,
+            "ended_at": end,
+            "gpu_hours": card.gpu_hours,
+            "queued_gpu_hours": card.queued_gpu_hours,
+            **{f"{part}_gpu_hours": card.parts[part] for part in PARTS},
+        },
     )
     return stored
 

@@ -59,6 +59,7 @@ class RankProgress:
     pause: str = ""  # the declared pause it is in, if any
     pause_since: float | None = None
     resumed_at: float | None = None  # when its last declared pause ended
+    paused: float = 0.0  # seconds in its declared pauses that have ended (the current not)
 
     @property
     def active_at(self) -> float | None:

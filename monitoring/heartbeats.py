@@ -18,6 +18,7 @@ from monitoring.hangs import RankProgress
 HEARTBEAT_READ = 1024  # bytes read per rank record (portal_metrics writes 512)
 MAX_STEP = 2**62
 MAX_TEXT = 64
+MAX_PAUSED = 366 * 86400.0  # seconds of declared pauses a record may claim
 LOG_SCAN_BYTES = 256 * 1024  # of each poll's new stdout bytes, the newest
 MAX_LOG_RANKS = 4096
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -35,6 +36,14 @@ def _time(value: Any, now: float) -> float | None:
     if not math.isfinite(value) or value <= 0:
         return None
     return min(float(value), now)  # a time in the future would hide a hang: it is now
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    if not math.isfinite(value) or value <= 0:
+        return 0.0
+    return min(float(value), MAX_PAUSED)
 
 
 def _text(value: Any) -> str:
@@ -66,6 +75,7 @@ def parse_heartbeat(data: bytes, *, rank: int, now: float) -> RankProgress | Non
         pause=_text(record.get("pause")),
         pause_since=_time(record.get("pause_since"), now),
         resumed_at=_time(record.get("resumed"), now),
+        paused=_seconds(record.get("paused")),
     )
 
 
@@ -100,6 +110,7 @@ def progress_json(r: RankProgress, source: str) -> dict[str, Any]:
         "pause": r.pause,
         "pause_since": r.pause_since,
         "resumed_at": r.resumed_at,
+        "paused": r.paused,
         "source": source,
     }
 
@@ -114,4 +125,5 @@ def progress_from_json(rank: str, item: dict[str, Any]) -> RankProgress:
         pause=item.get("pause") or "",
         pause_since=item.get("pause_since"),
         resumed_at=item.get("resumed_at"),
+        paused=_seconds(item.get("paused")),
     )

@@ -129,6 +129,7 @@ class _Progress:
         self.pause_since: float | None = None
         self.pause_depth = 0
         self.resumed: float | None = None  # when the last declared pause ended
+        self.paused = 0.0  # seconds spent in declared pauses that have ended
         self.written = 0.0  # time.monotonic() of the last write
         self.rank = 0
         self.node = ""
@@ -182,6 +183,7 @@ def _write_progress() -> None:
         "pause": p.pause,
         "pause_since": p.pause_since,
         "resumed": p.resumed,
+        "paused": round(p.paused, 3),
     }
     body = json.dumps(record, separators=(",", ":")).encode()[: HEARTBEAT_BYTES - 1]
     os.pwrite(p.fd, body.ljust(HEARTBEAT_BYTES - 1) + b"\n", 0)
@@ -240,7 +242,10 @@ class pause:  # used like a function: `with pause("checkpoint"):`
             p = _progress
             p.pause_depth = max(p.pause_depth - 1, 0)
             if p.pause_depth == 0:
-                p.pause, p.pause_since, p.resumed = None, None, time.time()
+                now = time.time()
+                if p.pause_since is not None:
+                    p.paused += max(now - p.pause_since, 0.0)
+                p.pause, p.pause_since, p.resumed = None, None, now
                 _write_progress()
         except Exception as exc:
             _warn_once(f"could not end the pause {self.name!r}: {exc}")

@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from monitoring.efficiency_card import efficiency_cards_refresh
+from monitoring.goodput_digest import goodput_digests_send
 from monitoring.idle import idle_warning_send
 from monitoring.stacks import attempt_request_stacks
 
@@ -20,3 +21,8 @@ def refresh_efficiency_cards() -> None:
 @shared_task(ignore_result=True)
 def request_stacks(attempt_id: int) -> None:
     attempt_request_stacks(attempt_id=attempt_id)
+
+
+@shared_task(ignore_result=True)
+def send_goodput_digests() -> None:
+    goodput_digests_send()

@@ -20,4 +20,9 @@ urlpatterns: list[URLPattern] = [
         api_goodput.JobEfficiencyView.as_view(),
         name="job-efficiency",
     ),
+    path(
+        "projects/<slug:slug>/goodput",
+        api_goodput.ProjectGoodputView.as_view(),
+        name="project-goodput",
+    ),
 ]

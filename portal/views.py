@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from clusters.status import cached_cluster_status
 from jobs.models import FINAL_STATES, Job, State
+from monitoring.goodput_report import PART_TITLES, project_goodput
 from projects.access import clusters_for_user, projects_visible_to
 from projects.burndown import burn_down
 from projects.models import Membership
@@ -73,7 +74,7 @@ RECENT_PROJECT_JOBS = 20
 @login_required
 @require_GET
 def project_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """The project page: members and roles, quota and usage over time, the latest jobs.
+    """The project page: members and roles, quota and usage over time, goodput, the latest jobs.
 
     Here, not in projects: it shows jobs, and projects knows nothing of jobs.
     """
@@ -103,6 +104,8 @@ def project_page(request: HttpRequest, slug: str) -> HttpResponse:
             "jobs": jobs,
             "usage": usage,
             "chart": chart,
+            "goodput": project_goodput(project_id=project.pk),
+            "part_titles": PART_TITLES.values(),
             "is_owner": any(m.user_id == user.pk and m.role == "owner" for m in members),
         },
     )

@@ -1,18 +1,28 @@
-"""Mirroring a project's budget into Slurm as GrpTRESMins=gres/gpu=... (optional per cluster).
+"""Mirroring a project's budgets into Slurm's association limits (optional per cluster).
 
-Slurm then refuses jobs itself once the account's GPU-minutes are spent, even ones
-submitted outside the portal. GrpTRESMins counts usage since the last reset
-(PriorityUsageResetPeriod on the cluster), so the cluster's reset period should match
-the quota's period.
+Slurm then refuses jobs itself once the account's budget is spent, even ones submitted
+outside the portal: the GPU-, CPU- and node-hour budgets as GrpTRESMins (gres/gpu, cpu,
+node), concurrent GPUs as GrpTRES=gres/gpu and concurrent jobs as GrpSubmitJobs. A blank
+budget clears its limit (-1), so the account always shows what the quota says.
+GrpTRESMins counts usage since the last reset (PriorityUsageResetPeriod on the cluster),
+so the cluster's reset period should match the quota's period. Slurm's GrpTRES counts the
+GPUs of running jobs only, where the portal's concurrent-GPU limit counts pending ones
+too: the portal's own check stays the stricter one.
 """
 
 import shlex
 from dataclasses import dataclass
+from decimal import Decimal
 
 from clusters.errors import ClusterError
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
-from clusters.slurm.accounting import account_add_argv, gpu_minutes_limit_argv, run_sacctmgr
+from clusters.slurm.accounting import (
+    AccountLimits,
+    account_add_argv,
+    account_limits_argv,
+    run_sacctmgr,
+)
 from clusters.ssh import pool
 from portal_lib.errors import PortalError
 from projects.models import Project, Quota
@@ -39,14 +49,27 @@ def mirror_plan(*, project: Project, quota: Quota | None) -> MirrorPlan:
         return MirrorPlan(project, [], "The project has no Slurm account to set a limit on.")
     if quota is None:
         return MirrorPlan(project, [], "The project has no quota.")
-    minutes = int(quota.gpu_hours_per_period * 60)
     return MirrorPlan(
         project,
         [
             account_add_argv(account=project.slurm_account, description=project.name),
-            gpu_minutes_limit_argv(account=project.slurm_account, gpu_minutes=minutes),
+            account_limits_argv(account=project.slurm_account, limits=quota_limits(quota)),
         ],
         "",
+    )
+
+
+def _minutes(hours: Decimal | None) -> int | None:
+    return None if hours is None else int(hours * 60)
+
+
+def quota_limits(quota: Quota) -> AccountLimits:
+    return AccountLimits(
+        gpu_minutes=_minutes(quota.gpu_hours_per_period),
+        cpu_minutes=_minutes(quota.cpu_hours_per_period),
+        node_minutes=_minutes(quota.node_hours_per_period),
+        running_gpus=quota.max_concurrent_gpus,
+        submitted_jobs=quota.max_concurrent_jobs,
     )
 
 

@@ -123,7 +123,7 @@ def usage_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest], 
     return view
 
 
-def _text(value: str) -> str:
+def csv_text(value: str) -> str:
     """A name as a CSV cell no spreadsheet runs as a formula (names may start with + - @)."""
     return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
@@ -137,9 +137,9 @@ def _csv(charges: Any) -> HttpResponse:
         writer.writerow(
             [
                 charge.ended_at.isoformat(),
-                _text(charge.project.slug),
-                _text(charge.user.username),
-                _text(charge.cluster.name),
+                csv_text(charge.project.slug),
+                csv_text(charge.user.username),
+                csv_text(charge.cluster.name),
                 charge.attempt.job_id,
                 charge.attempt.number,
                 charge.attempt.slurm_job_id,

@@ -1,6 +1,6 @@
 """Rows for tests, built directly: the one place that knows how (no factory library for so few)."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -10,7 +10,8 @@ from clusters.models import Cluster, ClusterAccount
 from devtools.keys import new_key_pair
 from jobs.models import Attempt, Job, State, Template
 from jobs.specs import JobSpec
-from monitoring.models import AttemptProgress
+from monitoring.efficiency import PARTS
+from monitoring.models import AttemptProgress, EfficiencyCard
 from monitoring.series import series_append
 from projects.models import Project
 
@@ -89,3 +90,22 @@ def running_attempt(project: Project, user: User, cluster: Cluster, *, node: str
         attempt=attempt, pace=[[now - 20 + 2 * i, 30 + i] for i in range(11)]
     )
     return attempt
+
+
+def efficiency_card(
+    attempt: Attempt, *, ended_at: datetime, queued: float = 0.0, **parts: float
+) -> EfficiencyCard:
+    """A stored card whose GPU-hours by part are `parts` (the others zero); charged: their sum."""
+    unknown = set(parts) - set(PARTS)
+    assert not unknown, f"no such parts: {unknown}"
+    hours = {part: float(parts.get(part, 0.0)) for part in PARTS}
+    total = sum(hours.values())
+    return EfficiencyCard.objects.create(
+        attempt=attempt,
+        data={"gpu_hours": total, "queued_gpu_hours": queued, "parts": hours},
+        from_ledger=True,
+        ended_at=ended_at,
+        gpu_hours=total,
+        queued_gpu_hours=queued,
+        **{f"{part}_gpu_hours": value for part, value in hours.items()},
+    )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import accounting as acct
 from . import daemons as d
-from . import pyenv
+from . import isolation, pyenv
 from .config import (
     BASE_RUN_DIR,
     GPU_MODEL,
@@ -85,6 +85,10 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     ensure_ssh_key(paths.host_key, "sandbox-sshd")
     keys = ensure_users(paths)
     portal_key = ensure_portal_user(paths)
+    try:
+        logger.info("sandbox: %s", isolation.close())
+    except SandboxError as exc:
+        logger.warning("the sandbox's tenants can reach the portal's services: %s", exc)
     install_nvidia_smi(paths)
     try:
         ensure_node_names(NODES)
@@ -168,6 +172,7 @@ def down(state_dir: Path) -> list[str]:
     for daemon in reversed(d.daemons(paths)):
         if d.stop(daemon):
             stopped.append(daemon.name)
+    isolation.reopen()
     return stopped
 
 
@@ -179,6 +184,7 @@ def status(state_dir: Path) -> str:
         state = f"running (pid {pid})" if pid else "stopped"
         lines.append(f"  {daemon.name:<11} {state}")
     lines.append(f"job python: {pyenv.describe(paths)}")
+    lines.append(f"tenant isolation: {isolation.describe()}")
     ctld = next(x for x in d.daemons(paths) if x.binary == "slurmctld")
     if d.running_pid(ctld) and paths.slurm_conf.exists():
         proc = subprocess.run(

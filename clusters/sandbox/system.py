@@ -25,6 +25,9 @@ PACKAGES = {
     "slurmd": "/usr/sbin/slurmd",
     "slurm-client": "/usr/bin/sinfo",
     "openssh-server": "/usr/sbin/sshd",
+    # Closing the portal's services to the tenants (isolation.py).
+    "nftables": "/usr/sbin/nft",
+    "acl": "/usr/bin/setfacl",
 }
 
 

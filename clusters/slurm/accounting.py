@@ -1,6 +1,7 @@
 """Slurm accounting reads (sacct) for charging, and sacctmgr commands for the quota mirror."""
 
 import shlex
+from dataclasses import dataclass
 from datetime import datetime
 
 from clusters.slurm.commands import check_result, sacct_argv, sacct_result
@@ -31,9 +32,27 @@ def job_accounting(
     return matches[-1] if matches else None
 
 
-def gpu_minutes_limit_argv(*, account: str, gpu_minutes: int | None) -> list[str]:
-    """sacctmgr setting the account's GrpTRESMins for GPUs (-1 clears the limit)."""
-    value = -1 if gpu_minutes is None else gpu_minutes
+@dataclass(frozen=True)
+class AccountLimits:
+    """An account's limits in Slurm's terms; None clears one (sacctmgr's -1)."""
+
+    gpu_minutes: int | None = None  # GrpTRESMins gres/gpu
+    cpu_minutes: int | None = None  # GrpTRESMins cpu
+    node_minutes: int | None = None  # GrpTRESMins node
+    running_gpus: int | None = None  # GrpTRES gres/gpu: GPUs of running jobs
+    submitted_jobs: int | None = None  # GrpSubmitJobs: pending and running jobs
+
+
+def _limit(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def account_limits_argv(*, account: str, limits: AccountLimits) -> list[str]:
+    """sacctmgr setting every limit the portal mirrors on the account, cleared ones too."""
+    minutes = (
+        f"cpu={_limit(limits.cpu_minutes)},node={_limit(limits.node_minutes)},"
+        f"gres/gpu={_limit(limits.gpu_minutes)}"
+    )
     return [
         "sacctmgr",
         "--immediate",
@@ -42,7 +61,9 @@ def gpu_minutes_limit_argv(*, account: str, gpu_minutes: int | None) -> list[str
         "where",
         f"name={account}",
         "set",
-        f"GrpTRESMins=gres/gpu={value}",
+        f"GrpTRESMins={minutes}",
+        f"GrpTRES=gres/gpu={_limit(limits.running_gpus)}",
+        f"GrpSubmitJobs={_limit(limits.submitted_jobs)}",
     ]
 
 

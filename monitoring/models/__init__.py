@@ -1,7 +1,11 @@
 """Monitoring data: one module per concept, re-exported here for Django."""
 
 from monitoring.models.checkpoints import Checkpoint  # noqa: F401
-from monitoring.models.goodput import AttemptActivity, EfficiencyCard  # noqa: F401
+from monitoring.models.goodput import (  # noqa: F401
+    AttemptActivity,
+    EfficiencyCard,
+    GoodputDigest,
+)
 from monitoring.models.ingest import AttemptIngest  # noqa: F401
 from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
 from monitoring.models.progress import AttemptProgress  # noqa: F401

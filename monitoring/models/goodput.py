@@ -6,6 +6,7 @@ See `monitoring.idle` (the idle-GPU ladder) and `monitoring.efficiency` (the car
 from django.db import models
 
 from jobs.models import Attempt
+from projects.models import Project
 
 
 class AttemptActivity(models.Model):
@@ -38,7 +39,11 @@ class AttemptActivity(models.Model):
 
 
 class EfficiencyCard(models.Model):
-    """An ended attempt's efficiency card (`monitoring.efficiency.Card.as_json`)."""
+    """An ended attempt's efficiency card (`monitoring.efficiency.Card.as_json`).
+
+    Its GPU-hours by part are also columns, so that project reports sum them in SQL
+    (`monitoring.goodput_report`); `ended_at` (the charge's end) puts it in a week.
+    """
 
     attempt = models.OneToOneField(
         Attempt, on_delete=models.CASCADE, primary_key=True, related_name="efficiency"
@@ -47,6 +52,35 @@ class EfficiencyCard(models.Model):
     # Whether its GPU-hours are the ledger's charge (else the portal's times, until it exists).
     from_ledger = models.BooleanField(default=False)
     computed_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    gpu_hours = models.FloatField(default=0.0)
+    queued_gpu_hours = models.FloatField(default=0.0)
+    startup_gpu_hours = models.FloatField(default=0.0)
+    productive_gpu_hours = models.FloatField(default=0.0)
+    declared_pauses_gpu_hours = models.FloatField(default=0.0)
+    hung_gpu_hours = models.FloatField(default=0.0)
+    idle_gpu_hours = models.FloatField(default=0.0)
+    lost_gpu_hours = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [models.Index(fields=["ended_at"], name="efficiencycard_ended_at")]
 
     def __str__(self) -> str:
         return f"efficiency card of attempt {self.attempt_id}"
+
+
+class GoodputDigest(models.Model):
+    """A project's weekly goodput mail, sent once: the row is claimed before the mail goes."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="goodput_digests")
+    week = models.DateField(help_text="The Monday of the ISO week it reports.")
+    recipients = models.PositiveSmallIntegerField(default=0)
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "week"], name="goodputdigest_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"goodput digest of {self.project} for the week of {self.week}"

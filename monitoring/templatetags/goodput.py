@@ -4,6 +4,8 @@ from datetime import datetime
 
 from django import template
 
+from monitoring.goodput_report import hours_text, share_text
+
 register = template.Library()
 DASH = "\u2013"  # an en dash for a value the card lacks
 
@@ -35,3 +37,16 @@ def iso_time(value: str | None) -> str:
     if not value:
         return DASH
     return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def gpu_hours(value: float | None) -> str:
+    """GPU-hours as the goodput reports print them (the CSV too): `12.345`."""
+    return hours_text(value)
+
+
+@register.filter
+def goodput_percent(value: float | None) -> str:
+    """A goodput as the reports print it: `25.0 %`, a dash when nothing was charged."""
+    text = share_text(value)
+    return f"{text} %" if text else DASH

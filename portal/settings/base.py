@@ -195,6 +195,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": env.float("EFFICIENCY_REFRESH_INTERVAL", default=15.0),
         "options": {"expires": 30.0},
     },
+    # Last week's goodput mail to project owners: hourly, sent once per project and week.
+    "send-goodput-digests": {
+        "task": "monitoring.tasks.send_goodput_digests",
+        "schedule": env.float("GOODPUT_DIGEST_INTERVAL", default=3600.0),
+        "options": {"expires": 3600.0},
+    },
 }
 # A GPU under this utilisation counts as idle on a card, unless the project's idle policy
 # sets its own threshold.
@@ -206,6 +212,8 @@ EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="portal@localhost")
+# Where people reach the portal: links in mails (the weekly goodput digest) start with it.
+PORTAL_URL: str = env("PORTAL_URL", default="http://127.0.0.1:8000")
 QUOTA_ALERT_THRESHOLDS = (80, 100)
 # Log bytes kept per file in the database; older ones are read from the cluster.
 LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)

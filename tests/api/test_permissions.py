@@ -65,6 +65,7 @@ SUBMIT = {
 MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("projects", get("/api/v1/projects/"), LIST),
     ("project", get("/api/v1/projects/vision/"), READ),
+    ("project goodput", get("/api/v1/projects/vision/goodput"), READ),
     ("clusters", get("/api/v1/clusters/"), {**LIST, "outsider": FORBID}),
     ("jobs", get("/api/v1/jobs/"), LIST),
     ("jobs filtered", get("/api/v1/jobs/", project="vision", state="QUEUED"), LIST),

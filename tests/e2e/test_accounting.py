@@ -16,7 +16,7 @@ from clusters.ssh import Connection
 from jobs.models import Attempt, Job, State
 from jobs.services import job_cancel, job_submit
 from projects.mirror import mirror_apply
-from projects.models import Reservation, UsageCharge
+from projects.models import Quota, Reservation, UsageCharge
 from projects.selectors import project_usage
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, wait_for
@@ -124,18 +124,27 @@ def test_connection_check_and_quota_mirror_on_the_sandbox(
     )
     sandbox_cluster.mirror_quotas = True
     sandbox_cluster.save()
+    argv = ["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=vision"]
+    argv += ["format=account,user,grptresmins,grptres,grpsubmit"]
     _sacctmgr("add", "user", "bob", "account=root", "AdminLevel=Operator")
     try:
         commands = mirror_apply(project=project, cluster=sandbox_cluster)
         assert mirror_apply(project=project, cluster=sandbox_cluster) == commands  # idempotent
+        first = alice.run(shlex.join(argv)).text.splitlines()
+        # A CPU-hour budget and a job cap set later reach Slurm too.
+        Quota.objects.filter(project=project).update(
+            cpu_hours_per_period=Decimal("50"), max_concurrent_jobs=30
+        )
+        mirror_apply(project=project, cluster=sandbox_cluster)
+        second = alice.run(shlex.join(argv)).text.splitlines()
     finally:
         _sacctmgr("delete", "user", "name=bob")
     assert commands[-1] == (
-        "sacctmgr --immediate modify account where name=vision set GrpTRESMins=gres/gpu=6000"
+        "sacctmgr --immediate modify account where name=vision set "
+        "GrpTRESMins=cpu=-1,node=-1,gres/gpu=6000 GrpTRES=gres/gpu=8 GrpSubmitJobs=-1"
     )
-    argv = ["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=vision"]
-    shown = alice.run(shlex.join([*argv, "format=account,user,grptresmins"])).text
-    assert "vision||gres/gpu=6000" in shown.splitlines()
+    assert "vision||gres/gpu=6000|gres/gpu=8|" in first, first
+    assert "vision||cpu=3000,gres/gpu=6000|gres/gpu=8|30" in second, second
 
 
 def _sacctmgr(*args: str) -> None:

@@ -19,7 +19,7 @@ from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
-from monitoring.models import AttemptProgress, Checkpoint
+from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, wait_for
 
@@ -183,3 +183,10 @@ def test_a_long_declared_checkpoint_and_slow_regular_steps_are_not_a_hang(
     slow_progress = AttemptProgress.objects.get(attempt__job=slow)
     assert slow_progress.threshold_seconds is not None and slow_progress.threshold_seconds > 30
     assert Job.objects.get(pk=paused.pk).state == State.COMPLETED
+    # Its card counts both declared checkpoints (25 s each, at steps 3 and 6), not only the
+    # last one the progress row saw; a little less if the ledger's charge is a bit shorter.
+    attempt = Attempt.objects.get(job=paused, number=1)
+    wait_for(lambda: EfficiencyCard.objects.filter(attempt=attempt).exists(), 60, "the paused card")
+    card = EfficiencyCard.objects.get(attempt=attempt)
+    declared = card.data["parts"]["declared_pauses"] * 3600  # one GPU: GPU-seconds are seconds
+    assert 0.95 * 2 * 25 <= declared < 2 * 25 + 15, card.data

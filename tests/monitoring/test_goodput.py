@@ -101,6 +101,38 @@ def test_a_hung_attempt_counts_from_its_last_step_to_its_end_as_hung(restarted) 
     assert sum(parts.values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
 
 
+def test_declared_pauses_count_every_pause_of_the_attempt_not_only_the_current_one(
+    restarted,
+) -> None:
+    """Rank 0 ended pauses of 50 s in all; rank 1 ended 30 s and was in one from 350 s, cut
+    where the lost work starts (the checkpoint at 400 s): 80 s, the longer rank's."""
+    _, first = restarted
+    AttemptProgress.objects.create(
+        attempt=first,
+        ranks={
+            "0": {"node": "n1", "step": 45, "step_at": T0.timestamp() + 340, "paused": 50.0},
+            "1": {
+                "node": "n1",
+                "step": 45,
+                "step_at": T0.timestamp() + 340,
+                "pause": "checkpoint",
+                "pause_since": T0.timestamp() + 350,
+                "paused": 30.0,
+            },
+        },
+    )
+    charge = attempt_charge(attempt=first, measured=None)
+    assert charge is not None
+    card = attempt_card_compute(attempt=first)
+    assert card is not None
+    assert card.data["parts"]["declared_pauses"] * 3600 == pytest.approx(2 * 80)
+    assert card.declared_pauses_gpu_hours == card.data["parts"]["declared_pauses"]
+    assert card.data["parts"]["idle"] == 0  # GPU 1's 100 idle seconds were inside the pauses
+    assert sum(card.data["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
+    assert card.gpu_hours == pytest.approx(float(charge.gpu_hours))
+    assert card.ended_at == charge.ended_at
+
+
 def test_the_job_page_and_api_show_the_card_to_members_and_refuse_outsiders(
     restarted, owner, outsider, django_assert_max_num_queries
 ) -> None:

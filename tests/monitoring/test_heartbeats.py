@@ -2,7 +2,13 @@
 
 import json
 
-from monitoring.heartbeats import HEARTBEAT_READ, LOG_SCAN_BYTES, log_rank_steps, parse_heartbeat
+from monitoring.heartbeats import (
+    HEARTBEAT_READ,
+    LOG_SCAN_BYTES,
+    MAX_PAUSED,
+    log_rank_steps,
+    parse_heartbeat,
+)
 
 NOW = 1_700_000_100.0
 # What portal_metrics.heartbeat writes (its _write_progress), cut to its 512 bytes.
@@ -17,6 +23,19 @@ def test_a_record_of_the_helper_is_read_field_by_field() -> None:
     assert found is not None
     assert (found.rank, found.node, found.step, found.pause) == (1, "n2", 40, "")
     assert (found.step_at, found.alive_at) == (1700000050.5, 1700000090.25)
+    assert found.paused == 0.0  # a record from before declared-pause totals
+
+
+def test_the_declared_pause_total_is_read_and_a_lie_about_it_is_tamed() -> None:
+    record = {"rank": 1, "step": 40, "step_time": NOW - 5, "pause": None, "resumed": NOW - 6}
+    found = parse_heartbeat(json.dumps({**record, "paused": 93.25}).encode(), rank=1, now=NOW)
+    assert found is not None and found.paused == 93.25
+    for lie in (-5, True, "90", None, 1e300):
+        found = parse_heartbeat(json.dumps({**record, "paused": lie}).encode(), rank=1, now=NOW)
+        assert found is not None
+        assert 0.0 <= found.paused <= MAX_PAUSED
+    found = parse_heartbeat(b'{"rank":1,"paused":NaN}', rank=1, now=NOW)
+    assert found is not None and found.paused == 0.0
 
 
 def test_torn_foreign_oversized_and_lying_records_are_ignored_or_tamed() -> None:

@@ -60,6 +60,34 @@ def test_heartbeat_rewrites_one_fixed_size_record_per_rank(tmp_path: Path) -> No
     assert not list(progress.glob("rank-0*"))  # only its own rank's file
 
 
+def test_the_record_keeps_the_total_of_every_declared_pause_not_only_the_last(
+    tmp_path: Path,
+) -> None:
+    """Three pauses, one nested in another (it is one pause): the total is the two outer ones."""
+    progress = tmp_path / "progress"
+    code = (
+        "import json, os, time, portal_metrics as m\n"
+        "path = os.path.join(os.environ['PORTAL_PROGRESS_DIR'], 'rank-0.json')\n"
+        "m.heartbeat(1)\n"
+        "spans = []\n"
+        "for name in ('checkpoint', 'evaluation'):\n"
+        "    with m.pause(name):\n"
+        "        with m.pause('inner'):\n"
+        "            time.sleep(0.05)\n"
+        "        since = json.loads(open(path).read())['pause_since']\n"
+        "    spans.append(json.loads(open(path).read())['resumed'] - since)\n"
+        "    m.heartbeat(2)\n"
+        "print(json.dumps(spans))\n"
+    )
+    out = _run(tmp_path, code, PORTAL_PROGRESS_DIR=str(progress), RANK="0")
+    spans = json.loads(out.stdout)
+    raw = (progress / "rank-0.json").read_bytes()
+    found = parse_heartbeat(raw.strip(), rank=0, now=time.time())
+    assert found is not None and found.pause == ""
+    assert len(spans) == 2 and all(span > 0 for span in spans)
+    assert found.paused == pytest.approx(sum(spans), abs=0.002)  # both, rounded to 1 ms
+
+
 def test_heartbeat_is_silent_outside_the_portal_and_never_raises(tmp_path: Path) -> None:
     code = (
         "import portal_metrics as m\n"

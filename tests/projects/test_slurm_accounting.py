@@ -8,7 +8,7 @@ from pathlib import Path
 from clusters.sandbox import accounting as sandbox_accounting
 from clusters.sandbox.config import Paths, render_slurm_conf, render_slurmdbd_conf
 from clusters.slurm import parse_sacct
-from clusters.slurm.accounting import account_add_argv, gpu_minutes_limit_argv
+from clusters.slurm.accounting import AccountLimits, account_add_argv, account_limits_argv
 from projects.mirror import mirror_plan
 from projects.models import Project, Quota
 
@@ -48,12 +48,17 @@ def test_sacct_rows_give_gpus_elapsed_and_whether_it_ran() -> None:
 
 
 def test_sacctmgr_arguments_are_single_words() -> None:
-    assert shlex.join(gpu_minutes_limit_argv(account="vision", gpu_minutes=6000)) == (
-        "sacctmgr --immediate modify account where name=vision set GrpTRESMins=gres/gpu=6000"
+    limits = AccountLimits(gpu_minutes=6000, cpu_minutes=120, running_gpus=8)
+    assert shlex.join(account_limits_argv(account="vision", limits=limits)) == (
+        "sacctmgr --immediate modify account where name=vision set "
+        "GrpTRESMins=cpu=120,node=-1,gres/gpu=6000 GrpTRES=gres/gpu=8 GrpSubmitJobs=-1"
     )
-    assert gpu_minutes_limit_argv(account="vision", gpu_minutes=None)[-1] == (
-        "GrpTRESMins=gres/gpu=-1"
-    )
+    cleared = account_limits_argv(account="vision", limits=AccountLimits())
+    assert cleared[-3:] == [
+        "GrpTRESMins=cpu=-1,node=-1,gres/gpu=-1",
+        "GrpTRES=gres/gpu=-1",
+        "GrpSubmitJobs=-1",
+    ]
     argv = account_add_argv(account="vision", description="Vision; rm -rf / 'models'")
     assert shlex.split(shlex.join(argv)) == argv
     assert argv[-1] == "Description=Vision; rm -rf / 'models'"
@@ -61,11 +66,17 @@ def test_sacctmgr_arguments_are_single_words() -> None:
 
 def test_mirror_plan_is_a_dry_run_of_the_quota(db: None) -> None:
     project = Project.objects.create(slug="nlp", name="Language models", slurm_account="nlp")
-    quota = Quota.objects.create(project=project, gpu_hours_per_period=Decimal("12.5"))
+    quota = Quota.objects.create(
+        project=project,
+        gpu_hours_per_period=Decimal("12.5"),
+        cpu_hours_per_period=Decimal("100"),
+        max_concurrent_jobs=20,
+    )
     plan = mirror_plan(project=project, quota=quota)
     assert plan.commands == [
         "sacctmgr --immediate add account nlp 'Description=Language models'",
-        "sacctmgr --immediate modify account where name=nlp set GrpTRESMins=gres/gpu=750",
+        "sacctmgr --immediate modify account where name=nlp set "
+        "GrpTRESMins=cpu=6000,node=-1,gres/gpu=750 GrpTRES=gres/gpu=-1 GrpSubmitJobs=20",
     ]
     project.slurm_account = ""
     assert mirror_plan(project=project, quota=quota).why_not.startswith("The project has no Slurm")

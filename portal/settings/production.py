@@ -51,6 +51,9 @@ _require(
 if env.bool("DJANGO_BEHIND_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+# Prometheus scrapes web directly on the compose network (plain http, its bearer token):
+# a redirect to https would end every scrape.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 # A year, subdomains too: browsers never try plain http again.

@@ -184,6 +184,33 @@ def test_compose_has_no_default_passwords_and_redis_requires_one() -> None:
     assert ":${POSTGRES_PASSWORD:?" in portal_env["DATABASE_URL"]
 
 
+def test_compose_publishes_the_portal_only_through_its_tls_proxy() -> None:
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    # web is reached through the proxy alone, so it alone trusts X-Forwarded-Proto.
+    assert "ports" not in services["web"]
+    assert services["web"]["environment"]["DJANGO_BEHIND_PROXY"] == "true"
+    for name in ("worker", "beat", "migrate"):
+        assert services[name]["environment"]["DJANGO_BEHIND_PROXY"] == "false", name
+    proxy = services["proxy"]
+    assert "443:443" in proxy["ports"]
+    assert "./deploy/caddy/Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
+    caddyfile = (ROOT / "deploy" / "caddy" / "Caddyfile").read_text()
+    assert "reverse_proxy web:8000" in caddyfile
+    assert "trusted_proxies" not in caddyfile  # a client's X-Forwarded-* is never passed on
+    # Prometheus scrapes web by its service name over plain http: allowed, not redirected.
+    assert "web" in services["web"]["environment"]["DJANGO_ALLOWED_HOSTS"].split(",")
+    assert all(port.startswith("127.0.0.1:") for port in services["grafana"]["ports"])
+
+
+def test_the_metrics_scrape_is_not_redirected_to_https() -> None:
+    done = _production(
+        {**GOOD, "DJANGO_BEHIND_PROXY": "true"},
+        "import re; print([bool(re.search(p, 'metrics')) for p in s.SECURE_REDIRECT_EXEMPT])",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[True]" in done.stdout
+
+
 def test_the_image_runs_as_its_own_user_and_leaves_secrets_out() -> None:
     lines = [line.split() for line in (ROOT / "Dockerfile").read_text().splitlines() if line]
     users = [words[1] for words in lines if words[0] == "USER"]

@@ -42,6 +42,7 @@ def estimate_for(*, project: Project, cluster: Cluster, spec: JobSpec) -> dict[s
     estimate = job_estimate(project=project, cluster=cluster, spec=spec)
     return {
         "gpu_hours": _number(estimate.gpu_hours),
+        "cpus": estimate.cpus,
         "cpu_hours": _number(estimate.cpu_hours),
         "node_hours": _number(estimate.node_hours),
         "cost": _number(estimate.cost),

@@ -12,7 +12,7 @@ from jobs.models import Attempt, Job, State
 from monitoring.models import Checkpoint
 from monitoring.series import series_read
 from tests.e2e.test_resume import kill_rank
-from tests.helpers import PASSWORD, screenshot, submit_ddp_example, wait_for
+from tests.helpers import PASSWORD, run_file, screenshot, submit_ddp_example, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
@@ -72,7 +72,10 @@ def test_an_open_page_follows_a_restart_to_attempt_2(
         "attempt 2 to finish",
     )
     second = Attempt.objects.get(job=job, number=2)
-    assert second.state == State.COMPLETED
+    assert second.state == State.COMPLETED, (
+        second.diagnosis,
+        run_file(second, "stdout.log")[-4000:],
+    )
     resumed = series_read(attempt_id=second.pk, name="loss").xs[0]
     wait_for(lambda: _steps(page)[-1:] == [float(STEPS)], 30, "the curve to the last step")
     steps = _steps(page)

@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitoring.attach import metrics_line
 from monitoring.fields import Field, LineFields, read_fields
 from monitoring.names import label_name
 from monitoring.numbers import scan_number
-from monitoring.prefixes import strip_prefix
+from monitoring.prefixes import read_prefix
 from monitoring.steps import NOT_TRAINING, EpochState, Steps, resolve
 from monitoring.tokens import tokenize
 
@@ -34,14 +35,16 @@ MAX_SEGMENTS = 8
 # it on the line is read: a progress bar the error was printed onto stays.
 ERROR_REPORT = re.compile(
     r"\(most recent call (?:last|first)\)|\bException raised from\b|\bterminate called after"
-    r'|^\s*File "[^"]*", line \d+'
+    r'|\bFile "[^"\n]*", line \d+'
     r"|\b[A-Z]\w*(?:Error|Exception|Failure)\b:"
     r"|\b(?:exitcode|exit code|exit status)\b"
     r"|\breceived by PID\b|\bSignal \d+ \(SIG"
-    r"|^(?:srun|slurmstepd|salloc|sbatch)(?::|\[| error)"
+    r"|^(?:srun|slurmstepd|salloc|sbatch)(?:-[\w.-]+)?(?::|\[| error)|: error: "
     r"|\b(?:ERROR|CRITICAL|FATAL)\b"
     r"|(?:^|\[)[EF]\d{3,4} \d\d:\d\d:\d\d|\[[EF] [\w.-]+:\d+\]"
 )
+# A record at one of these levels attaches to no step printed at another level.
+SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
 _MAX_COLUMNS = 40
 
@@ -52,6 +55,14 @@ class Point:
     values: dict[str, Value]
     counted: bool = False  # no step was printed: the step is a running count
     block: int | None = None
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str  # without its log prefix
+    level: str  # the level its log prefix names, or ''
+    found: LineFields
+    user: bool  # a user pattern matched it
 
 
 @dataclass
@@ -65,6 +76,9 @@ class ReaderState:
     header: list[str] = field(default_factory=list)
     block: int | None = None
     blocks: int = 0
+    heading: bool = False  # the latest step line was a heading (`[batch=100/4800]:`)
+    after_error: bool = False  # an error report came after the latest step line
+    level: str = ""  # the log level the latest step line was printed at
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +91,9 @@ class ReaderState:
             "epochs": self.epochs.epochs,
             "total_steps": self.total_steps,
             "header": self.header[:_MAX_COLUMNS],
+            "heading": self.heading,
+            "after_error": self.after_error,
+            "level": self.level,
         }
 
     @classmethod
@@ -96,6 +113,9 @@ class ReaderState:
             epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
             total_steps=number("total_steps"),
             header=[str(h) for h in header] if isinstance(header, list) else [],
+            heading=data.get("heading") is True,
+            after_error=data.get("after_error") is True,
+            level=str(data.get("level") or "")[:16],
         )
 
 
@@ -192,7 +212,9 @@ class MetricReader:
                 rest = read_fields(tokenize(text[bar:])) if bar >= 0 else LineFields()
                 offset = len(row)
                 return LineFields(
-                    row + rest.fields, offset + rest.bar if rest.bar is not None else None
+                    row + rest.fields,
+                    offset + rest.bar if rest.bar is not None else None,
+                    row=True,
                 )
         state.header = []
         if text.strip().startswith("***") and text.strip().endswith("***"):
@@ -214,7 +236,12 @@ class MetricReader:
         report = ERROR_REPORT.search(raw)
         if report:  # what came before it on the line is read (a bar the error ran into)
             raw = raw[: report.start()]
-        text = strip_prefix(raw)
+        self._read(raw, user_step, user_values or {})
+        if report:
+            self.state.after_error = True  # nothing step-less attaches until the next step
+
+    def _read(self, raw: str, user_step: int | None, user_values: dict[str, Value]) -> None:
+        text, level = read_prefix(raw)
         if not text.strip():
             return
         state = self.state
@@ -230,9 +257,23 @@ class MetricReader:
             steps.metric_fields += len(user_values)
         if user_step is not None:
             steps.step, steps.from_counter = user_step, True
-        self._place(steps)
+        self._place(steps, Line(text, level, found, bool(user_values)))
 
-    def _place(self, steps: Steps) -> None:
+    def _attaches(self, steps: Steps, line: Line) -> bool:
+        """Whether a step-less line's values belong to the latest step (`monitoring.attach`)."""
+        state = self.state
+        if line.user or line.found.row:
+            return True
+        if state.after_error or (line.level in SEVERE_LEVELS and line.level != state.level):
+            return False  # a warning about the step is no value of it
+        return metrics_line(
+            line.found.tokens,
+            steps.values,
+            prose=line.found.prose,
+            under_heading=state.heading and line.text[:1] in " \t",
+        )
+
+    def _place(self, steps: Steps, line: Line) -> None:
         state = self.state
         if steps.total is not None:
             state.total_steps = steps.total
@@ -245,9 +286,15 @@ class MetricReader:
         if steps.step is not None:
             state.step, state.step_epoch = steps.step, steps.epoch
             state.seen_counter = state.seen_counter or steps.from_counter
+            state.heading = not steps.metric_fields and line.text.rstrip().endswith(":")
+            state.after_error = False
+            state.level = line.level
         if not steps.metric_fields:
             return
         if steps.step is None and state.step is not None and state.block is None:
+            if not self._attaches(steps, line):
+                state.heading = False
+                return
             steps.step = state.step
             if state.step_epoch is not None:
                 steps.values.setdefault("epoch", state.step_epoch)

@@ -160,7 +160,7 @@ class _Parser:
         j = self.peek(i + 1)
         k = self.peek(j + 1)
         total = self.tokens[k].value if k < len(self.tokens) else None
-        if _is_int(token) and self.kind(j) == SLASH and _is_int(self.tokens[k]) and total:
+        if _is_int(token) and self.kind(j) == SLASH and total and _is_int(self.tokens[k]):
             result = self.emit(token, total=int(total))
             result.then_comma = k + 1 < len(self.tokens) and self.tokens[k + 1].text == ","
             return k + 1

@@ -43,6 +43,20 @@ ERROR_REPORT = re.compile(
     r"|\b(?:ERROR|CRITICAL|FATAL)\b"
     r"|(?:^|\[)[EF]\d{3,4} \d\d:\d\d:\d\d|\[[EF] [\w.-]+:\d+\]"
 )
+# Text every ERROR_REPORT match holds: a line with none of it is no report (a cheap first test).
+_REPORT_HINTS = (
+    "most recent call", "Exception", "terminate called", 'File "', "Error", "Failure", "exit",
+    "received by PID", "Signal ", ": error: ", "ERROR", "CRITICAL", "FATAL", "[E", "[F",
+)  # fmt: skip
+_REPORT_STARTS = ("srun", "slurmstepd", "salloc", "sbatch", "E", "F")
+
+
+def _error_report(text: str) -> re.Match[str] | None:
+    if text.startswith(_REPORT_STARTS) or any(hint in text for hint in _REPORT_HINTS):
+        return ERROR_REPORT.search(text)
+    return None
+
+
 # A record at one of these levels attaches to no step printed at another level.
 SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
@@ -233,7 +247,7 @@ class MetricReader:
         user_values: dict[str, Value] | None = None,
     ) -> None:
         raw = _bounded(segment)
-        report = ERROR_REPORT.search(raw)
+        report = _error_report(raw)
         if report:  # what came before it on the line is read (a bar the error ran into)
             raw = raw[: report.start()]
         self._read(raw, user_step, user_values or {})

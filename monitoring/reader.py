@@ -61,6 +61,7 @@ def _error_report(text: str) -> re.Match[str] | None:
 SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
 _MAX_COLUMNS = 40
+_MAX_GIVEN = 64  # values of the latest step kept between polls
 
 
 @dataclass
@@ -93,6 +94,9 @@ class ReaderState:
     heading: bool = False  # the latest step line was a heading (`[batch=100/4800]:`)
     after_error: bool = False  # an error report came after the latest step line
     level: str = ""  # the log level the latest step line was printed at
+    given_step: int | None = None  # the step of the latest point given, and its values
+    given: dict[str, Value] = field(default_factory=dict)
+    held: dict[str, Value] = field(default_factory=dict)  # the open block's values so far
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +112,11 @@ class ReaderState:
             "heading": self.heading,
             "after_error": self.after_error,
             "level": self.level,
+            "given_step": self.given_step,
+            "given": self.given,
+            "block": self.block,
+            "blocks": self.blocks,
+            "held": self.held,
         }
 
     @classmethod
@@ -130,7 +139,22 @@ class ReaderState:
             heading=data.get("heading") is True,
             after_error=data.get("after_error") is True,
             level=str(data.get("level") or "")[:16],
+            given_step=number("given_step"),
+            given=_values(data.get("given")),
+            block=number("block"),
+            blocks=number("blocks") or 0,
+            held=_values(data.get("held")),
         )
+
+
+def _values(data: object) -> dict[str, Value]:
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k)[:100]: v
+        for k, v in list(data.items())[:_MAX_GIVEN]
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
 
 
 def _bounded(segment: str) -> str:
@@ -193,6 +217,9 @@ class MetricReader:
         if self.state.counted is None and self.state.step is None:
             self.state.counted = last_step
         self.pending: Point | None = None
+        if self.state.held and self.state.block is not None:
+            self.pending = Point(-1, self.state.held, counted=True, block=self.state.block)
+        self.state.held = {}
         self.done: list[Point] = []
 
     # --- lines ------------------------------------------------------------------------
@@ -343,13 +370,43 @@ class MetricReader:
             base = self.state.counted
             point.step = 0 if base is None else base + 1
             self.state.counted = point.step
+        else:
+            self._once(point)
         if point.values or not point.counted:
             self.done.append(point)  # a step whose values were all nan is still a point
 
+    def _once(self, point: Point) -> None:
+        """A step whose lines came in two polls: values the first poll gave are not given again.
+
+        (Within one poll the step's lines merge into one point before it is given.)
+        """
+        state = self.state
+        if state.given_step == point.step:
+            for name in [n for n, v in point.values.items() if state.given.get(n) == v]:
+                del point.values[name]
+            state.given.update(list(point.values.items())[: _MAX_GIVEN - len(state.given)])
+        else:
+            state.given_step = point.step
+            state.given = dict(list(point.values.items())[:_MAX_GIVEN])
+
     # --- results ----------------------------------------------------------------------
 
-    def finish(self) -> list[Point]:
-        """Every point read so far, the last one included; the reader can go on after."""
+    def finish(self, *, hold_open_block: bool = False) -> list[Point]:
+        """Every point read so far, the last one included; the reader can go on after.
+
+        With hold_open_block, a `***** train metrics *****` block that may go on in the
+        next poll stays in the state instead (its point is given when it ends).
+        """
+        pending = self.pending
+        if (
+            hold_open_block
+            and pending is not None
+            and pending.counted
+            and pending.block is not None
+            and pending.block == self.state.block
+        ):
+            self.state.held = dict(list(pending.values.items())[:_MAX_GIVEN])
+            self.pending = None
         self._flush()
         done, self.done = self.done, []
         return done

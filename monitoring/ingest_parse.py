@@ -19,7 +19,13 @@ from monitoring.lines import finish_lines, split_lines
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_budget, parse_within
 from monitoring.parsers import MetricPoint
-from monitoring.throughput import dense_transformer_flops_per_token, mfu, token_rate_per_gpu
+from monitoring.throughput import (
+    COMPUTED_MFU,
+    PRINTED_MFU,
+    dense_transformer_flops_per_token,
+    mfu,
+    token_rate_per_gpu,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +103,7 @@ def attempt_parse(
             note.skipped_lines += len(lines)
             continue
         result.points += [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
-        result.points += _mfu(attempt, metrics)
+        result.points += _mfu(attempt, metrics, note)
         result.replaced += sorted(set(log_file.metric_names) - known)
     return result
 
@@ -181,6 +187,7 @@ def _metrics(
         # Structured metrics win: a script writing metrics.jsonl often prints the
         # same numbers rounded, and two sources of one series would interleave.
         given = set(structured.metric_names) if structured is not None else set()
+        given.add(COMPUTED_MFU)  # the portal's own series: no job prints into it
         metrics = [m for m in metrics if m.name not in given]
     metrics = _within_series_cap(metrics, note)
     if log_file.name == METRICS_FILE:
@@ -209,19 +216,23 @@ def _within_series_cap(metrics: list[MetricPoint], note: AttemptIngest) -> list[
     return kept
 
 
-def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
-    """Model FLOP utilisation from reported tokens/s, when the spec gives the model size."""
+def _mfu(attempt: Attempt, metrics: list[MetricPoint], note: AttemptIngest) -> list[Point]:
+    """Model FLOP utilisation from reported tokens/s, when the spec gives the model size.
+
+    It is its own series (COMPUTED_MFU, a fraction), and only for an attempt whose trainer
+    prints no MFU of its own: a printed one is shown as printed and wins for the attempt.
+    """
     job = attempt.job
     peak = job.cluster.gpu_peak_bf16_tflops * 1e12
     if not job.model_params or not peak or not job.total_gpus:
         return []
-    if any(m.name == "mfu" for m in metrics):
-        return []  # an MFU the trainer prints is shown as printed
+    if PRINTED_MFU in note.series_names or any(m.name == PRINTED_MFU for m in metrics):
+        return []
     flops = dense_transformer_flops_per_token(job.model_params)
     return [
         (
             attempt.pk,
-            "mfu",
+            COMPUTED_MFU,
             float(m.step),
             mfu(
                 per_sec=m.value, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak

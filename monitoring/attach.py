@@ -66,16 +66,19 @@ def _setting_or_code(tokens: list[Token]) -> bool:
     """`key=word`, a command-line option, `call(key=...)`, or a file name anywhere on the line."""
     for i, token in enumerate(tokens):
         kind = token.kind
-        after = [t.kind if t.kind != BIND else t.text for t in tokens[i + 1 : i + 3]]
         if kind == WORD and (
             token.text.lower().endswith(_FILE_SUFFIXES) or (i and _option_at(tokens, i))
         ):
             return True
-        if i and tokens[i - 1].kind == WORD and after:
-            if kind == BIND and token.text == "=" and after[0] in (WORD, SLASH):
-                return True  # `tmpdir=/tmp`, `name=python3`, `backend=backend`
-            if kind == OPEN and after == [WORD, "="]:
-                return True  # `init_process_group(backend=...`, `Pad(padding=10, ...)`
+        if kind not in (BIND, OPEN) or not i or i + 1 >= len(tokens):
+            continue
+        before, nxt = tokens[i - 1].kind, tokens[i + 1]
+        if before != WORD:
+            continue
+        if kind == BIND and token.text == "=" and nxt.kind in (WORD, SLASH):
+            return True  # `tmpdir=/tmp`, `name=python3`, `backend=backend`
+        if kind == OPEN and nxt.kind == WORD and tokens[i + 2 : i + 3] == [Token(BIND, "=")]:
+            return True  # `init_process_group(backend=...`, `Pad(padding=10, ...)`
     return False
 
 

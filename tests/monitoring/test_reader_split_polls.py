@@ -10,6 +10,8 @@ polls gave its first values twice; a `***** train metrics *****` block cut in tw
 the half without a loss.
 """
 
+from typing import Any
+
 import pytest
 
 from monitoring.ingest_parse import _newest_segment
@@ -34,7 +36,8 @@ Key = tuple[str, int]
 
 def _polls(chunks: list[bytes]) -> list[tuple[str, int, float]]:
     """What ingest_parse reads of a file that grows by these chunks, then ends."""
-    carry, state, last_step = b"", {}, None
+    carry, last_step = b"", None
+    state: dict[str, Any] = {}
     points = []
     for index in range(len(chunks) + 1):
         final = index == len(chunks)

@@ -309,7 +309,7 @@ class MetricReader:
             return False  # a warning about the step is no value of it
         return metrics_line(
             line.found.tokens,
-            steps.values,
+            [item.name for item in line.found.fields],  # nan ones too
             prose=line.found.prose,
             under_heading=state.heading and line.text[:1] in " \t",
         )

@@ -76,6 +76,13 @@ def test_a_line_that_is_no_metrics_line_does_not_attach(line: str) -> None:
     assert _points(["step 7, loss=0.25", line]) == [(7, {"loss": 0.25})]
 
 
+def test_a_line_whose_loss_is_nan_still_reads_as_a_metrics_line() -> None:
+    """plain_loss_nan (vpetren/gradnorm_tf#17) after a step: its epoch goes with the step."""
+    assert _points(["step 200, loss=0.25", "epoch: 3451 loss: nan"]) == [
+        (200, {"loss": 0.25, "epoch": 3451})
+    ]
+
+
 def test_after_an_error_report_nothing_attaches_until_the_next_step() -> None:
     lines = [
         "step 7, loss=0.25",

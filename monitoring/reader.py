@@ -1,27 +1,26 @@
 """A stateful reader of training stdout: lines in, (step, values) points out.
 
-It keeps what must survive between lines and between polls (the latest step, the
-epoch and its base, the total steps, a table header) in `ReaderState`, a small
-JSON-able dict. Consecutive points of one step merge (later values win); a line
-without a step attaches to the latest step; `\\r` redraws are read segment by
-segment. Pure: no Django, no I/O. Linear in the length of the text.
+It keeps what must survive between lines and between polls in `ReaderState`
+(monitoring.reader_state), a small JSON-able dict. Consecutive points of one step
+merge (later values win); a line without a step attaches to the latest step when it
+reads as a metrics line (monitoring.attach); `\\r` redraws are read segment by segment.
+Pure: no Django, no I/O. Linear in the length of the text.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from monitoring.attach import metrics_line
 from monitoring.fields import Field, LineFields, read_fields
 from monitoring.names import label_name
 from monitoring.numbers import scan_number
 from monitoring.prefixes import read_prefix
-from monitoring.steps import NOT_TRAINING, EpochState, Steps, resolve
+from monitoring.reader_state import MAX_COLUMNS, MAX_GIVEN, ReaderState, Value
+from monitoring.steps import NOT_TRAINING, Steps, resolve
 from monitoring.tokens import tokenize
 
-Value = float | int
 # A metric line is well under this; a longer one is read up to its last separator before
 # the cap (a token is never cut), which bounds the cost of any line.
 MAX_READ_CHARS = 1024
@@ -60,8 +59,6 @@ def _error_report(text: str) -> re.Match[str] | None:
 # A record at one of these levels attaches to no step printed at another level.
 SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
-_MAX_COLUMNS = 40
-_MAX_GIVEN = 64  # values of the latest step kept between polls
 
 
 @dataclass
@@ -80,83 +77,6 @@ class Line:
     user: bool  # a user pattern matched it
 
 
-@dataclass
-class ReaderState:
-    step: int | None = None  # latest step (from a counter, or an epoch standing in)
-    step_epoch: int | None = None  # the epoch printed with it
-    seen_counter: bool = False
-    counted: int | None = None  # last step given to a step-less point by counting
-    epochs: EpochState = field(default_factory=EpochState)
-    total_steps: int | None = None
-    header: list[str] = field(default_factory=list)
-    block: int | None = None
-    blocks: int = 0
-    heading: bool = False  # the latest step line was a heading (`[batch=100/4800]:`)
-    after_error: bool = False  # an error report came after the latest step line
-    level: str = ""  # the log level the latest step line was printed at
-    given_step: int | None = None  # the step of the latest point given, and its values
-    given: dict[str, Value] = field(default_factory=dict)
-    held: dict[str, Value] = field(default_factory=dict)  # the open block's values so far
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "step_epoch": self.step_epoch,
-            "seen_counter": self.seen_counter,
-            "counted": self.counted,
-            "epoch": self.epochs.epoch,
-            "epoch_base": self.epochs.base,
-            "epochs": self.epochs.epochs,
-            "total_steps": self.total_steps,
-            "header": self.header[:_MAX_COLUMNS],
-            "heading": self.heading,
-            "after_error": self.after_error,
-            "level": self.level,
-            "given_step": self.given_step,
-            "given": self.given,
-            "block": self.block,
-            "blocks": self.blocks,
-            "held": self.held,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> ReaderState:
-        data = data or {}
-
-        def number(key: str) -> int | None:
-            value = data.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-        header = data.get("header")
-        return cls(
-            step=number("step"),
-            step_epoch=number("step_epoch"),
-            seen_counter=data.get("seen_counter") is True,
-            counted=number("counted"),
-            epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
-            total_steps=number("total_steps"),
-            header=[str(h) for h in header] if isinstance(header, list) else [],
-            heading=data.get("heading") is True,
-            after_error=data.get("after_error") is True,
-            level=str(data.get("level") or "")[:16],
-            given_step=number("given_step"),
-            given=_values(data.get("given")),
-            block=number("block"),
-            blocks=number("blocks") or 0,
-            held=_values(data.get("held")),
-        )
-
-
-def _values(data: object) -> dict[str, Value]:
-    if not isinstance(data, dict):
-        return {}
-    return {
-        str(k)[:100]: v
-        for k, v in list(data.items())[:_MAX_GIVEN]
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-
-
 def _bounded(segment: str) -> str:
     if len(segment) <= MAX_READ_CHARS:
         return segment
@@ -167,7 +87,7 @@ def _bounded(segment: str) -> str:
 
 def _is_header(columns: list[str], text: str) -> bool:
     """An aligned row of column names (Ultralytics): 3+ words, every gap two spaces or more."""
-    if len(columns) < 3 or len(columns) > _MAX_COLUMNS or ":" in text or "=" in text:
+    if len(columns) < 3 or len(columns) > MAX_COLUMNS or ":" in text or "=" in text:
         return False
     if not all(c[0].isalpha() for c in columns):
         return False
@@ -384,10 +304,10 @@ class MetricReader:
         if state.given_step == point.step:
             for name in [n for n, v in point.values.items() if state.given.get(n) == v]:
                 del point.values[name]
-            state.given.update(list(point.values.items())[: _MAX_GIVEN - len(state.given)])
+            state.given.update(list(point.values.items())[: MAX_GIVEN - len(state.given)])
         else:
             state.given_step = point.step
-            state.given = dict(list(point.values.items())[:_MAX_GIVEN])
+            state.given = dict(list(point.values.items())[:MAX_GIVEN])
 
     # --- results ----------------------------------------------------------------------
 
@@ -405,7 +325,7 @@ class MetricReader:
             and pending.block is not None
             and pending.block == self.state.block
         ):
-            self.state.held = dict(list(pending.values.items())[:_MAX_GIVEN])
+            self.state.held = dict(list(pending.values.items())[:MAX_GIVEN])
             self.pending = None
         self._flush()
         done, self.done = self.done, []

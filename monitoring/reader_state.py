@@ -93,13 +93,3 @@ def _values(data: object) -> dict[str, Value]:
         for k, v in list(data.items())[:MAX_GIVEN]
         if isinstance(v, int | float) and not isinstance(v, bool)
     }
-
-
-def _values(data: object) -> dict[str, Value]:
-    if not isinstance(data, dict):
-        return {}
-    return {
-        str(k)[:100]: v
-        for k, v in list(data.items())[:MAX_GIVEN]
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }

@@ -23,6 +23,7 @@ from monitoring.hangs import HANG
 from monitoring.heartbeats import progress_from_json
 from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard
 from monitoring.series import series_names, series_read
+from monitoring.throughput import COMPUTED_MFU
 from projects.models import IdlePolicy, UsageCharge
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ def attempt_card_compute(
         gpus=job.total_gpus,
         total_gpu_hours=total,
         threshold_percent=_threshold(job),
-        mfu=[y for _, y in _points(attempt.pk, "mfu")],
+        mfu=[y for _, y in _points(attempt.pk, COMPUTED_MFU)],  # a fraction; a printed one may be %
         memory_total_mib=memory_total_for(job.cluster.gpu_model),
         declared_pause_seconds=declared_pause_seconds(
             progress, span.end if lost_from is None else min(lost_from, span.end)

@@ -52,6 +52,9 @@ class Field:
 class LineFields:
     fields: list[Field] = field(default_factory=list)
     bar: int | None = None  # fields before this index are a progress bar's description
+    prose: bool = False  # a segment was dropped as prose
+    row: bool = False  # cells of a table under its header row
+    tokens: list[Token] = field(default_factory=list)
 
 
 def _is_int(token: Token) -> bool:
@@ -61,7 +64,7 @@ def _is_int(token: Token) -> bool:
 class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
-        self.out = LineFields()
+        self.out = LineFields(tokens=tokens)
         self.label: list[str] = []
         self.label_unit = ""
         self.bound = False
@@ -80,6 +83,7 @@ class _Parser:
         elif self.label and self.segment_values and not self.bound:
             self.prose = True
         if self.prose:
+            self.out.prose = True
             del self.out.fields[self.segment_start :]
             self.recent = []
         self.segment_start = len(self.out.fields)
@@ -156,7 +160,7 @@ class _Parser:
         j = self.peek(i + 1)
         k = self.peek(j + 1)
         total = self.tokens[k].value if k < len(self.tokens) else None
-        if _is_int(token) and self.kind(j) == SLASH and _is_int(self.tokens[k]) and total:
+        if _is_int(token) and self.kind(j) == SLASH and total and _is_int(self.tokens[k]):
             result = self.emit(token, total=int(total))
             result.then_comma = k + 1 < len(self.tokens) and self.tokens[k + 1].text == ","
             return k + 1

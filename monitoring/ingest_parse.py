@@ -19,7 +19,13 @@ from monitoring.lines import finish_lines, split_lines
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_budget, parse_within
 from monitoring.parsers import MetricPoint
-from monitoring.throughput import dense_transformer_flops_per_token, mfu, token_rate_per_gpu
+from monitoring.throughput import (
+    COMPUTED_MFU,
+    PRINTED_MFU,
+    dense_transformer_flops_per_token,
+    mfu,
+    token_rate_per_gpu,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +80,7 @@ def attempt_parse(
     for name in sorted(files, key=lambda n: n != METRICS_FILE):
         log_file = files[name]
         new = new_bytes.get(name)
-        if new is None and not (final and log_file.carry):
+        if new is None and not (final and (log_file.carry or _holds(log_file))):
             continue
         data = _resync(log_file, new, note) if new is not None else b""
         if new is not None:
@@ -91,18 +97,26 @@ def attempt_parse(
             result.points += gpu_points(attempt, log_file, lines, note)
             continue
         known = set(log_file.metric_names)
-        metrics = _metrics(attempt, log_file, lines, files.get(METRICS_FILE), deadline, note)
+        metrics = _metrics(attempt, log_file, lines, files.get(METRICS_FILE), deadline, note, final)
         if metrics is None:
             note.skipped_bytes += len(data)
             note.skipped_lines += len(lines)
             continue
         result.points += [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
-        result.points += _mfu(attempt, metrics)
+        result.points += _mfu(attempt, metrics, note)
         result.replaced += sorted(set(log_file.metric_names) - known)
     return result
 
 
-def _request(attempt: Attempt, log_file: LogFile, lines: list[str]) -> dict[str, Any]:
+def _holds(log_file: LogFile) -> bool:
+    """The reader holds a block of `key = value` lines that has not ended yet."""
+    state = log_file.reader_state
+    return isinstance(state, dict) and bool(state.get("held"))
+
+
+def _request(
+    attempt: Attempt, log_file: LogFile, lines: list[str], *, final: bool
+) -> dict[str, Any]:
     if log_file.name == METRICS_FILE:
         return {"kind": "jsonl", "lines": lines}
     return {
@@ -113,13 +127,22 @@ def _request(attempt: Attempt, log_file: LogFile, lines: list[str]) -> dict[str,
         "state": log_file.reader_state,
         # The unfinished last line's newest \r segment (a tqdm bar) is read now, provisionally.
         "provisional": _newest_segment(bytes(log_file.carry)),
+        "final": final,
     }
 
 
 def _newest_segment(carry: bytes) -> str:
-    """The newest `\r` redraw of an unfinished line (a tqdm bar), at most 4 KiB of it."""
-    segment = carry.rstrip(b"\r").rpartition(b"\r")[2]
-    return segment[-4096:].decode("utf-8", errors="replace") if len(segment) <= 4096 else ""
+    """The newest finished `\r` redraw of an unfinished line (a tqdm bar), at most 4 KiB of it.
+
+    A redraw is finished once the next `\r` has come. Text after the last `\r`, or an
+    unfinished line with none, may be cut anywhere by the read (`loss 2` of `loss 2.3456`):
+    it is read when the line or its redraw ends, the same as a read of the whole file.
+    """
+    finished, redrawn, _ = carry.rpartition(b"\r")
+    if not redrawn:
+        return ""
+    segment = finished.rstrip(b"\r").rpartition(b"\r")[2]
+    return segment.decode("utf-8", errors="replace") if len(segment) <= 4096 else ""
 
 
 def _metrics(
@@ -129,15 +152,16 @@ def _metrics(
     structured: LogFile | None,
     deadline: float,
     note: AttemptIngest,
+    final: bool,
 ) -> list[MetricPoint] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
-    if not lines and (log_file.name == METRICS_FILE or not log_file.carry):
+    if not lines and (log_file.name == METRICS_FILE or not (log_file.carry or _holds(log_file))):
         return []  # nothing new to read (an unfinished stdout line is read provisionally)
     left = deadline - time.monotonic()
     try:
         if left <= 0:
             raise ParseTimeout
-        reply = parse_within(_request(attempt, log_file, lines), left)
+        reply = parse_within(_request(attempt, log_file, lines, final=final), left)
     except ParseTimeout:
         note.over_budget += 1
         note.metrics_stopped = note.over_budget >= MAX_OVER_BUDGET
@@ -163,6 +187,7 @@ def _metrics(
         # Structured metrics win: a script writing metrics.jsonl often prints the
         # same numbers rounded, and two sources of one series would interleave.
         given = set(structured.metric_names) if structured is not None else set()
+        given.add(COMPUTED_MFU)  # the portal's own series: no job prints into it
         metrics = [m for m in metrics if m.name not in given]
     metrics = _within_series_cap(metrics, note)
     if log_file.name == METRICS_FILE:
@@ -191,19 +216,23 @@ def _within_series_cap(metrics: list[MetricPoint], note: AttemptIngest) -> list[
     return kept
 
 
-def _mfu(attempt: Attempt, metrics: list[MetricPoint]) -> list[Point]:
-    """Model FLOP utilisation from reported tokens/s, when the spec gives the model size."""
+def _mfu(attempt: Attempt, metrics: list[MetricPoint], note: AttemptIngest) -> list[Point]:
+    """Model FLOP utilisation from reported tokens/s, when the spec gives the model size.
+
+    It is its own series (COMPUTED_MFU, a fraction), and only for an attempt whose trainer
+    prints no MFU of its own: a printed one is shown as printed and wins for the attempt.
+    """
     job = attempt.job
     peak = job.cluster.gpu_peak_bf16_tflops * 1e12
     if not job.model_params or not peak or not job.total_gpus:
         return []
-    if any(m.name == "mfu" for m in metrics):
-        return []  # an MFU the trainer prints is shown as printed
+    if PRINTED_MFU in note.series_names or any(m.name == PRINTED_MFU for m in metrics):
+        return []
     flops = dense_transformer_flops_per_token(job.model_params)
     return [
         (
             attempt.pk,
-            "mfu",
+            COMPUTED_MFU,
             float(m.step),
             mfu(
                 per_sec=m.value, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak

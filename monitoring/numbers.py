@@ -7,7 +7,8 @@ a whole and is never cut down to a prefix that looks like one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 # Units a value may carry glued to it (`123.45ms`, `66.91GiB`, `6.73G`, `12.34%`).
 UNITS = frozenset(
@@ -78,8 +79,7 @@ _ENDS = frozenset(" \t,|;)]}'\"<>=\r\n")
 NON_FINITE = frozenset({"nan", "inf", "infinity", "-inf", "+inf", "-nan", "-infinity"})
 
 
-@dataclass(frozen=True)
-class Number:
+class Number(NamedTuple):
     """A scanned token. Value None: nan/inf when readable, else a token that is no number."""
 
     end: int
@@ -127,8 +127,24 @@ def _unit(text: str, i: int) -> tuple[str, int]:
     return unit, -1
 
 
+# The common case, `0.25` or `1500` followed by a separator: read without the scanner's checks.
+_PLAIN = re.compile(r"[-+]?([0-9]{1,30})(\.[0-9]{1,30})?")
+_NOT_PLAIN_AFTER = frozenset(".:_+-%/µ,")
+
+
 def scan_number(text: str, i: int) -> Number | None:
     """The number token starting at i, or None when text[i:] does not start one."""
+    plain = _PLAIN.match(text, i)
+    if plain is not None:
+        end = plain.end()
+        after = text[end : end + 1]
+        if not after or (not after.isalnum() and after not in _NOT_PLAIN_AFTER):
+            raw = plain.group()
+            return Number(end, float(raw) if plain.group(2) else int(raw))
+    return _scan(text, i)
+
+
+def _scan(text: str, i: int) -> Number | None:
     start = i
     n = len(text)
     if i < n and text[i] in "+-":

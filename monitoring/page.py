@@ -17,6 +17,8 @@ from monitoring.logs import log_tail
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.stragglers import pace_node
 from monitoring.throughput import (
+    COMPUTED_MFU,
+    PRINTED_MFU,
     SAMPLE_COUNT_NAMES,
     STEP_RATE_NAMES,
     STEP_TIME_NAMES,
@@ -49,7 +51,7 @@ def series_kind(name: str) -> str:
         return GPU
     if pace_node(name) is not None:
         return PACE
-    if name == "mfu":
+    if name in (PRINTED_MFU, COMPUTED_MFU):
         return MFU
     if name in _TOTAL_NAMES:
         return TOTAL
@@ -85,11 +87,11 @@ def mfu_terms(*, job: Job, attempt_id: int | None) -> dict[str, Any]:
     """How the MFU shown was had: printed by the trainer, computed (with what), or what is missing.
 
     A trainer's own `mfu` is a series of the attempt's reader (`AttemptIngest.series_names`);
-    the portal's is computed at ingest from a whole-job token rate, 6 x params FLOPs per
-    token, and the cluster's dense BF16 peak, as a fraction.
+    the portal's (COMPUTED_MFU, its own series) is computed at ingest from a whole-job
+    token rate, 6 x params FLOPs per token, and the cluster's dense BF16 peak, as a fraction.
     """
     printed = attempt_id is not None and any(
-        "mfu" in names
+        PRINTED_MFU in names
         for names in AttemptIngest.objects.filter(attempt_id=attempt_id).values_list(
             "series_names", flat=True
         )

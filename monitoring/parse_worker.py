@@ -38,6 +38,7 @@ def _stdout(request: dict[str, Any]) -> Reply:
         last_step=request.get("last_step"),
         state=state,
         provisional=provisional if len(provisional) <= MAX_METRIC_LINE_CHARS else "",
+        final=request.get("final", True) is True,
     )
     capped, dropped = _cap_runs(points)
     return {

@@ -70,6 +70,7 @@ def parse_stdout_metrics(
     last_step: int | None = None,
     state: dict[str, Any] | None = None,
     provisional: str = "",
+    final: bool = True,
 ) -> list[MetricPoint]:
     """Metric points in stdout lines (wall time None: the caller knows when it read them).
 
@@ -81,6 +82,9 @@ def parse_stdout_metrics(
     `state` is the reader's state between calls (a JSON-able dict, updated in
     place). `provisional` is the newest `\\r` segment of the unfinished last line:
     read as a point now, and not again when the same text later completes.
+
+    `final` False: more of the file may come, so a block of `key = value` lines that has
+    not ended is kept in `state` until it does.
 
     `extra_patterns` (`monitoring.user_patterns`, on RE2) that fail validate_pattern
     are skipped; a valid one adds to (and for the same name overrides) the defaults,
@@ -99,7 +103,7 @@ def parse_stdout_metrics(
         _feed(reader, provisional, users)
     points = [
         MetricPoint(name, point.step, float(value))
-        for point in reader.finish()
+        for point in reader.finish(hold_open_block=not final)
         for name, value in point.values.items()
     ]
     if state is not None:

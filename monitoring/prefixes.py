@@ -14,6 +14,7 @@ LEVELS = ("CRITICAL", "WARNING", "ERROR", "DEBUG", "INFO", "WARN", "NOTICE")
 _LEVEL_WINDOW = 100
 _FILE_WINDOW = 200
 _STREAMS = ("stdout:", "stderr:")
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 
 
 def strip_ansi(line: str) -> str:
@@ -52,8 +53,8 @@ def _date_time_end(text: str) -> int:
     return i if seps >= 2 and len(date) >= 8 else 0
 
 
-def _level_end(text: str) -> int:
-    """End of a log level word (and a logger name after it) near the start; 0 if none."""
+def _level_end(text: str) -> tuple[int, str]:
+    """End of a log level word (and a logger name after it) near the start, and the level."""
     window = text[:_LEVEL_WINDOW]
     best = -1
     for level in LEVELS:
@@ -67,8 +68,9 @@ def _level_end(text: str) -> int:
                 break
             at = window.find(level, at + 1)
     if best < 0:
-        return 0
-    i = best + len(next(lv for lv in LEVELS if text.startswith(lv, best)))
+        return 0, ""
+    level = next(lv for lv in LEVELS if text.startswith(lv, best))
+    i = best + len(level)
     if text.startswith("]", i):
         i += 1
     if text.startswith(":", i):  # INFO:tensorflow:Step 200
@@ -76,7 +78,7 @@ def _level_end(text: str) -> int:
         while j < len(text) and (text[j].isalnum() or text[j] in "_."):
             j += 1
         i = j + 1 if text.startswith(":", j) and j > i + 1 else i + 1
-    return _logger_name_end(text, i)
+    return _logger_name_end(text, i), level
 
 
 def _logger_name_end(text: str, i: int) -> int:
@@ -118,9 +120,20 @@ def _file_line_end(text: str) -> int:
 
 def strip_prefix(line: str) -> str:
     """The line without its log prefix (and its ANSI codes)."""
+    return read_prefix(line)[0]
+
+
+def read_prefix(line: str) -> tuple[str, str]:
+    """The line without its log prefix (and its ANSI codes), and the level the prefix names.
+
+    The level is one of LEVELS (`WARN` read as `WARNING`; glog's `W0912 ...` too), or ''.
+    """
     text = strip_ansi(line)
+    level = _GLOG_LEVELS.get(text[:1], "") if text[1:5].isdigit() and text[5:6] == " " else ""
     text = text[_file_line_end(text) :]
-    text = text[_level_end(text) :]
+    end, named = _level_end(text)
+    text = text[end:]
+    level = "WARNING" if named == "WARN" else named or level
     for _ in range(12):
         stripped = text.lstrip(" \t")
         if stripped.startswith(_STREAMS):
@@ -141,4 +154,4 @@ def strip_prefix(line: str) -> str:
             text = stripped[2:]
             continue
         break
-    return text
+    return text, level

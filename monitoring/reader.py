@@ -1,26 +1,26 @@
 """A stateful reader of training stdout: lines in, (step, values) points out.
 
-It keeps what must survive between lines and between polls (the latest step, the
-epoch and its base, the total steps, a table header) in `ReaderState`, a small
-JSON-able dict. Consecutive points of one step merge (later values win); a line
-without a step attaches to the latest step; `\\r` redraws are read segment by
-segment. Pure: no Django, no I/O. Linear in the length of the text.
+It keeps what must survive between lines and between polls in `ReaderState`
+(monitoring.reader_state), a small JSON-able dict. Consecutive points of one step
+merge (later values win); a line without a step attaches to the latest step when it
+reads as a metrics line (monitoring.attach); `\\r` redraws are read segment by segment.
+Pure: no Django, no I/O. Linear in the length of the text.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from monitoring.attach import metrics_line
 from monitoring.fields import Field, LineFields, read_fields
 from monitoring.names import label_name
 from monitoring.numbers import scan_number
-from monitoring.prefixes import strip_prefix
-from monitoring.steps import NOT_TRAINING, EpochState, Steps, resolve
+from monitoring.prefixes import read_prefix
+from monitoring.reader_state import MAX_COLUMNS, MAX_GIVEN, ReaderState, Value
+from monitoring.steps import NOT_TRAINING, Steps, resolve
 from monitoring.tokens import tokenize
 
-Value = float | int
 # A metric line is well under this; a longer one is read up to its last separator before
 # the cap (a token is never cut), which bounds the cost of any line.
 MAX_READ_CHARS = 1024
@@ -34,16 +34,31 @@ MAX_SEGMENTS = 8
 # it on the line is read: a progress bar the error was printed onto stays.
 ERROR_REPORT = re.compile(
     r"\(most recent call (?:last|first)\)|\bException raised from\b|\bterminate called after"
-    r'|^\s*File "[^"]*", line \d+'
+    r'|\bFile "[^"\n]*", line \d+'
     r"|\b[A-Z]\w*(?:Error|Exception|Failure)\b:"
     r"|\b(?:exitcode|exit code|exit status)\b"
     r"|\breceived by PID\b|\bSignal \d+ \(SIG"
-    r"|^(?:srun|slurmstepd|salloc|sbatch)(?::|\[| error)"
+    r"|^(?:srun|slurmstepd|salloc|sbatch)(?:-[\w.-]+)?(?::|\[| error)|: error: "
     r"|\b(?:ERROR|CRITICAL|FATAL)\b"
     r"|(?:^|\[)[EF]\d{3,4} \d\d:\d\d:\d\d|\[[EF] [\w.-]+:\d+\]"
 )
+# Text every ERROR_REPORT match holds: a line with none of it is no report (a cheap first test).
+_REPORT_HINTS = (
+    "most recent call", "Exception", "terminate called", 'File "', "Error", "Failure", "exit",
+    "received by PID", "Signal ", ": error: ", "ERROR", "CRITICAL", "FATAL", "[E", "[F",
+)  # fmt: skip
+_REPORT_STARTS = ("srun", "slurmstepd", "salloc", "sbatch", "E", "F")
+
+
+def _error_report(text: str) -> re.Match[str] | None:
+    if text.startswith(_REPORT_STARTS) or any(hint in text for hint in _REPORT_HINTS):
+        return ERROR_REPORT.search(text)
+    return None
+
+
+# A record at one of these levels attaches to no step printed at another level.
+SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
-_MAX_COLUMNS = 40
 
 
 @dataclass
@@ -54,49 +69,12 @@ class Point:
     block: int | None = None
 
 
-@dataclass
-class ReaderState:
-    step: int | None = None  # latest step (from a counter, or an epoch standing in)
-    step_epoch: int | None = None  # the epoch printed with it
-    seen_counter: bool = False
-    counted: int | None = None  # last step given to a step-less point by counting
-    epochs: EpochState = field(default_factory=EpochState)
-    total_steps: int | None = None
-    header: list[str] = field(default_factory=list)
-    block: int | None = None
-    blocks: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "step_epoch": self.step_epoch,
-            "seen_counter": self.seen_counter,
-            "counted": self.counted,
-            "epoch": self.epochs.epoch,
-            "epoch_base": self.epochs.base,
-            "epochs": self.epochs.epochs,
-            "total_steps": self.total_steps,
-            "header": self.header[:_MAX_COLUMNS],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> ReaderState:
-        data = data or {}
-
-        def number(key: str) -> int | None:
-            value = data.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-        header = data.get("header")
-        return cls(
-            step=number("step"),
-            step_epoch=number("step_epoch"),
-            seen_counter=data.get("seen_counter") is True,
-            counted=number("counted"),
-            epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
-            total_steps=number("total_steps"),
-            header=[str(h) for h in header] if isinstance(header, list) else [],
-        )
+@dataclass(frozen=True)
+class Line:
+    text: str  # without its log prefix
+    level: str  # the level its log prefix names, or ''
+    found: LineFields
+    user: bool  # a user pattern matched it
 
 
 def _bounded(segment: str) -> str:
@@ -109,7 +87,7 @@ def _bounded(segment: str) -> str:
 
 def _is_header(columns: list[str], text: str) -> bool:
     """An aligned row of column names (Ultralytics): 3+ words, every gap two spaces or more."""
-    if len(columns) < 3 or len(columns) > _MAX_COLUMNS or ":" in text or "=" in text:
+    if len(columns) < 3 or len(columns) > MAX_COLUMNS or ":" in text or "=" in text:
         return False
     if not all(c[0].isalpha() for c in columns):
         return False
@@ -159,6 +137,9 @@ class MetricReader:
         if self.state.counted is None and self.state.step is None:
             self.state.counted = last_step
         self.pending: Point | None = None
+        if self.state.held and self.state.block is not None:
+            self.pending = Point(-1, self.state.held, counted=True, block=self.state.block)
+        self.state.held = {}
         self.done: list[Point] = []
 
     # --- lines ------------------------------------------------------------------------
@@ -192,7 +173,9 @@ class MetricReader:
                 rest = read_fields(tokenize(text[bar:])) if bar >= 0 else LineFields()
                 offset = len(row)
                 return LineFields(
-                    row + rest.fields, offset + rest.bar if rest.bar is not None else None
+                    row + rest.fields,
+                    offset + rest.bar if rest.bar is not None else None,
+                    row=True,
                 )
         state.header = []
         if text.strip().startswith("***") and text.strip().endswith("***"):
@@ -211,10 +194,15 @@ class MetricReader:
         user_values: dict[str, Value] | None = None,
     ) -> None:
         raw = _bounded(segment)
-        report = ERROR_REPORT.search(raw)
+        report = _error_report(raw)
         if report:  # what came before it on the line is read (a bar the error ran into)
             raw = raw[: report.start()]
-        text = strip_prefix(raw)
+        self._read(raw, user_step, user_values or {})
+        if report:
+            self.state.after_error = True  # nothing step-less attaches until the next step
+
+    def _read(self, raw: str, user_step: int | None, user_values: dict[str, Value]) -> None:
+        text, level = read_prefix(raw)
         if not text.strip():
             return
         state = self.state
@@ -230,9 +218,23 @@ class MetricReader:
             steps.metric_fields += len(user_values)
         if user_step is not None:
             steps.step, steps.from_counter = user_step, True
-        self._place(steps)
+        self._place(steps, Line(text, level, found, bool(user_values)))
 
-    def _place(self, steps: Steps) -> None:
+    def _attaches(self, steps: Steps, line: Line) -> bool:
+        """Whether a step-less line's values belong to the latest step (`monitoring.attach`)."""
+        state = self.state
+        if line.user or line.found.row:
+            return True
+        if state.after_error or (line.level in SEVERE_LEVELS and line.level != state.level):
+            return False  # a warning about the step is no value of it
+        return metrics_line(
+            line.found.tokens,
+            [item.name for item in line.found.fields],  # nan ones too
+            prose=line.found.prose,
+            under_heading=state.heading and line.text[:1] in " \t",
+        )
+
+    def _place(self, steps: Steps, line: Line) -> None:
         state = self.state
         if steps.total is not None:
             state.total_steps = steps.total
@@ -245,9 +247,15 @@ class MetricReader:
         if steps.step is not None:
             state.step, state.step_epoch = steps.step, steps.epoch
             state.seen_counter = state.seen_counter or steps.from_counter
+            state.heading = not steps.metric_fields and line.text.rstrip().endswith(":")
+            state.after_error = False
+            state.level = line.level
         if not steps.metric_fields:
             return
         if steps.step is None and state.step is not None and state.block is None:
+            if not self._attaches(steps, line):
+                state.heading = False
+                return
             steps.step = state.step
             if state.step_epoch is not None:
                 steps.values.setdefault("epoch", state.step_epoch)
@@ -282,13 +290,43 @@ class MetricReader:
             base = self.state.counted
             point.step = 0 if base is None else base + 1
             self.state.counted = point.step
+        else:
+            self._once(point)
         if point.values or not point.counted:
             self.done.append(point)  # a step whose values were all nan is still a point
 
+    def _once(self, point: Point) -> None:
+        """A step whose lines came in two polls: values the first poll gave are not given again.
+
+        (Within one poll the step's lines merge into one point before it is given.)
+        """
+        state = self.state
+        if state.given_step == point.step:
+            for name in [n for n, v in point.values.items() if state.given.get(n) == v]:
+                del point.values[name]
+            state.given.update(list(point.values.items())[: MAX_GIVEN - len(state.given)])
+        else:
+            state.given_step = point.step
+            state.given = dict(list(point.values.items())[:MAX_GIVEN])
+
     # --- results ----------------------------------------------------------------------
 
-    def finish(self) -> list[Point]:
-        """Every point read so far, the last one included; the reader can go on after."""
+    def finish(self, *, hold_open_block: bool = False) -> list[Point]:
+        """Every point read so far, the last one included; the reader can go on after.
+
+        With hold_open_block, a `***** train metrics *****` block that may go on in the
+        next poll stays in the state instead (its point is given when it ends).
+        """
+        pending = self.pending
+        if (
+            hold_open_block
+            and pending is not None
+            and pending.counted
+            and pending.block is not None
+            and pending.block == self.state.block
+        ):
+            self.state.held = dict(list(pending.values.items())[:MAX_GIVEN])
+            self.pending = None
         self._flush()
         done, self.done = self.done, []
         return done

@@ -19,6 +19,10 @@ from monitoring.parsers import MetricPoint
 
 # Rates by the reader's names (tests/corpus/README.md): `tokens/s` -> tokens_per_s,
 # `SamplesPerSec` -> samples_per_sec, `tps`, fairseq's `wps` (words, i.e. tokens, per second).
+# Two MFU series, never one: the trainer's own, shown as printed (its peak, its FLOP count,
+# often a percentage), and the portal's, a fraction computed at ingest from a token rate.
+PRINTED_MFU = "mfu"
+COMPUTED_MFU = "mfu_computed"
 _TOKEN_WORDS = ("tokens", "token", "tok", "toks", "words")
 _SAMPLE_WORDS = ("samples", "sample", "examples", "sequences", "seqs", "images", "imgs")
 _PER_SECOND = ("per_sec", "per_second", "per_s")

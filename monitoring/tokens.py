@@ -5,7 +5,8 @@ One left-to-right pass; each character is looked at a bounded number of times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 from monitoring.numbers import NON_FINITE, scan_number
 
@@ -26,27 +27,16 @@ _KINDS = {"(": OPEN, ")": CLOSE, "[": OPEN_LIST, "]": CLOSE_LIST, "{": OPEN_DICT
 _WORD_JOINERS = "._-/"
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str
     text: str
     value: float | int | None = None
     unit: str = ""
 
 
-def _word_end(text: str, i: int) -> int:
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if (
-            c.isalnum()
-            or c == "_"
-            or (c in _WORD_JOINERS and i + 1 < n and (text[i + 1].isalnum() or text[i + 1] == "_"))
-        ):
-            i += 1
-        else:
-            break
-    return i
+# A word: letters, digits and `_`, joined by `.` `-` `/` that a letter, digit or `_` follows.
+_WORD = re.compile(r"(?:\w|[./-](?=\w))+")
+_SPACES = re.compile(r" +")
 
 
 def tokenize(text: str) -> list[Token]:
@@ -55,9 +45,7 @@ def tokenize(text: str) -> list[Token]:
     while i < n:
         c = text[i]
         if c == " ":
-            j = i
-            while j < n and text[j] == " ":
-                j += 1
+            j = _SPACES.match(text, i).end()  # type: ignore[union-attr]
             if text.startswith("- ", j) and j - i == 1 and (j + 2 >= n or text[j + 2] != "-"):
                 tokens.append(Token(SEP, " - "))
                 j += 2
@@ -81,7 +69,7 @@ def tokenize(text: str) -> list[Token]:
                 i = number.end
                 continue
         if c.isalpha() or c == "_":
-            j = _word_end(text, i)
+            j = _WORD.match(text, i).end()  # type: ignore[union-attr]
             word = text[i:j]
             if word.lower() in NON_FINITE:
                 tokens.append(Token(NUMBER, word))

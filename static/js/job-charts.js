@@ -117,10 +117,6 @@
       return values.map((v) => (last = alpha * last + (1 - alpha) * v));
     }
 
-    function mfuScale() {
-      return mfuTerms && mfuTerms.source === "computed" ? 100 : 1; // computed: a fraction
-    }
-
     function titleOf(chart) {
       if (chart === "chart-mfu") {
         if (mfuTerms && mfuTerms.source === "computed") {
@@ -150,7 +146,7 @@
           const i = units.indexOf(unit);
           axis = i ? `y${i + 1}` : "y";
         }
-        const scale = chart === "chart-mfu" ? mfuScale() : 1;
+        const scale = name === "mfu_computed" ? 100 : 1; // the portal's MFU is a fraction; a printed one as printed
         let ys = points.map((p) => p[1] * scale);
         if (chart === "chart-loss") ys = smooth(ys);
         traces.push({

@@ -52,8 +52,11 @@
       set("num-throughput", `${Number(rate.point[1]).toLocaleString("en", { maximumFractionDigits: 1 })} ${unit}`);
       document.getElementById("num-throughput").title = rate.name; // text: never markup
     }
-    const mfu = charts.last("mfu", current);
-    if (mfu) set("num-mfu", mfuTerms.source === "computed" ? `${(100 * mfu[1]).toFixed(1)} %` : `${mfu[1]} (printed)`);
+    const printedMfu = charts.last("mfu", current);
+    const computedMfu = charts.last("mfu_computed", current);
+    const mfu = printedMfu || computedMfu;
+    if (printedMfu) set("num-mfu", `${printedMfu[1]} (printed)`);
+    else if (computedMfu) set("num-mfu", `${(100 * computedMfu[1]).toFixed(1)} %`);
     const util = charts.names().filter((n) => n.endsWith("/utilization")).map((n) => charts.last(n, current)).filter(Boolean);
     if (util.length) set("num-gpu", `${(util.reduce((a, p) => a + p[1], 0) / util.length).toFixed(0)} %`);
     updateMfuNote(Boolean(mfu));

@@ -99,3 +99,20 @@ def test_prose_that_says_at_which_step_is_no_metric(prose: str, counter: str, la
     reader.feed(f"{prose} at {counter} {last}")
     points = reader.finish()
     assert [(p.step, p.values) for p in points] == [(1, {"loss": 0.5})]
+
+
+PIECES = st.sampled_from(
+    [" ", "  ", ":", "=", ",", "|", " - ", "-", ".", "/", "1", "12", "0.5", "1e-4", "%", "ms",
+     "it/s", "(", ")", "[", "]", "{", "}", "'", "loss", "step", "Epoch", "nan", "\t", "5%|",
+     "File \"a.py\", line 3", "--x", "x.cc:12", "\r", "INFO", "[rank0]:"]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(PIECES, min_size=1, max_size=30))
+def test_no_line_makes_the_reader_fail(pieces: list[str]) -> None:
+    """`loss 1 /` (a fraction cut at the end of a line, or of a chunk) raised IndexError."""
+    reader = MetricReader()
+    reader.feed("step 7, loss=0.25")
+    reader.feed("".join(pieces))
+    reader.finish()

@@ -19,11 +19,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from jobs.models import Attempt, State
 from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
 from monitoring.hangs import step_interval
-from monitoring.models import AttemptIngest, AttemptProgress, Series
+from monitoring.models import AttemptProgress, Series
+from monitoring.throughput import COMPUTED_MFU, PRINTED_MFU
 
 JOB_LABELS = ["job", "attempt", "user", "project", "cluster"]
 GPU_LABELS = [*JOB_LABELS, "node", "gpu"]
-MFU = "mfu"
 
 # The GPU sampler's series (monitoring.ingest_gpu): metric name, help, scale to base units.
 GPU_FAMILIES = {
@@ -89,21 +89,18 @@ def _labels(attempt: Attempt) -> list[str]:
 def _jobs(attempts: list[Attempt]) -> dict[int, _Job]:
     jobs = {a.pk: _Job(attempt=a, labels=_labels(a)) for a in attempts}
     rows = Series.objects.filter(attempt_id__in=jobs).filter(
-        Q(name__startswith=GPU_SERIES_PREFIX) | Q(name=MFU)
+        Q(name__startswith=GPU_SERIES_PREFIX) | Q(name__in=(PRINTED_MFU, COMPUTED_MFU))
     )
     for attempt_id, name, x, y in rows.values_list("attempt_id", "name", "last_x", "last_y"):
-        if name == MFU:
+        if name == COMPUTED_MFU:
             jobs[attempt_id].mfu = y
+            continue
+        if name == PRINTED_MFU:  # the trainer's own: the portal computes none beside it
+            jobs[attempt_id].mfu, jobs[attempt_id].mfu_printed = y, True
             continue
         gpu = gpu_series(name)
         if gpu is not None and gpu.metric in GPU_FAMILIES:
             jobs[attempt_id].gpus[(gpu.node, gpu.index, gpu.metric)] = (x, y)
-    # A trainer's own `mfu` is one of its reader's series names (monitoring.page.mfu_terms).
-    notes = AttemptIngest.objects.filter(attempt_id__in=jobs).values_list(
-        "attempt_id", "series_names"
-    )
-    for attempt_id, names in notes:
-        jobs[attempt_id].mfu_printed = MFU in (names or [])
     return jobs
 
 
@@ -114,7 +111,7 @@ def job_shells() -> dict[str, GaugeMetricFamily]:
 
 
 def job_families(attempts: list[Attempt]) -> Iterator[Metric]:
-    """The families of the given running attempts (three queries)."""
+    """The families of the given running attempts (two queries)."""
     families = job_shells()
     jobs = _jobs(attempts) if attempts else {}
     now = time.time()

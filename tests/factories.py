@@ -82,7 +82,7 @@ def running_attempt(project: Project, user: User, cluster: Cluster, *, node: str
             (attempt.pk, f"gpu/{node}/0/memory_used", now, 1024.0),
             (attempt.pk, f"gpu/{node}/0/power", now, 310.5),
             (attempt.pk, f"gpu/{node}/1/utilization", now, 12.0),
-            (attempt.pk, "mfu", 40.0, 0.41),
+            (attempt.pk, "mfu_computed", 40.0, 0.41),
             (attempt.pk, "loss", 40.0, 0.9),
         ]
     )

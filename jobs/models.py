@@ -229,6 +229,9 @@ class Attempt(models.Model):
     # Slurm's reason a pending job waits (squeue %r: Resources, Priority, ...), as the
     # latest poll saw it; blank once it runs.
     slurm_reason = models.CharField(max_length=MAX_SLURM_REASON, blank=True)
+    # Slurm's own estimate of a pending job's start (squeue StartTime, which `squeue
+    # --start` prints), read at most every QUEUE_ESTIMATE_INTERVAL; None: no estimate.
+    expected_start_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -186,6 +186,10 @@ class Job(models.Model):
             models.Index(fields=["user", "-created_at"], name="job_user_recent"),
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+            # How long similar jobs waited (jobs.waits): the jobs of one shape on a cluster.
+            models.Index(
+                fields=["cluster", "partition", "nodes", "gpus_per_node"], name="job_cluster_shape"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -12,4 +12,10 @@ class Migration(migrations.Migration):
             name="expected_start_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
+                fields=["cluster", "partition", "nodes", "gpus_per_node"], name="job_cluster_shape"
+            ),
+        ),
     ]

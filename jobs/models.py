@@ -186,6 +186,10 @@ class Job(models.Model):
             models.Index(fields=["user", "-created_at"], name="job_user_recent"),
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+            # How long similar jobs waited (jobs.waits): the jobs of one shape on a cluster.
+            models.Index(
+                fields=["cluster", "partition", "nodes", "gpus_per_node"], name="job_cluster_shape"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -229,6 +233,9 @@ class Attempt(models.Model):
     # Slurm's reason a pending job waits (squeue %r: Resources, Priority, ...), as the
     # latest poll saw it; blank once it runs.
     slurm_reason = models.CharField(max_length=MAX_SLURM_REASON, blank=True)
+    # Slurm's own estimate of a pending job's start (squeue StartTime, which `squeue
+    # --start` prints), read at most every QUEUE_ESTIMATE_INTERVAL; None: no estimate.
+    expected_start_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -29,6 +29,7 @@ from jobs.authority import VANISH_GRACE, ClusterTruth, from_squeue, truth_apply,
 from jobs.models import Attempt, State
 from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
+from jobs.start_estimates import estimates_due, record_estimates
 from jobs.states import attempt_transition
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ def cluster_poll(*, cluster_id: int) -> PollResult:
         except (SSHError, SlurmError) as exc:
             result.unreachable.append(cluster.portal_username)
             result.changed += _mark_unknown(live, str(exc))
+        if truth is not None and truth.queue and estimates_due(cluster_id=cluster.pk):
+            record_estimates(live, truth.queue)
     by_account: dict[int, list[Attempt]] = defaultdict(list)
     accounts: dict[int, ClusterAccount] = {}
     for attempt in attempts:

@@ -1,7 +1,10 @@
 """What the submit form shows beside the fields: the batch script and the cost, unsaved."""
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
+
+from django.utils import timezone
 
 from clusters.models import Cluster
 from jobs.estimate import job_estimate
@@ -9,6 +12,7 @@ from jobs.models import Attempt, Job
 from jobs.rundir import RunDir
 from jobs.scripts import render_batch_script
 from jobs.specs import JobSpec
+from jobs.waits import similar_waits
 from projects.models import Project
 
 PENDING_ID = "(set at submission)"
@@ -34,12 +38,22 @@ def script_preview(*, project: Project, cluster: Cluster, spec: JobSpec) -> str:
     )
 
 
-def estimate_for(*, project: Project, cluster: Cluster, spec: JobSpec) -> dict[str, Any]:
-    """The quota estimate as JSON: hours reserved, cost, budgets left before and after.
+def estimate_for(
+    *, project: Project, cluster: Cluster, spec: JobSpec, now: datetime | None = None
+) -> dict[str, Any]:
+    """The quota estimate as JSON: hours reserved, cost, budgets left before and after,
+    and how long similar jobs waited on this cluster ("typical_wait").
 
     A CPU- or node-hour budget left of None is no limit.
     """
     estimate = job_estimate(project=project, cluster=cluster, spec=spec)
+    waits = similar_waits(
+        cluster_id=cluster.pk,
+        partition=spec.partition,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        now=now or timezone.now(),
+    )
     return {
         "gpu_hours": _number(estimate.gpu_hours),
         "cpus": estimate.cpus,
@@ -54,6 +68,7 @@ def estimate_for(*, project: Project, cluster: Cluster, spec: JobSpec) -> dict[s
         "left_after": _number(estimate.left_after),
         "fits": bool(estimate.fits),
         "message": estimate.message,
+        "typical_wait": f"{waits.typical} ({waits.spec_text})",
     }
 
 

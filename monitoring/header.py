@@ -2,14 +2,16 @@
 
 (The title says "attempt n of m".)
 
-One HeaderFacts per page load, from the job and its attempts (no extra query); the page
-replaces the block when a state changes and ticks the elapsed time itself.
+One HeaderFacts per page load, from the job and its attempts (a pending job adds one
+query: how long similar jobs waited); the page replaces the block when a state changes
+and ticks the elapsed time itself.
 """
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobs.models import FINAL_STATES, Attempt, Job, State
+from jobs.waits import format_wait, similar_waits
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,8 @@ class HeaderFacts:
     state: str
     state_label: str
     pending_reason: str
+    expected_start: str  # pending only: Slurm's estimate, or that it has none yet
+    similar_waits: str  # pending only: how long similar jobs waited (portal's records)
     submitted_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
@@ -40,18 +44,42 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
     started = latest.started_at if latest else None
     ended = latest.ended_at if latest else None
     state = latest.state if latest else job.state
+    pending = latest is not None and state == State.PENDING
+    expected, waits = _queue_texts(job, latest, now) if pending and latest else ("", "")
     return HeaderFacts(
         slurm_ids=[(a.number, a.slurm_job_id) for a in attempts if a.slurm_job_id],
         nodes=latest.node_list if latest else "",
         state=state,
         state_label=State(state).label if state in State.values else state,
-        pending_reason=latest.slurm_reason if latest and state == State.PENDING else "",
+        pending_reason=latest.slurm_reason if latest and pending else "",
+        expected_start=expected,
+        similar_waits=waits,
         submitted_at=(first.submitted_at if first else None) or job.created_at,
         started_at=started,
         ended_at=ended,
         elapsed=((ended or now) - started) if started else None,
         run_dir=latest.run_dir if latest else "",
     )
+
+
+def _queue_texts(job: Job, latest: Attempt, now: datetime) -> tuple[str, str]:
+    history = similar_waits(
+        cluster_id=job.cluster_id,
+        partition=job.partition,
+        nodes=job.nodes,
+        gpus_per_node=job.gpus_per_node,
+        now=now,
+    )
+    return expected_start_text(latest.expected_start_at, now), history.text
+
+
+def expected_start_text(expected: datetime | None, now: datetime) -> str:
+    """Slurm's estimate in words; Slurm gives none (N/A) until it has placed the job."""
+    if expected is None:
+        return "no estimate yet"
+    if expected <= now:
+        return f"Slurm expected it to start by {expected:%H:%M} UTC; no newer estimate yet"
+    return f"expected to start in about {format_wait(expected - now)} (Slurm's estimate)"
 
 
 def format_elapsed(elapsed: timedelta | None) -> str:

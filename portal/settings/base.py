@@ -171,6 +171,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = TIME_ZONE
 # How often live jobs are polled (one agent call per cluster account per poll).
 POLL_INTERVAL: float = env.float("POLL_INTERVAL", default=1.0)
+# Slurm's start estimates of pending jobs are stored at most this often per cluster.
+QUEUE_ESTIMATE_INTERVAL: float = env.float("QUEUE_ESTIMATE_INTERVAL", default=180.0)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "poll-active-clusters": {
         "task": "jobs.tasks.poll_active_clusters",

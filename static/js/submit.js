@@ -49,13 +49,14 @@
   function text(id, value) { document.getElementById(id).textContent = value === null || value === undefined ? "–" : value; }
 
   function showEstimate(e) {
-    if (!e) { ["est-gpu-hours", "est-cost", "est-left-before", "est-left-after", "est-cpu-hours", "est-cpu-left"].forEach((id) => text(id, null)); text("est-message", ""); return; }
+    if (!e) { ["est-gpu-hours", "est-cost", "est-left-before", "est-left-after", "est-cpu-hours", "est-cpu-left", "est-typical-wait"].forEach((id) => text(id, null)); text("est-message", ""); return; }
     text("est-gpu-hours", e.gpu_hours);
     text("est-cost", e.cost === null ? "–" : e.cost + " (" + e.price_per_gpu_hour + " per GPU-h)");
     text("est-left-before", e.left_before === null ? "unlimited" : e.left_before + " GPU-h");
     text("est-left-after", e.left_after === null ? "unlimited" : e.left_after + " GPU-h");
     text("est-cpu-hours", e.cpu_hours + " (" + e.cpus + (e.cpus === 1 ? " CPU)" : " CPUs)"));
     text("est-cpu-left", e.cpu_left_before === null ? "unlimited" : e.cpu_left_before + " CPU-h");
+    text("est-typical-wait", e.typical_wait);
     const message = document.getElementById("est-message");
     message.textContent = e.message || "";
     message.className = e.fits ? "muted" : "error";

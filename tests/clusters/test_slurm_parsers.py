@@ -258,3 +258,15 @@ def test_cpus_from_tres(tres: str, cpus: int) -> None:
 def test_a_time_limit_past_any_duration_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match="out of range"):
         parse_time_limit(text)
+
+
+def test_parse_squeue_reads_slurms_start_estimate_of_a_job_waiting_on_resources() -> None:
+    # squeue_start_estimate.txt: 809 waits behind 808, which holds every GPU until 21:05:13.
+    rows = by_id(parse_squeue(fixture("squeue_start_estimate.txt")))
+    waiting, blocker = rows["809"], rows["808"]
+    assert (waiting.state, waiting.reason, waiting.node_list) == ("PENDING", "Resources", "")
+    assert waiting.start_time == at(21, 5, 13) == blocker.end_time
+    assert waiting.end_time == at(21, 7, 13)  # the estimate plus its 2 min limit
+    # `squeue --start` prints the same figure (captured the same second).
+    start_line = fixture("squeue_start.txt").splitlines()[1].split()
+    assert start_line[0] == "809" and start_line[5] == "2026-12-01T21:05:13"

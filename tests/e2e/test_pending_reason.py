@@ -4,19 +4,28 @@ A real held job on the sandbox (`sbatch --hold` as alice, named as the portal na
 its jobs): the portal account's squeue says JobHeldUser, the attempt keeps it, the
 page shows it next to the state with the Slurm job id; once released and running,
 the reason is gone.
+
+A job pending on Resources behind one that holds every GPU gets Slurm's own start
+estimate (the backfill scheduler's, squeue StartTime): the page shows it.
 """
 
 import shlex
+from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
+from clusters.selectors import portal_endpoint
+from clusters.slurm import Slurm
 from clusters.ssh import Connection
 from jobs.models import Attempt, State
 from jobs.polling import cluster_poll
+from jobs.slurm_states import portal_state
+from jobs.start_estimates import ESTIMATE_KEY
 from tests import factories
 from tests.helpers import QUEUE_WAIT, wait_for
 
@@ -40,6 +49,7 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
         account=ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice"),
     )
     try:
+        cache.delete(ESTIMATE_KEY.format(cluster_id=sandbox_cluster.pk))
         cluster_poll(cluster_id=sandbox_cluster.pk)
         attempt.refresh_from_db()
         assert (attempt.state, attempt.slurm_reason) == (State.PENDING, "JobHeldUser")
@@ -47,6 +57,12 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
         page = client.get(reverse("job-page", args=[job.pk])).content.decode()
         facts = page[page.index('id="job-facts"') : page.index("</dl>")]
         assert slurm_id in facts and "(JobHeldUser)" in facts
+        # A held job is not scheduled: Slurm gives it no start time (squeue prints N/A).
+        assert attempt.expected_start_at is None
+        assert (
+            "no estimate yet" in facts
+            and "similar jobs (1 node x 1 GPU on the default partition)" in facts
+        )
 
         assert alice.run(f"scontrol release {shlex.quote(slurm_id)}").exit_status == 0
 
@@ -61,3 +77,58 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
         assert 'id="fact-reason"' not in page
     finally:
         alice.run(f"scancel {shlex.quote(slurm_id)}")
+
+
+def test_a_job_behind_one_holding_every_gpu_shows_slurms_start_estimate(
+    researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
+) -> None:
+    blocker = alice.run(
+        "sbatch --parsable --nodes=2 --ntasks-per-node=1 --gres=gpu:2 --time=3 "
+        "--job-name=blocker --wrap 'sleep 170'"
+    )
+    assert blocker.exit_status == 0, blocker.text
+    blocker_id = blocker.text.strip().split(";")[0]
+    job, attempt = factories.job(
+        project, researcher, sandbox_cluster, state=State.PENDING, nodes=2, gpus_per_node=2
+    )
+    submitted = alice.run(
+        f"sbatch --parsable --nodes=2 --ntasks-per-node=1 --gres=gpu:2 --time=2 "
+        f"--job-name={shlex.quote(attempt.slurm_job_name)} --wrap 'sleep 1'"
+    )
+    assert submitted.exit_status == 0, submitted.text
+    slurm_id = submitted.text.strip().split(";")[0]
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.PENDING,
+        slurm_job_id=slurm_id,
+        submitted_at=timezone.now(),
+        account=ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice"),
+    )
+    key = ESTIMATE_KEY.format(cluster_id=sandbox_cluster.pk)
+    try:
+
+        def estimated() -> bool:
+            cache.delete(key)  # the test does not wait QUEUE_ESTIMATE_INTERVAL
+            cluster_poll(cluster_id=sandbox_cluster.pk)
+            attempt.refresh_from_db()
+            return attempt.expected_start_at is not None or attempt.state != State.PENDING
+
+        wait_for(estimated, 120, "Slurm's backfill scheduler to estimate the job's start")
+        assert attempt.state == State.PENDING, attempt.reason
+        endpoint = portal_endpoint(cluster=sandbox_cluster)
+        assert endpoint is not None
+        with Connection(endpoint) as portal:
+            (row,) = Slurm(portal, tools=sandbox_cluster.slurm_tools).queue([blocker_id])
+        assert portal_state(row.state) == State.RUNNING and row.start_time and row.time_limit
+        # Slurm places it when the blocker's time limit runs out, at the latest.
+        estimate = attempt.expected_start_at
+        submitted_at = attempt.submitted_at
+        assert estimate is not None and submitted_at is not None
+        assert submitted_at - timedelta(seconds=5) < estimate
+        assert estimate <= row.start_time + row.time_limit + timedelta(seconds=5)
+        client.force_login(researcher)
+        page = client.get(reverse("job-page", args=[job.pk])).content.decode()
+        facts = page[page.index('id="job-facts"') : page.index("</dl>")]
+        assert "(Slurm&#x27;s estimate)" in facts or "no newer estimate yet" in facts, facts
+        assert "similar jobs (2 nodes x 2 GPUs on the default partition)" in facts
+    finally:
+        alice.run(f"scancel {shlex.quote(slurm_id)} {shlex.quote(blocker_id)}")

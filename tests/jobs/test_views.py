@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
 from jobs.models import Attempt, Job, State
@@ -325,3 +326,27 @@ def test_new_form_asks_for_no_more_cpus_than_the_default_partition_has(
     form = client.get(reverse("job-new")).context["form"]
     assert form["cpus_per_task"].value() == GPU_PARTITION.cpus_per_node == 2
     assert form["cluster"].value() is None or form["cluster"].value() == cluster.name
+
+
+def test_preview_shows_how_long_similar_jobs_waited_on_the_cluster(
+    client: Client, member: User, project: Project, cluster: Cluster,
+    service_account: ClusterAccount,
+) -> None:  # fmt: skip
+    now = timezone.now()
+    for minutes in (2, 4, 6, 8, 30):  # recorded history: 2 nodes x 1 GPU on gpu
+        _, attempt = factories.job(project, member, cluster, partition="gpu", nodes=2)
+        Attempt.objects.filter(pk=attempt.pk).update(
+            state=State.COMPLETED,
+            submitted_at=now - timedelta(hours=minutes),
+            started_at=now - timedelta(hours=minutes) + timedelta(minutes=minutes),
+        )
+    client.force_login(member)
+    data = client.post(reverse("job-preview"), _form(cluster, project, nodes=2)).json()
+    # waits 2, 4, 6, 8, 30 min: median 6, p90 at rank 3.6 -> 8 + 0.6 * 22 = 21.2 min
+    assert data["estimate"]["typical_wait"] == (
+        "6 min median, 21 min p90 over 5 jobs (2 nodes x 1 GPU on gpu)"
+    )
+    single = client.post(reverse("job-preview"), _form(cluster, project, nodes=1)).json()
+    assert single["estimate"]["typical_wait"] == (
+        "none in the last 4 weeks, too few to tell (1 node x 1 GPU on gpu)"
+    )

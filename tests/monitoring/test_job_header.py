@@ -60,6 +60,9 @@ def test_the_page_shows_the_facts_and_refuses_outsiders(
     header = page[page.index('id="job-facts"') : page.index("</dl>")]
     assert ">101 <small" in header and ">102 <small" in header
     assert 'id="fact-reason"' in header and "(Priority)" in header
+    # No estimate from Slurm stored yet; the history line names the spec it compares.
+    assert 'id="fact-expected-start"' in header and "no estimate yet" in header
+    assert "similar jobs (1 node x 1 GPU on the default partition)" in header
     assert 'id="fact-run-dir">/home/mia/portal-runs/a2<' in header
     assert "2026-12-01 10:00:00" in header  # submitted
     assert "attempt 2 of at most 3" in page

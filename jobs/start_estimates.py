@@ -1,0 +1,42 @@
+"""Slurm's own estimate of when each pending job starts, stored on the attempt.
+
+squeue prints a pending job's StartTime as the scheduler's expected start (the field
+`squeue --start` shows; N/A until the backfill scheduler has placed the job). The
+portal account's squeue already brings it with every poll, but the estimate moves with
+each scheduling pass: it is stored at most every QUEUE_ESTIMATE_INTERVAL per cluster,
+so the 1 s poll pays one cache check and no extra Slurm command or write.
+"""
+
+from django.conf import settings
+from django.core.cache import cache
+
+from clusters.slurm import SqueueRow
+from jobs.models import Attempt, State
+from jobs.slurm_states import portal_state
+
+ESTIMATE_KEY = "jobs:start-estimates:{cluster_id}"
+
+
+def estimates_due(*, cluster_id: int) -> bool:
+    """True at most once per QUEUE_ESTIMATE_INTERVAL for a cluster (shared by all workers)."""
+    key = ESTIMATE_KEY.format(cluster_id=cluster_id)
+    return bool(cache.add(key, 1, timeout=settings.QUEUE_ESTIMATE_INTERVAL))
+
+
+def record_estimates(attempts: list[Attempt], queue: dict[str, SqueueRow]) -> int:
+    """Store the portal account's squeue StartTime of each pending attempt; returns how many moved.
+
+    A row under the attempt's id but of another job's name says nothing of this attempt.
+    """
+    moved = []
+    for attempt in attempts:
+        row = queue.get(attempt.slurm_job_id) if attempt.slurm_job_id else None
+        if row is None or row.name != attempt.slurm_job_name:
+            continue
+        if portal_state(row.state) != State.PENDING:
+            continue
+        if row.start_time != attempt.expected_start_at:
+            attempt.expected_start_at = row.start_time
+            moved.append(attempt)
+    Attempt.objects.bulk_update(moved, ["expected_start_at"])
+    return len(moved)

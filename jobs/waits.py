@@ -1,0 +1,111 @@
+"""How long jobs like this one waited in the queue, from the portal's own records.
+
+"Like this one": same cluster and partition (blank is the cluster's default), same
+nodes and GPUs per node, submitted in the last WAIT_WINDOW. The wait of an attempt is
+submitted_at (sbatch accepted it) to started_at (Slurm started it). One query reads the
+latest MAX_WAIT_SAMPLES waits; median and p90 are interpolated as percentile_cont does.
+"""
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import DurationField, ExpressionWrapper, F
+
+from jobs.models import Attempt
+
+WAIT_WINDOW = timedelta(weeks=4)
+MAX_WAIT_SAMPLES = 500
+# Fewer similar jobs than this say too little to show a median for.
+MIN_WAIT_SAMPLES = 3
+
+
+@dataclass(frozen=True)
+class WaitHistory:
+    nodes: int
+    gpus_per_node: int
+    partition: str  # blank: the cluster's default
+    count: int
+    median: timedelta | None
+    p90: timedelta | None
+
+    @property
+    def spec_text(self) -> str:
+        where = self.partition or "the default partition"
+        nodes = f"{self.nodes} node{'s' if self.nodes != 1 else ''}"
+        gpus = f"{self.gpus_per_node} GPU{'s' if self.gpus_per_node != 1 else ''}"
+        return f"{nodes} x {gpus} on {where}"
+
+    @property
+    def typical(self) -> str:
+        """E.g. "3 min median, 20 min p90 over 41 jobs", or why there is no figure."""
+        if self.median is None or self.p90 is None:
+            count = "none" if not self.count else f"only {self.count}"
+            return f"{count} in the last 4 weeks, too few to tell"
+        return (
+            f"{format_wait(self.median)} median, {format_wait(self.p90)} p90 "
+            f"over {self.count} job{'s' if self.count != 1 else ''}"
+        )
+
+    @property
+    def text(self) -> str:
+        """E.g. "similar jobs (2 nodes x 4 GPUs on gpu) waited 3 min median, 20 min p90 over 41
+        jobs" (or why there is no figure)."""
+        if self.median is None:
+            return f"similar jobs ({self.spec_text}): {self.typical}"
+        return f"similar jobs ({self.spec_text}) waited {self.typical}"
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    """Linear interpolation between the closest ranks (PostgreSQL's percentile_cont)."""
+    if not ordered:
+        raise ValueError("percentile of no values")
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def similar_waits(
+    *, cluster_id: int, partition: str, nodes: int, gpus_per_node: int, now: datetime
+) -> WaitHistory:
+    """The waits of the latest MAX_WAIT_SAMPLES similar attempts that started."""
+    wait = ExpressionWrapper(F("started_at") - F("submitted_at"), output_field=DurationField())
+    rows = (
+        Attempt.objects.filter(
+            job__cluster_id=cluster_id,
+            job__partition=partition,
+            job__nodes=nodes,
+            job__gpus_per_node=gpus_per_node,
+            submitted_at__gte=now - WAIT_WINDOW,
+            started_at__isnull=False,
+        )
+        .annotate(wait=wait)
+        .order_by("-submitted_at")
+        .values_list("wait", flat=True)[:MAX_WAIT_SAMPLES]
+    )
+    # A clock step can put a start before its submission: that job waited no time.
+    seconds = sorted(max(w.total_seconds(), 0.0) for w in rows if w is not None)
+    enough = len(seconds) >= MIN_WAIT_SAMPLES
+    return WaitHistory(
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        partition=partition,
+        count=len(seconds),
+        median=timedelta(seconds=percentile(seconds, 0.5)) if enough else None,
+        p90=timedelta(seconds=percentile(seconds, 0.9)) if enough else None,
+    )
+
+
+def format_wait(wait: timedelta) -> str:
+    """Rounded to what a person plans by: "under 1 min", "12 min", "3 h 5 min", "2 d 4 h"."""
+    minutes = round(wait.total_seconds() / 60)
+    if minutes < 1:
+        return "under 1 min"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

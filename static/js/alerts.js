@@ -10,11 +10,12 @@
   const EVERY = 15000;
 
   function notify(alerts) {
+    const first = localStorage.getItem(SEEN) === null; // alerts from before: no pop-ups
     const seen = Number(localStorage.getItem(SEEN) || 0);
     const fresh = alerts.filter((a) => a.id > seen);
-    if (!fresh.length) return;
-    localStorage.setItem(SEEN, String(Math.max(...fresh.map((a) => a.id))));
-    if (!seen || !("Notification" in window) || Notification.permission !== "granted") return;
+    localStorage.setItem(SEEN, String(Math.max(seen, ...fresh.map((a) => a.id))));
+    if (first || !fresh.length) return;
+    if (!("Notification" in window) || Notification.permission !== "granted") return;
     for (const alert of fresh.reverse()) {
       const shown = new Notification("GPU portal alert", { body: alert.message, tag: "alert-" + alert.id });
       shown.onclick = () => { window.focus(); window.location.href = alert.url; };

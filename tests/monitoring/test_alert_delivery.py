@@ -1,11 +1,8 @@
 """Alert delivery: the webhook's Slack-compatible payload from a Celery task, the SSRF
 refusals, the mail, and the alert pages that only their owner sees."""
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -22,34 +19,15 @@ from monitoring.alerts import alert_fire
 from monitoring.models import Alert, AlertKind, AlertRule
 from projects.models import Project
 from tests import factories
+from tests.webhook_receiver import webhook_receiver
 
 pytestmark = pytest.mark.django_db
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    bodies: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        type(self).bodies.append(json.loads(self.rfile.read(length)))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    _Receiver.bodies = []
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/hook", _Receiver.bodies
-    finally:
-        server.shutdown()
-        server.server_close()
+    with webhook_receiver() as found:
+        yield found
 
 
 @pytest.fixture

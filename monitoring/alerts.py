@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from jobs.models import Attempt
@@ -29,6 +29,7 @@ from monitoring.logs import Stored
 from monitoring.models import Alert, AlertKind, AlertRule, AlertState, AttemptProgress
 from monitoring.models.alerts import ONCE_PER_ATTEMPT
 from portal_lib.queueing import queue_on_commit
+from projects.models import Membership
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +42,20 @@ def alert_window(at: datetime) -> int:
 
 
 def rules_for(attempts: Sequence[Attempt]) -> dict[int, list[AlertRule]]:
-    """Each attempt's enabled rules: its owner's own, and its project's (one query)."""
+    """Each attempt's enabled rules: its owner's own, and its project's owners' (one query)."""
     owners = {a.job.user_id for a in attempts}
     projects = {a.job.project_id for a in attempts}
     if not attempts:
         return {}
     rules = list(
         AlertRule.objects.filter(enabled=True).filter(
-            Q(project__isnull=True, owner_id__in=owners) | Q(project_id__in=projects)
+            Q(project__isnull=True, owner_id__in=owners)
+            # A project's rule holds while its author still owns the project.
+            | Q(
+                project_id__in=projects,
+                project__memberships__user_id=F("owner_id"),
+                project__memberships__role=Membership.Role.OWNER,
+            )
         )
     )
     out: dict[int, list[AlertRule]] = {}

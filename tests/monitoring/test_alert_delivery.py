@@ -177,3 +177,16 @@ def test_rules_page_adds_with_clear_errors_and_guards_projects(
     assert (rule.owner, rule.project) == (owner, project)
     assert client.post(reverse("alert-rule-delete", args=[rule.pk])).status_code == 302
     assert AlertRule.objects.filter(pk=rule.pk).exists()  # not the member's to delete
+
+
+def test_alert_list_queries_do_not_grow(
+    owner: User, attempt: Attempt, django_assert_num_queries: Any
+) -> None:
+    for number in range(3):
+        rule = AlertRule.objects.create(owner=owner, kind=AlertKind.STARTED, series=str(number))
+        alert_fire(rule=rule, attempt=attempt, fire=Fire(f"started {number}"), now=timezone.now())
+    client = _client(owner)
+    with django_assert_num_queries(3):  # the session, the user, the alerts with jobs and attempts
+        assert client.get(reverse("alerts")).status_code == 200
+    with django_assert_num_queries(4):  # the session, the user, the newest unread, their count
+        assert client.get(reverse("alerts-unread")).json()["count"] == 3

@@ -15,7 +15,7 @@ from monitoring.alert_rules import Fire
 from monitoring.alerts import alert_fire, alerts_evaluate
 from monitoring.hangs import HANG
 from monitoring.models import Alert, AlertKind, AlertRule, AttemptProgress
-from projects.models import Project
+from projects.models import Membership, Project
 from tests import factories
 from tests.security.ingest_helpers import ingest, reply_with, running
 
@@ -132,6 +132,9 @@ def test_only_the_owners_and_the_projects_rules(
     rule(member, AlertKind.STARTED)  # another member's personal rule: not for olivia's job
     rule(outsider, AlertKind.STARTED)
     for_project = rule(member, AlertKind.STARTED, project=project)
+    poll(attempt, "")
+    assert not Alert.objects.exists()  # mia is no owner of the project: her rule waits
+    Membership.objects.filter(user=member).update(role=Membership.Role.OWNER)
     poll(attempt, "")
     assert [a.rule for a in Alert.objects.all()] == [for_project]
     assert Alert.objects.get().user == member

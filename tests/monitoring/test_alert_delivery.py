@@ -190,3 +190,10 @@ def test_alert_list_queries_do_not_grow(
         assert client.get(reverse("alerts")).status_code == 200
     with django_assert_num_queries(4):  # the session, the user, the newest unread, their count
         assert client.get(reverse("alerts-unread")).json()["count"] == 3
+
+
+def test_admin_lists_rules_and_alerts(owner: User, attempt: Attempt, staff: User) -> None:
+    _alert(owner, attempt)
+    client = _client(staff)
+    assert "loss is NaN" in client.get("/admin/monitoring/alert/").content.decode()
+    assert client.get("/admin/monitoring/alertrule/").status_code == 200

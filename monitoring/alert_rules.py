@@ -45,17 +45,24 @@ class AttemptView:
     verdict: str = ""
 
 
+_NONFINITE = re.compile(rb"(?<![\w.])[+-]?(?:nan|infinity|inf)(?![\w])", re.IGNORECASE)
+MAX_NONFINITE_HITS = 10_000  # per chunk: a job printing more `nan`s only hides its own alert
+
+
 def nonfinite_pattern(names: Iterable[str]) -> re.Pattern[bytes] | None:
-    """Matches `loss=nan`, `loss: inf`, `"loss": NaN` (JSON from Python) for these names."""
-    unique = sorted({n for n in names if n})[:MAX_SCANNED_NAMES]
+    """What precedes a non-finite value of these names, reversed (matched from the value back).
+
+    Covers `loss=nan`, `loss: inf`, `'loss': nan` (a Trainer dict), `"loss": NaN` (JSON
+    from Python), nanoGPT's `loss nan` and Megatron's `lm loss: nan` for `lm_loss`.
+    Matching backwards from each value costs the length of one name, not a scan of
+    the line: the bytes are a job's output, and a line of `nan`s must stay cheap.
+    """
+    unique = sorted({n for n in names if n}, key=lambda n: (-len(n), n))[:MAX_SCANNED_NAMES]
     if not unique:
         return None
-    # `lm_loss` is printed `lm loss` by Megatron; nanoGPT prints `loss nan` with no sign.
-    alternatives = b"|".join(re.escape(n.encode()).replace(b"_", rb"[_ ]") for n in unique)
+    alternatives = b"|".join(re.escape(n.encode()[::-1]).replace(b"_", rb"[_ ]") for n in unique)
     return re.compile(
-        rb"(?<![\w/.])[\"']?(" + alternatives + rb")[\"']?"
-        rb"(?:[ \t]{0,4}[:=][ \t]{0,4}|[ \t]{1,4})"
-        rb"[+-]?(?:nan|infinity|inf)(?![\w])",
+        rb"(?:[ \t]{0,4}[:=][ \t]{0,4}|[ \t]{1,4})[\"']?(" + alternatives + rb")[\"']?(?![\w/.])",
         re.IGNORECASE,
     )
 
@@ -67,8 +74,17 @@ def nonfinite_series(
     if pattern is None or not data:
         return set()
     by_lower = {n.lower(): n for n in names}
-    found = {m.group(1).decode().lower().replace(" ", "_") for m in pattern.finditer(data)}
-    return {by_lower[n] for n in found if n in by_lower}
+    found: set[str] = set()
+    backwards, end = data[::-1], len(data)
+    for hits, value in enumerate(_NONFINITE.finditer(data)):
+        if hits >= MAX_NONFINITE_HITS or len(found) == len(by_lower):
+            break
+        match = pattern.match(backwards, end - value.start())
+        if match is not None:
+            name = match.group(1)[::-1].decode(errors="replace").lower().replace(" ", "_")
+            if name in by_lower:
+                found.add(by_lower[name])
+    return found
 
 
 def recent_update(

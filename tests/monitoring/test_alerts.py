@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs.models import Attempt, State
 from jobs.rundir import STDOUT_FILE
-from monitoring.alert_rules import Fire
+from monitoring.alert_rules import Fire, nonfinite_pattern, nonfinite_series
 from monitoring.alerts import alert_fire, alerts_evaluate
 from monitoring.hangs import HANG
 from monitoring.models import Alert, AlertKind, AlertRule, AttemptProgress
@@ -188,3 +188,23 @@ def test_two_concurrent_evaluations_fire_once(attempt: Attempt, owner: User) -> 
         AlertKind.LOSS_ABOVE,
         AlertKind.STARTED,
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "names", "found"),
+    [
+        # Megatron-LM's training_log (tests/corpus/metrics/megatron_lm.toml) as a run diverges.
+        (
+            " iteration      100/    1000 | lm loss: nan | loss scale: 65536.0 |",
+            ["lm_loss", "loss"],
+            {"lm_loss"},
+        ),
+        ('{"step": 7, "loss": NaN}', ["loss"], {"loss"}),  # metrics.jsonl from Python's json
+        ("step 7 loss=-inf", ["loss"], {"loss"}),
+        ("val_loss=nan train/loss=nan", ["loss"], set()),  # other series
+        ("loss=nanometer loss=0.5 info", ["loss"], set()),  # not a value
+    ],
+)
+def test_nonfinite_names_in_printed_lines(line: str, names: list[str], found: set[str]) -> None:
+    pattern = nonfinite_pattern(names)
+    assert nonfinite_series(pattern, line.encode(), names) == found

@@ -1,4 +1,4 @@
-"""Admin pages of monitoring: the efficiency cards (read-only) and the goodput report."""
+"""Admin pages of monitoring: the efficiency cards (read-only), the goodput report, alerts."""
 
 from typing import Any
 
@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 
 from monitoring.goodput_admin import goodput_report_view
-from monitoring.models import EfficiencyCard, GoodputDigest
+from monitoring.models import Alert, AlertRule, EfficiencyCard, GoodputDigest
 from projects.admin import ReadOnlyAdmin
 
 
@@ -51,3 +51,20 @@ class GoodputDigestAdmin(ReadOnlyAdmin):
     list_display = ["week", "project", "recipients", "sent_at"]
     list_filter = ["project"]
     list_select_related = ["project"]
+
+
+@admin.register(AlertRule)
+class AlertRuleAdmin(admin.ModelAdmin):
+    list_display = ["owner", "kind", "series", "project", "to_mail", "enabled"]
+    list_filter = ["kind", "enabled"]
+    list_select_related = ["owner", "project"]
+    search_fields = ["owner__username", "project__slug"]
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    list_display = ["fired_at", "user", "job", "kind", "message", "webhook_error"]
+    list_filter = ["kind"]
+    list_select_related = ["user", "job"]
+    search_fields = ["user__username", "message"]
+    date_hierarchy = "fired_at"

@@ -24,6 +24,7 @@ from jobs.rundir import (
     job_group,
     run_dir_key,
 )
+from monitoring.alerts import alerts_evaluate
 from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
 from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
@@ -95,6 +96,10 @@ class MonitoringWatcher:
             stored = log_store(files=files, deliveries=deliveries)
         parsed = self._parse(followed, files, stored, unread, notes)
         points = ingest_write(parsed, notes, dirty)
+        try:  # an alert rule's failure must never cost the poll its data
+            alerts_evaluate(attempts=followed.values(), points=points, stored=stored)
+        except Exception:
+            logger.exception("alert evaluation of %d attempts failed", len(followed))
         deltas = self._deltas(followed, stored, points)
         transaction.on_commit(lambda: _push(deltas))
         transaction.on_commit(lambda: ingest_record(points=points, stored=stored))

@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from monitoring.alert_delivery import alert_deliver
 from monitoring.efficiency_card import efficiency_cards_refresh
 from monitoring.goodput_digest import goodput_digests_send
 from monitoring.idle import idle_warning_send
@@ -26,3 +27,8 @@ def request_stacks(attempt_id: int) -> None:
 @shared_task(ignore_result=True)
 def send_goodput_digests() -> None:
     goodput_digests_send()
+
+
+@shared_task(ignore_result=True)
+def deliver_alert(alert_id: int) -> None:
+    alert_deliver(alert_id=alert_id)

@@ -14,6 +14,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("jobs/", include("jobs.urls")),
+    path("alerts/", include("monitoring.alert_urls")),
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
     path("clusters/", include("jobs.cluster_urls")),
     path("projects/<slug:slug>/", views.project_page, name="project-page"),

@@ -1,5 +1,6 @@
 """Monitoring data: one module per concept, re-exported here for Django."""
 
+from monitoring.models.alerts import Alert, AlertKind, AlertRule, AlertState  # noqa: F401
 from monitoring.models.checkpoints import Checkpoint  # noqa: F401
 from monitoring.models.goodput import (  # noqa: F401
     AttemptActivity,

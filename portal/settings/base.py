@@ -217,6 +217,10 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="portal@localhost")
 # Where people reach the portal: links in mails (the weekly goodput digest) start with it.
 PORTAL_URL: str = env("PORTAL_URL", default="http://127.0.0.1:8000")
 QUOTA_ALERT_THRESHOLDS = (80, 100)
+# Alert webhooks (monitoring.alert_delivery): seconds per POST, and whether a URL may
+# resolve to loopback (only the tests' receiver; private and link-local stay refused).
+ALERT_WEBHOOK_TIMEOUT: float = env.float("ALERT_WEBHOOK_TIMEOUT", default=5.0)
+ALERT_WEBHOOK_ALLOW_LOOPBACK = False
 # Log bytes kept per file in the database; older ones are read from the cluster.
 LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)
 # Files placed in every run directory beside the batch script (name -> local path):

@@ -51,3 +51,5 @@ DATABASES["default"]["OPTIONS"] = {
 # Tests submit many jobs at once to exercise quotas and polls; the submit rate is tested
 # on its own (tests/security/test_fair_use.py sets the production default back).
 SUBMIT_RATE_LIMIT = 10_000
+# The end-to-end alert test's webhook receiver listens on loopback.
+ALERT_WEBHOOK_ALLOW_LOOPBACK = True

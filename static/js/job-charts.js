@@ -196,6 +196,18 @@
           x: s.x, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
           text: `attempt ${s.attempt}`, font: { size: 11, color: "#495057" },
         }));
+        // Opened from an alert (/jobs/<id>/?attempt=N&at=<x>): mark where it fired.
+        const at = Number(new URLSearchParams(location.search).get("at"));
+        if (new URLSearchParams(location.search).has("at") && Number.isFinite(at)) {
+          layout.shapes.push({
+            type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1,
+            line: { color: "#c0392b", width: 1.5, dash: "dash" },
+          });
+          layout.annotations.push({
+            x: at, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+            text: "alert", font: { size: 11, color: "#c0392b" },
+          });
+        }
       }
       return layout;
     }

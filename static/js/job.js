@@ -265,6 +265,12 @@
 
   // ---- live ----
   let backfilled = false;
+  // An alert's link names the attempt it fired on: its log opens first.
+  function askedAttempt() {
+    const asked = Number(new URLSearchParams(location.search).get("attempt"));
+    return asked in attempts ? asked : current;
+  }
+
   function onHello(message) {
     const rows = message.attempts || [];
     rows.forEach((a) => {
@@ -277,7 +283,7 @@
     if (!backfilled) {
       // Backfill once, after the socket has joined: later deltas fill the rest.
       backfilled = true;
-      log.select(current);
+      log.select(askedAttempt());
       Object.keys(attempts).map(Number).forEach((n) => backfill(n).catch(() => refreshNamesSoon(n)));
     } else {
       log.refresh(log.selected()); // a reconnect: read what the stream missed
@@ -316,7 +322,7 @@
       if (!opened && !backfilled) {
         // No stream at all: still show what is stored.
         backfilled = true;
-        log.select(current);
+        log.select(askedAttempt());
         Object.keys(attempts).map(Number).forEach((n) => backfill(n).catch(() => {}));
       }
       setTimeout(() => connect(Math.min(delay * 2, 15000)), delay);

@@ -100,6 +100,7 @@ def main() -> None:
         cursor.execute("ANALYZE")  # as autovacuum would have by now
     cluster = Cluster.objects.get(name="bench-queue")
     print(f"{ATTEMPTS} attempts on one cluster; {REPEATS} runs each")
+    print(f"{'shape':20} | {'median ms':>9} | {'p95 ms':>7} | queries | samples | typical wait")
     for label, nodes, gpus in (("common (gpu, 1x1)", 1, 1), ("rare (gpu, 4x8)", 4, 8)):
         times = []
         for _ in range(REPEATS):
@@ -116,8 +117,8 @@ def main() -> None:
         ms = sorted(t * 1000 for t in times)
         p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
         print(
-            f"{label:20} median {statistics.median(ms):7.1f} ms  p95 {p95:7.1f} ms  "
-            f"queries {len(queries)}  samples {waits.count}  {waits.typical}"
+            f"{label:20} | {statistics.median(ms):9.1f} | {p95:7.1f} | {len(queries):7} | "
+            f"{waits.count:7} | {waits.typical}"
         )
 
 

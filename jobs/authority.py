@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -122,14 +123,17 @@ def _not_its_job(attempt: Attempt, shown_name: str, named: list[SqueueRow] | Non
     wrong = f"Slurm job {given} is named {shown_name!r}, not {attempt.slurm_job_name!r}"
     if named is not None and len(named) == 1:
         found = named[0].job_id
-        if not Attempt.objects.filter(pk=attempt.pk, slurm_job_id=given).update(slurm_job_id=found):
-            return 0
-        attempt.slurm_job_id = found
-        attempt_note(
-            attempt=attempt,
-            reason=f"{wrong}: the id that came back from sbatch was another job's; "
-            f"following job {found}, the one Slurm shows by this attempt's name.",
-        )
+        with transaction.atomic():  # the new id and the event saying why, seen together
+            if not Attempt.objects.filter(pk=attempt.pk, slurm_job_id=given).update(
+                slurm_job_id=found
+            ):
+                return 0
+            attempt.slurm_job_id = found
+            attempt_note(
+                attempt=attempt,
+                reason=f"{wrong}: the id that came back from sbatch was another job's; "
+                f"following job {found}, the one Slurm shows by this attempt's name.",
+            )
         return 1
     count = len(named or [])
     return int(

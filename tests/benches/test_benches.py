@@ -18,7 +18,14 @@ from tests.helpers import ROOT
 
 BENCH = ROOT / "bench"
 ON_THE_SANDBOX = ("agent_poll.py", "hang.py", "latency.py", "poll.py")
-DATABASE_ONLY = ("goodput.py", "hostile.py", "joblist.py", "metrics.py", "series.py")
+DATABASE_ONLY = (
+    "goodput.py",
+    "hostile.py",
+    "joblist.py",
+    "metrics.py",
+    "queue_waits.py",
+    "series.py",
+)
 PURE = ("diagnosis.py", "heartbeat.py", "parsers.py")
 IN_CHROMIUM = ("page.py",)  # daphne and Debian's Chromium on the database, no cluster
 

@@ -14,7 +14,7 @@ import pytest
 
 from jobs.models import Attempt, State
 from monitoring.series import series_names, series_read
-from tests.helpers import PASSWORD, screenshot, submit_ddp_example, wait_for
+from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
@@ -56,7 +56,10 @@ def test_ddp_job_trains_on_two_nodes_and_its_page_grows_live(
     page.get_by_role("button", name="Log in").click()
     page.get_by_role("heading", name="ddp live").wait_for()
 
-    wait_for(lambda: "step" in page.locator("#log").inner_text(), 120, "log lines on the page")
+    # The job may queue behind other tests' jobs for its two nodes.
+    wait_for(
+        lambda: "step" in page.locator("#log").inner_text(), QUEUE_WAIT, "log lines on the page"
+    )
     wait_for(lambda: _points(page, "chart-loss") >= 3, 60, "the loss curve")
     wait_for(lambda: _points(page, "chart-utilization") >= 2, 60, "GPU utilisation")
     first = (

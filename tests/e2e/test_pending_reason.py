@@ -79,6 +79,9 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
         alice.run(f"scancel {shlex.quote(slurm_id)}")
 
 
+# Alone on the sandbox: its blocker must get every GPU at once, and while it holds them
+# no other test's job could start.
+@pytest.mark.sandbox_exclusive
 def test_a_job_behind_one_holding_every_gpu_shows_slurms_start_estimate(
     researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
 ) -> None:

@@ -20,7 +20,7 @@ from monitoring.models import Checkpoint, EfficiencyCard
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
 from projects.models import UsageCharge
-from tests.helpers import attempt_processes, run_file, submit_ddp_example, wait_for
+from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, submit_ddp_example, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -62,7 +62,7 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
             s.kind == STEP_RATE and s.node == "n2" for s in attempt_stragglers(attempt=attempt)
         )
 
-    wait_for(n2_flagged, 150, "node n2 to be flagged as a straggler while the job runs")
+    wait_for(n2_flagged, QUEUE_WAIT, "node n2 to be flagged as a straggler while the job runs")
     flagged = attempt_stragglers(attempt=Attempt.objects.select_related("job").get(pk=first.pk))
     assert all(s.node != "n1" for s in flagged if s.kind == STEP_RATE)
     staff_client = Client()

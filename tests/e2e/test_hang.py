@@ -23,7 +23,9 @@ from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, wait_for
 
-pytestmark = pytest.mark.sandbox
+# Its waits add up past the default 300 s when the machine is busy (a queue, a 15 s floor,
+# the stacks, a second attempt).
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(900)]
 
 STEPS = 60
 

@@ -17,7 +17,7 @@ from jobs.polling import cluster_poll
 from jobs.services import job_submit
 from jobs.submission import SubmitRetry, attempt_submit
 from tests.factories import spec
-from tests.helpers import wait_for, worker_tag
+from tests.helpers import QUEUE_WAIT, wait_for, worker_tag
 
 # Each test disturbs only its own cluster row, worker, Celery process or private sshd, so
 # they share the sandbox with the rest.
@@ -108,7 +108,7 @@ def test_a_retry_after_the_job_ran_and_left_the_queue_adopts_it(
         attempt.refresh_from_db()
         return attempt.is_finished
 
-    wait_for(polled_to_the_end, 60, "the poll to read how the job ended")
+    wait_for(polled_to_the_end, QUEUE_WAIT, "the poll to read how the job ended")
     assert (attempt.state, attempt.exit_code) == (State.COMPLETED, 0)
 
 

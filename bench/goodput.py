@@ -8,7 +8,6 @@ Prints, per read, the median and p95 time and its query count.
 """
 
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_goodput")
 
-from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, ensure_database, measure  # noqa: E402 - after the path is set
 
 ATTEMPTS = 2_000 if QUICK else 50_000  # two per job
 PROJECTS = 5
@@ -103,25 +102,6 @@ def _fill() -> None:
     print(f"filled in {time.perf_counter() - started:.1f} s", flush=True)
 
 
-def _measure(action: Callable[[], object]) -> tuple[float, float, int]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    action()  # warm
-    times = []
-    queries = 0
-    for _ in range(REPEATS):
-        connection.queries_log.clear()
-        with CaptureQueriesContext(connection) as captured:
-            started = time.perf_counter()
-            action()
-            times.append(time.perf_counter() - started)
-        queries = len(captured)
-    times.sort()
-    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-    return statistics.median(times) * 1000, p95 * 1000, queries
-
-
 def main() -> None:
     ensure_database()
     import django
@@ -191,7 +171,7 @@ def main() -> None:
     print(" | ".join(f"{h:>22}" for h in header))
     print("-" * 95)
     for title, action in scenarios:
-        median, p95, queries = _measure(action)
+        median, p95, queries = measure(action, REPEATS)
         print(" | ".join(f"{v:>22}" for v in (title, f"{median:.1f}", f"{p95:.1f}", queries)))
 
 

@@ -9,7 +9,6 @@ query count.
 """
 
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_joblist")
 
-from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
+from benchdb import QUICK, ensure_database, measure  # noqa: E402 - after the path is set
 
 JOBS = 500 if QUICK else 100_000
 PROJECTS = 5  # the user is a member of the first three: 60,000 jobs to list
@@ -94,25 +93,6 @@ def _fill() -> None:
         )
         cursor.execute("ANALYZE jobs_job")
     print(f"filled in {time.perf_counter() - started:.1f} s", flush=True)
-
-
-def _measure(action: Callable[[], object]) -> tuple[float, float, int]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    action()  # warm
-    times = []
-    queries = 0
-    for _ in range(REPEATS):
-        connection.queries_log.clear()  # a full log (9,000) would make the count read 0
-        with CaptureQueriesContext(connection) as captured:
-            started = time.perf_counter()
-            action()
-            times.append(time.perf_counter() - started)
-        queries = len(captured)
-    times.sort()
-    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-    return statistics.median(times) * 1000, p95 * 1000, queries
 
 
 def main() -> None:
@@ -197,8 +177,8 @@ def main() -> None:
     print(" | ".join(f"{h:>15}" for h in header))
     print("-" * 123)
     for title, query, number in scenarios:
-        mine = _measure(ours(query))
-        theirs = _measure(naive({k: v for k, v in query.items() if k != "after"}, number))
+        mine = measure(ours(query), REPEATS)
+        theirs = measure(naive({k: v for k, v in query.items() if k != "after"}, number), REPEATS)
         cells = (
             title,
             f"{mine[0]:.1f}",

@@ -13,13 +13,14 @@ install:  ## only make .venv match requirements/dev.txt
 	$(PYTHON) bin/dev install
 
 # pyproject.toml holds the ranges; these two commands pin them (the files' headers repeat
-# them). Production first; dev takes production's pins as constraints, so the two agree.
+# them; devtools/grafana/package.json pins the board check's npm tools). Production first; dev takes production's pins as constraints, so the two agree.
 # A plain `make lock` keeps every pin it can; LOCK_ARGS=--upgrade (or
 # LOCK_ARGS="--upgrade-package django") moves them.
 LOCK_OPTS = --python-version 3.11 --python-platform linux
 lock: install  ## recompile requirements/prod.txt and requirements/dev.txt from pyproject.toml
 	.venv/bin/uv pip compile -q pyproject.toml $(LOCK_OPTS) --generate-hashes $(LOCK_ARGS) -o requirements/prod.txt
 	.venv/bin/uv pip compile -q pyproject.toml --extra dev -c requirements/prod.txt $(LOCK_OPTS) $(LOCK_ARGS) -o requirements/dev.txt
+	cd devtools/grafana && npm install --package-lock-only --ignore-scripts --no-audit --no-fund
 	$(PYTHON) bin/dev install
 
 # `make bench BENCH_ARGS=--quick`: small sizes, as the suite runs them (tests/benches).

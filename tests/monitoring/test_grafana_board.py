@@ -1,14 +1,19 @@
 """The Grafana board (deploy/grafana/portal.json): every query reads only metrics /metrics
-serves, and the JSON has what Grafana's dashboard model requires.
+serves, and the JSON passes Grafana's own published schema.
 
-No maintained checker of Grafana's schema is installed (none on PyPI fits without a new
-dependency), so the structure is checked here against the classic dashboard model; the
-sandbox test runs every query in a real Prometheus (tests/e2e/test_prometheus.py).
+The schema check is `@grafana/schema` (Grafana Labs' dashboard and panel-plugin types)
+applied by the TypeScript compiler (devtools/board_schema.py, tools pinned in
+devtools/grafana); the tests below also check what the schema cannot say (unique ids,
+panels that do not overlap, variables that exist). The sandbox test runs every query in a
+real Prometheus (tests/e2e/test_prometheus.py).
 """
 
+import copy
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -16,6 +21,7 @@ from django.contrib.auth.models import User
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Cluster
+from devtools.board_schema import board_errors
 from projects.models import Project
 from tests import factories
 from tests.board import all_panels, board_exprs, load_board, metric_names, variables
@@ -67,7 +73,51 @@ def test_the_metric_name_reader_is_not_fooled_by_functions_matchers_or_label_lis
     assert metric_names("time() - portal_d") == {"portal_d"}
 
 
-def test_the_board_has_the_fields_grafanas_dashboard_model_requires() -> None:
+def test_the_board_passes_grafanas_published_dashboard_schema() -> None:
+    assert board_errors(load_board()) == []
+
+
+def _rename(panel: dict[str, Any], old: str, new: str) -> None:
+    panel[new] = panel.pop(old)
+
+
+# Each breaks one thing and names what the error must point at.
+BREAKAGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "a misspelt panel field": (
+        lambda b: _rename(b["panels"][1], "gridPos", "gridpos"),
+        "at .gridpos: TS2353",
+    ),
+    "a string where the schema has a number": (
+        lambda b: b.update(schemaVersion="39"),
+        "the board, at .schemaVersion: TS2322",
+    ),
+    "a value outside an enum": (
+        lambda b: b.update(graphTooltip=5),
+        "the board, at .graphTooltip",
+    ),
+    "a row without its panels list": (lambda b: b["panels"][0].pop("panels"), "type row)"),
+    "a plugin option outside its enum": (
+        lambda b: b["panels"][1]["fieldConfig"]["defaults"].update(custom={"drawStyle": "dots"}),
+        "fieldConfig.defaults.custom, at .drawStyle",
+    ),
+    "a panel type no plugin has": (
+        lambda b: b["panels"][1].update(type="timeserie"),
+        "type timeserie): no panel plugin",
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", list(BREAKAGES))
+def test_the_schema_check_refuses_a_broken_copy_of_the_board(breakage: str) -> None:
+    board = copy.deepcopy(load_board())
+    break_it, expected = BREAKAGES[breakage]
+    break_it(board)
+    errors = board_errors(board)
+    assert len(errors) >= 1
+    assert any(expected in error for error in errors), errors
+
+
+def test_the_board_has_what_the_schema_cannot_say() -> None:
     board = load_board()
     assert isinstance(board["title"], str) and board["title"]
     assert isinstance(board["uid"], str) and 0 < len(board["uid"]) <= 40

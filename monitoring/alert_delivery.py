@@ -5,6 +5,11 @@ or duplicated task never delivers twice. A webhook URL must be http(s) and every
 address its host resolves to must be public: no loopback (unless
 ALERT_WEBHOOK_ALLOW_LOOPBACK, for the tests' receiver), private, link-local,
 multicast or reserved address, checked when the rule is saved and again at send time.
+At send time the name is resolved once and the request goes to exactly the address that
+was checked (the URL's host swapped for it, the Host header and TLS server name kept as
+the name, so the certificate is still verified for the name): letting the HTTP client
+resolve again would let a name that answered with a public address first answer with a
+private one for the connection (DNS rebinding).
 """
 
 import ipaddress
@@ -92,17 +97,33 @@ def alert_deliver(*, alert_id: int) -> None:
 
 
 def webhook_send(url: str, payload: dict[str, str]) -> str:
-    """POST the payload; returns "" or what went wrong (logged, never raised)."""
+    """POST the payload to an address checked by this call; returns "" or what went wrong
+    (logged, never raised). The addresses are tried in the resolver's order."""
     try:
-        webhook_check(url)
-        response = httpx.post(
-            url, json=payload, timeout=settings.ALERT_WEBHOOK_TIMEOUT, follow_redirects=False
-        )
+        addresses = webhook_check(url)
     except WebhookRefused as exc:
         return str(exc)
-    except httpx.HTTPError as exc:
-        logger.warning("alert webhook %s failed: %s", urlsplit(url).hostname, exc)
-        return f"{type(exc).__name__}: {exc}"
-    if response.status_code >= 300:
-        return f"HTTP {response.status_code}"
-    return ""
+    target = httpx.URL(url)
+    name = target.raw_host.decode("ascii")  # IDNA-encoded, as on the wire
+    headers = {"Host": target.netloc.decode("ascii")}
+    error = ""
+    with httpx.Client(timeout=settings.ALERT_WEBHOOK_TIMEOUT, follow_redirects=False) as client:
+        for address in addresses:
+            try:
+                response = client.post(
+                    target.copy_with(host=address),
+                    json=payload,
+                    headers=headers,
+                    extensions={"sni_hostname": name},
+                )
+            except httpx.ConnectError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                logger.warning("alert webhook %s at %s: %s", name, address, exc)
+                continue
+            except httpx.HTTPError as exc:
+                logger.warning("alert webhook %s at %s failed: %s", name, address, exc)
+                return f"{type(exc).__name__}: {exc}"
+            if response.status_code >= 300:
+                return f"HTTP {response.status_code}"
+            return ""
+    return error

@@ -13,13 +13,18 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Attempt
-from monitoring.alert_delivery import WebhookRefused, alert_deliver, webhook_check
+from monitoring.alert_delivery import (
+    WebhookRefused,
+    alert_deliver,
+    webhook_check,
+    webhook_send,
+)
 from monitoring.alert_rules import Fire
 from monitoring.alerts import alert_fire
 from monitoring.models import Alert, AlertKind, AlertRule
 from projects.models import Project
 from tests import factories
-from tests.webhook_receiver import webhook_receiver
+from tests.webhook_receiver import tls_server, webhook_receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -97,6 +102,86 @@ def test_a_name_resolving_to_a_private_address_is_refused(monkeypatch: pytest.Mo
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
     with pytest.raises(WebhookRefused, match=r"10\.1\.2\.3"):
         webhook_check("https://hooks.example.org/x")
+
+
+class RebindingResolver:
+    """The resolver a rebinding attacker runs: each lookup of `name` gets the next answer
+    (the last one ever after); every other host is resolved as usual."""
+
+    def __init__(self, name: str, answers: list[str]) -> None:
+        self.name, self.answers, self.asked = name, answers, 0
+        self.real = socket.getaddrinfo
+
+    def __call__(self, host: str, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        if host != self.name:
+            return self.real(host, port, *args, **kwargs)
+        answer = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, int(port)))]
+
+
+def test_the_webhook_connects_to_the_address_it_checked_not_a_second_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The name answers 127.0.0.1 (allowed here by the test-only loopback setting), then
+    127.0.0.2 where another receiver waits: a client that resolved the name again would
+    deliver there. The real connection path runs against both receivers."""
+    checked_hosts: list[str] = []
+    with webhook_receiver("127.0.0.1", hosts=checked_hosts) as (checked_url, checked_bodies):
+        port = int(checked_url.rsplit(":", 1)[1].split("/")[0])
+        with webhook_receiver("127.0.0.2", port) as (_, rebound_bodies):
+            resolver = RebindingResolver("hooks.example.test", ["127.0.0.1", "127.0.0.2"])
+            monkeypatch.setattr(socket, "getaddrinfo", resolver)
+            error = webhook_send(f"http://hooks.example.test:{port}/hook", {"text": "hi"})
+    assert error == ""
+    assert checked_bodies == [{"text": "hi"}]
+    assert rebound_bodies == []
+    assert resolver.asked == 1
+    assert checked_hosts == [f"hooks.example.test:{port}"]
+
+
+def test_a_name_that_rebinds_to_a_refused_address_reaches_nothing(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """The same rebinding with loopback refused, as in production: the check's one answer is
+    the address used, and it is refused before any connection."""
+    settings.ALERT_WEBHOOK_ALLOW_LOOPBACK = False
+    with webhook_receiver("127.0.0.1") as (url, bodies):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        resolver = RebindingResolver("hooks.example.test", ["127.0.0.1", "8.8.8.8"])
+        monkeypatch.setattr(socket, "getaddrinfo", resolver)
+        error = webhook_send(f"http://hooks.example.test:{port}/hook", {"text": "hi"})
+    assert "127.0.0.1, which is not a public address" in error
+    assert bodies == []
+    assert resolver.asked == 1
+
+
+def test_https_to_the_pinned_address_sends_the_name_and_verifies_its_certificate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """TLS to the checked address still says the name (SNI, Host) and checks the
+    certificate against the name: one for the name passes, one for another name fails."""
+    monkeypatch.setattr(
+        socket, "getaddrinfo", RebindingResolver("hooks.example.test", ["127.0.0.1"])
+    )
+    for cert_name, delivered in [("hooks.example.test", True), ("other.example.test", False)]:
+        server_names: list[str] = []
+        hosts: list[str] = []
+        folder = tmp_path / cert_name
+        folder.mkdir()
+        context, ca_file = tls_server(folder, cert_name, server_names)
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # httpx's trust store
+        with webhook_receiver("127.0.0.1", hosts=hosts, tls=context) as (url, bodies):
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            error = webhook_send(f"https://hooks.example.test:{port}/hook", {"text": "hi"})
+        assert server_names == ["hooks.example.test"]
+        if delivered:
+            assert error == ""
+            assert bodies == [{"text": "hi"}]
+            assert hosts == [f"hooks.example.test:{port}"]
+        else:
+            assert "CERTIFICATE_VERIFY_FAILED" in error or "certificate verify failed" in error
+            assert bodies == []
 
 
 def test_refused_at_send_time_is_recorded(owner: User, attempt: Attempt, settings: Any) -> None:

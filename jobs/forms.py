@@ -7,9 +7,9 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.models import User
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from clusters.models import Cluster
+from clusters.models import Cluster, ClusterAccount
 from clusters.slurm import parse_time_limit
 from jobs.models import (
     DEFAULT_RESTART_ON,
@@ -42,13 +42,15 @@ RESTARTABLE = [
 
 
 def usable_clusters(*, user: User) -> QuerySet[Cluster]:
-    """Active clusters with an account the user's jobs can run under."""
-    return (
-        Cluster.objects.filter(is_active=True)
-        .filter(Q(accounts__user=user) | Q(accounts__user__isnull=True))
-        .distinct()
-        .order_by("name")
+    """Active clusters with an account the user's jobs can run under (their own or shared).
+
+    An EXISTS, not a join: `accounts__user__isnull` on a join also matched a cluster with
+    no account at all, which the form offered and the submission then refused.
+    """
+    runnable = ClusterAccount.objects.filter(cluster_id=OuterRef("pk")).filter(
+        Q(user_id=user.pk) | Q(user__isnull=True)
     )
+    return Cluster.objects.filter(is_active=True).filter(Exists(runnable)).order_by("name")
 
 
 class TimeLimitField(forms.CharField):

@@ -12,7 +12,7 @@ from jobs.models import Attempt, Job
 from jobs.rundir import RunDir
 from jobs.scripts import render_batch_script
 from jobs.specs import JobSpec
-from jobs.waits import similar_waits
+from jobs.waits import WaitHistory, format_wait, waits_by_cluster
 from projects.models import Project
 
 PENDING_ID = "(set at submission)"
@@ -39,21 +39,30 @@ def script_preview(*, project: Project, cluster: Cluster, spec: JobSpec) -> str:
 
 
 def estimate_for(
-    *, project: Project, cluster: Cluster, spec: JobSpec, now: datetime | None = None
+    *,
+    project: Project,
+    cluster: Cluster,
+    spec: JobSpec,
+    others: list[Cluster] | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The quota estimate as JSON: hours reserved, cost, budgets left before and after,
-    and how long similar jobs waited on this cluster ("typical_wait").
+    how long similar jobs waited on this cluster ("typical_wait"), and on it and each of
+    `others` (the other clusters the project may use) with the one they started soonest
+    on ("waits", "sooner").
 
     A CPU- or node-hour budget left of None is no limit.
     """
     estimate = job_estimate(project=project, cluster=cluster, spec=spec)
-    waits = similar_waits(
-        cluster_id=cluster.pk,
+    clusters = {c.pk: c for c in [cluster, *(others or [])]}
+    waits = waits_by_cluster(
+        cluster_ids=list(clusters),
         partition=spec.partition,
         nodes=spec.nodes,
         gpus_per_node=spec.gpus_per_node,
         now=now or timezone.now(),
     )
+    chosen = waits[cluster.pk]
     return {
         "gpu_hours": _number(estimate.gpu_hours),
         "cpus": estimate.cpus,
@@ -68,8 +77,50 @@ def estimate_for(
         "left_after": _number(estimate.left_after),
         "fits": bool(estimate.fits),
         "message": estimate.message,
-        "typical_wait": f"{waits.typical} ({waits.spec_text})",
+        "typical_wait": f"{chosen.typical} ({chosen.spec_text})",
+        **wait_comparison(chosen=cluster, clusters=clusters, waits=waits),
     }
+
+
+def wait_comparison(
+    *, chosen: Cluster, clusters: dict[int, Cluster], waits: dict[int, WaitHistory]
+) -> dict[str, Any]:
+    """Each cluster's typical wait for the spec, by name, and which started it soonest.
+
+    "Soonest" is the lowest median among clusters with enough similar jobs to have one; the
+    chosen cluster wins a tie, and "sooner" says so only when another cluster wins.
+    """
+    known = [pk for pk in clusters if waits[pk].median is not None]
+    soonest = min(known, key=lambda pk: (waits[pk].median, pk != chosen.pk), default=None)
+    rows = [
+        {
+            "cluster": clusters[pk].name,
+            "typical": waits[pk].typical,
+            "median_seconds": _seconds(waits[pk]),
+            "count": waits[pk].count,
+            "chosen": pk == chosen.pk,
+            "soonest": pk == soonest,
+        }
+        for pk in sorted(clusters, key=lambda pk: (pk != chosen.pk, clusters[pk].name))
+    ]
+    sooner = ""
+    if soonest is not None and soonest != chosen.pk:
+        sooner = _sooner(clusters[soonest].name, waits[soonest], chosen.name, waits[chosen.pk])
+    return {"waits": rows, "sooner": sooner}
+
+
+def _sooner(name: str, best: WaitHistory, chosen: str, here: WaitHistory) -> str:
+    """E.g. "Similar jobs started sooner on b: 3 min median (20 min on a)."."""
+    fast = format_wait(best.median) if best.median is not None else "?"
+    if here.median is not None:
+        compared = f"{format_wait(here.median)} on {chosen}"
+    else:
+        compared = f"too few similar jobs on {chosen} to tell"
+    return f"Similar jobs started sooner on {name}: {fast} median ({compared})."
+
+
+def _seconds(history: WaitHistory) -> float | None:
+    return history.median.total_seconds() if history.median is not None else None
 
 
 def _number(value: Decimal | float | int | None) -> str | None:

@@ -30,6 +30,7 @@ from jobs.preview import estimate_for, script_preview
 from jobs.services import job_cancel, job_submit
 from jobs.specs import spec_from_job, validate_spec
 from portal_lib.errors import PortalError, form_add_error
+from projects.access import clusters_for_project
 from projects.models import Project, Quota
 
 MAX_STATE_IDS = 200
@@ -284,6 +285,11 @@ def job_preview(request: HttpRequest) -> JsonResponse:
             errors.setdefault(name, []).extend(messages_)
     if valid and project is not None and cluster is not None:
         payload["script"] = script_preview(project=project, cluster=cluster, spec=spec)
-        payload["estimate"] = estimate_for(project=project, cluster=cluster, spec=spec)
+        others = usable_clusters(user=user).filter(
+            pk__in=clusters_for_project(project=project).values("pk")
+        )
+        payload["estimate"] = estimate_for(
+            project=project, cluster=cluster, spec=spec, others=list(others)
+        )
     payload["errors"] = errors
     return JsonResponse(payload)

@@ -64,6 +64,14 @@ def in_any_project(*, user: Viewer | None) -> bool:
     return signed_in(user) and Membership.objects.filter(user_id=user.pk).exists()
 
 
+def clusters_for_project(*, project: Project) -> QuerySet[Cluster]:
+    """Clusters the project may use: its quota's allowed ones (a quota naming none: all)."""
+    allowed = Quota.allowed_clusters.through.objects.filter(quota__project_id=project.pk)
+    return Cluster.objects.filter(
+        ~Exists(allowed) | Exists(allowed.filter(cluster_id=OuterRef("pk")))
+    ).order_by("name")
+
+
 def clusters_for_user(*, user: Viewer | None) -> QuerySet[Cluster]:
     """Clusters one of the user's projects may use (a quota naming no clusters allows all)."""
     clusters = Cluster.objects.order_by("name")

@@ -48,8 +48,35 @@
 
   function text(id, value) { document.getElementById(id).textContent = value === null || value === undefined ? "–" : value; }
 
+  // Each cluster the project may use, with how long jobs of this shape waited there; the
+  // soonest one can be chosen with a click (the cluster field changes, the preview follows).
+  function showWaits(rows, sooner) {
+    const box = document.getElementById("est-waits");
+    box.hidden = rows.length < 2;
+    document.getElementById("est-waits-rows").replaceChildren(...rows.map((w) => {
+      const tr = document.createElement("tr");
+      tr.dataset.cluster = w.cluster;
+      const name = document.createElement("td");
+      name.textContent = w.cluster + (w.chosen ? " (chosen)" : "");
+      const wait = document.createElement("td");
+      wait.textContent = w.typical + (w.soonest ? " · soonest" : "");
+      const select = form.querySelector("#id_cluster");
+      if (w.soonest && !w.chosen && select) {
+        const use = document.createElement("button");
+        use.type = "button";
+        use.className = "link";
+        use.textContent = "use " + w.cluster;
+        use.addEventListener("click", () => { select.value = w.cluster; select.dispatchEvent(new Event("change", { bubbles: true })); });
+        wait.append(" ", use);
+      }
+      tr.append(name, wait);
+      return tr;
+    }));
+    document.getElementById("est-sooner").textContent = sooner;
+  }
+
   function showEstimate(e) {
-    if (!e) { ["est-gpu-hours", "est-cost", "est-left-before", "est-left-after", "est-cpu-hours", "est-cpu-left", "est-typical-wait"].forEach((id) => text(id, null)); text("est-message", ""); return; }
+    if (!e) { ["est-gpu-hours", "est-cost", "est-left-before", "est-left-after", "est-cpu-hours", "est-cpu-left", "est-typical-wait"].forEach((id) => text(id, null)); text("est-message", ""); showWaits([], ""); return; }
     text("est-gpu-hours", e.gpu_hours);
     text("est-cost", e.cost === null ? "–" : e.cost + " (" + e.price_per_gpu_hour + " per GPU-h)");
     text("est-left-before", e.left_before === null ? "unlimited" : e.left_before + " GPU-h");
@@ -57,6 +84,7 @@
     text("est-cpu-hours", e.cpu_hours + " (" + e.cpus + (e.cpus === 1 ? " CPU)" : " CPUs)"));
     text("est-cpu-left", e.cpu_left_before === null ? "unlimited" : e.cpu_left_before + " CPU-h");
     text("est-typical-wait", e.typical_wait);
+    showWaits(e.waits || [], e.sooner || "");
     const message = document.getElementById("est-message");
     message.textContent = e.message || "";
     message.className = e.fits ? "muted" : "error";

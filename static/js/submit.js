@@ -64,7 +64,7 @@
       if (w.soonest && !w.chosen && select) {
         const use = document.createElement("button");
         use.type = "button";
-        use.className = "link";
+        use.className = "secondary";
         use.textContent = "use " + w.cluster;
         use.addEventListener("click", () => { select.value = w.cluster; select.dispatchEvent(new Event("change", { bubbles: true })); });
         wait.append(" ", use);

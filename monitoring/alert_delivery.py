@@ -98,7 +98,7 @@ def alert_deliver(*, alert_id: int) -> None:
 
 def webhook_send(url: str, payload: dict[str, str]) -> str:
     """POST the payload to an address checked by this call; returns "" or what went wrong
-    (logged, never raised). The addresses are tried in the resolver's order."""
+    (logged, never raised). The checked addresses are tried in turn until one connects."""
     try:
         addresses = webhook_check(url)
     except WebhookRefused as exc:

@@ -15,9 +15,11 @@ from jobs.models import Attempt
 from jobs.patterns import pattern_lines
 from jobs.rundir import METRICS_FILE, gpu_series, is_gpu_file
 from monitoring.ingest_gpu import gpu_points
-from monitoring.lines import finish_lines, split_lines
+from monitoring.lines import Chunk, read_chunk
 from monitoring.models import AttemptIngest, LogFile
+from monitoring.overwrite import newest_per_step
 from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_budget, parse_within
+from monitoring.parse_worker import stdout_request
 from monitoring.parsers import MetricPoint
 from monitoring.throughput import (
     COMPUTED_MFU,
@@ -44,6 +46,8 @@ class AttemptParse:
     points: list[Point] = field(default_factory=list)
     log_files: list[LogFile] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # names metrics.jsonl now gives
+    # (attempt, name, x) of points that replace what an earlier poll may have stored.
+    repeats: list[tuple[int, str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -85,10 +89,8 @@ def attempt_parse(
         data = _resync(log_file, new, note) if new is not None else b""
         if new is not None:
             log_file.parsed_to = new.offset + len(new.data)
-        lines, log_file.carry = split_lines(bytes(log_file.carry), data)
-        if final:
-            lines += finish_lines(log_file.carry)
-            log_file.carry = b""
+        chunk = read_chunk(bytes(log_file.carry), data, final=final)
+        lines, log_file.carry = chunk.lines, chunk.carry
         result.log_files.append(log_file)
         if note.metrics_stopped:
             note.skipped_bytes += len(data)
@@ -97,14 +99,22 @@ def attempt_parse(
             result.points += gpu_points(attempt, log_file, lines, note)
             continue
         known = set(log_file.metric_names)
-        metrics = _metrics(attempt, log_file, lines, files.get(METRICS_FILE), deadline, note, final)
+        high = log_file.last_step  # the highest step the file gave before this poll
+        metrics = _metrics(
+            attempt, log_file, chunk, files.get(METRICS_FILE), deadline, note, final=final
+        )
         if metrics is None:
             note.skipped_bytes += len(data)
             note.skipped_lines += len(lines)
             continue
-        result.points += [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
-        result.points += _mfu(attempt, metrics, note)
+        points = [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
+        points += _mfu(attempt, metrics, note)
+        result.points += points
+        if high is not None:  # steps the file gave before: they may be stored already
+            result.repeats += [(a, series, x) for a, series, x, _ in points if x <= high]
         result.replaced += sorted(set(log_file.metric_names) - known)
+    # One value per step and series, the newest (a step a later line gave again).
+    result.points = newest_per_step(result.points)
     return result
 
 
@@ -114,54 +124,39 @@ def _holds(log_file: LogFile) -> bool:
     return isinstance(state, dict) and bool(state.get("held"))
 
 
-def _request(
-    attempt: Attempt, log_file: LogFile, lines: list[str], *, final: bool
-) -> dict[str, Any]:
+def _request(attempt: Attempt, log_file: LogFile, chunk: Chunk, *, final: bool) -> dict[str, Any]:
     if log_file.name == METRICS_FILE:
-        return {"kind": "jsonl", "lines": lines}
-    return {
-        "kind": "stdout",
-        "lines": lines,
-        "patterns": pattern_lines(attempt.job.metric_patterns),
-        "last_step": log_file.last_step,
-        "state": log_file.reader_state,
-        # The unfinished last line's newest \r segment (a tqdm bar) is read now, provisionally.
-        "provisional": _newest_segment(bytes(log_file.carry)),
-        "final": final,
-    }
-
-
-def _newest_segment(carry: bytes) -> str:
-    """The newest finished `\r` redraw of an unfinished line (a tqdm bar), at most 4 KiB of it.
-
-    A redraw is finished once the next `\r` has come. Text after the last `\r`, or an
-    unfinished line with none, may be cut anywhere by the read (`loss 2` of `loss 2.3456`):
-    it is read when the line or its redraw ends, the same as a read of the whole file.
-    """
-    finished, redrawn, _ = carry.rpartition(b"\r")
-    if not redrawn:
-        return ""
-    segment = finished.rstrip(b"\r").rpartition(b"\r")[2]
-    return segment.decode("utf-8", errors="replace") if len(segment) <= 4096 else ""
+        return {"kind": "jsonl", "lines": chunk.lines}
+    return stdout_request(
+        chunk.lines,
+        redraw=chunk.redraw,
+        state=log_file.reader_state,
+        last_step=log_file.last_step,
+        patterns=pattern_lines(attempt.job.metric_patterns),
+        final=final,
+    )
 
 
 def _metrics(
     attempt: Attempt,
     log_file: LogFile,
-    lines: list[str],
+    chunk: Chunk,
     structured: LogFile | None,
     deadline: float,
     note: AttemptIngest,
+    *,
     final: bool,
 ) -> list[MetricPoint] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
-    if not lines and (log_file.name == METRICS_FILE or not (log_file.carry or _holds(log_file))):
-        return []  # nothing new to read (an unfinished stdout line is read provisionally)
+    if not chunk.lines and (
+        log_file.name == METRICS_FILE or not (chunk.redraw or (final and _holds(log_file)))
+    ):
+        return []  # nothing new to read (an unfinished stdout line's redraw is read now)
     left = deadline - time.monotonic()
     try:
         if left <= 0:
             raise ParseTimeout
-        reply = parse_within(_request(attempt, log_file, lines, final=final), left)
+        reply = parse_within(_request(attempt, log_file, chunk, final=final), left)
     except ParseTimeout:
         note.over_budget += 1
         note.metrics_stopped = note.over_budget >= MAX_OVER_BUDGET
@@ -194,8 +189,9 @@ def _metrics(
         new_names = sorted({m.name for m in metrics} - set(log_file.metric_names))
         if new_names:
             log_file.metric_names = [*log_file.metric_names, *new_names]
-    if metrics:
-        log_file.last_step = max(m.step for m in metrics)
+    if metrics:  # the highest step so far: a step at or below it may be stored already
+        high = max(m.step for m in metrics)
+        log_file.last_step = high if log_file.last_step is None else max(log_file.last_step, high)
     return metrics
 
 

@@ -14,6 +14,7 @@ from django.db import DatabaseError, transaction
 from monitoring.ingest_parse import AttemptParse, Point
 from monitoring.models import AttemptIngest, LogFile, Series
 from monitoring.series import series_append
+from monitoring.series_overwrite import series_overwrite
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ def _write(parsed: list[AttemptParse], notes: list[AttemptIngest]) -> None:
         if log_files:
             LogFile.objects.bulk_update(log_files, _PARSER_STATE)
         points = [p for result in parsed for p in result.points]
+        # The overwrite rule: what these points replace goes first (monitoring.overwrite).
+        series_overwrite(repeats=[r for result in parsed for r in result.repeats])
         if points:
             series_append(points=points)
         if notes:

@@ -5,7 +5,10 @@ unfinished tail is carried between cycles as plain bytes; a line longer than
 MAX_LINE_BYTES is cut, and bytes that are not UTF-8 cost that line only.
 """
 
+from dataclasses import dataclass
+
 MAX_LINE_BYTES = 64 * 1024
+MAX_REDRAW_BYTES = 4096  # a longer redraw is no progress bar: it waits for its line to end
 
 
 def _is_continuation(byte: int) -> bool:
@@ -32,14 +35,68 @@ def _cut(segment: bytes, max_line: int, out: list[str]) -> bytes:
     return segment[start:]
 
 
-def _segments(raw: bytes, max_line: int, out: list[str]) -> tuple[bytes, bytes]:
-    """(last non-empty \\r-segment, final segment) of a line, over-long segments cut into out."""
-    last = current = b""
-    for segment in raw.split(b"\r"):
-        current = _cut(segment, max_line, out)
-        if current:
-            last = current
-    return last, current
+@dataclass
+class _Segments:
+    before: bytes = b""  # the last non-blank segment before `last`: a finished redraw
+    last: bytes = b""  # the last non-empty segment
+    current: bytes = b""  # the final segment (after the last \\r), maybe empty
+
+
+def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
+    """The \\r-segments of a line that matter, over-long segments cut into out.
+
+    Linear, and in C but for the non-empty segments: 64 KiB of bare `\\r` is no loop.
+    """
+    *body, final = raw.split(b"\r")
+    found = _Segments()
+    if len(raw) <= max_line:  # no segment to cut: only the newest two matter
+        drawn = list(filter(None, body))
+        if final:
+            drawn.append(final)
+        found.current = final
+        if drawn:
+            found.last = drawn.pop()
+            # A blank redraw clears the line (tqdm.write): it is no state of it.
+            found.before = next((s for s in reversed(drawn) if s.strip()), b"")
+        return found
+    for segment in [*filter(None, body), final]:
+        found.current = _cut(segment, max_line, out)
+        if found.current:
+            if found.last.strip():
+                found.before = found.last
+            found.last = found.current
+    return found
+
+
+def _redraw(segment: bytes) -> list[str]:
+    return [_decode(segment)] if segment and len(segment) <= MAX_REDRAW_BYTES else []
+
+
+def _split(
+    carry: bytes, data: bytes, *, max_line: int, redraws: bool
+) -> tuple[list[str], bytes, str]:
+    """split_lines, and with `redraws` the finished redraws a metric reader reads too.
+
+    Those are, of each line that ends here, the newest redraw before its final state
+    (put before it), and of the unfinished last line, its newest finished redraw.
+    """
+    if max_line < 4:
+        raise ValueError("max_line must be at least 4 bytes (one UTF-8 character)")
+    parts = (carry + data.replace(b"\0", b"")).split(b"\n")
+    lines: list[str] = []
+    for raw in parts[:-1]:
+        found = _segments(raw, max_line, lines)
+        if redraws and found.before:
+            lines += _redraw(found.before)
+        lines.append(_decode(found.last))
+    found = _segments(parts[-1], max_line, lines)
+    if found.current:
+        # Whatever came before the last \r can no longer be the line's final state.
+        return lines, found.current, "".join(_redraw(found.before)) if redraws else ""
+    # Ends in \r: keep the last state, and the \r so that new text starts a new segment.
+    newest = found.last if found.last.strip() else found.before
+    redraw = "".join(_redraw(newest)) if redraws else ""
+    return lines, found.last + b"\r" if found.last else b"", redraw
 
 
 def split_lines(
@@ -54,24 +111,39 @@ def split_lines(
     emitted in max_line pieces as it arrives, so the carry never holds more.
     The result does not depend on where the chunks were cut.
     """
-    if max_line < 4:
-        raise ValueError("max_line must be at least 4 bytes (one UTF-8 character)")
-    parts = (carry + data.replace(b"\0", b"")).split(b"\n")
-    lines: list[str] = []
-    for raw in parts[:-1]:
-        last, _ = _segments(raw, max_line, lines)
-        lines.append(_decode(last))
-    last, current = _segments(parts[-1], max_line, lines)
-    if current:
-        # Whatever came before the last \r can no longer be the line's final state.
-        return lines, current
-    # Ends in \r: keep the last state, and the \r so that new text starts a new segment.
-    return lines, last + b"\r" if last else b""
+    lines, carry, _ = _split(carry, data, max_line=max_line, redraws=False)
+    return lines, carry
 
 
 def finish_lines(carry: bytes, *, max_line: int = MAX_LINE_BYTES) -> list[str]:
     """The unterminated tail as a last line, for a file that will not grow any more."""
     return split_lines(carry, b"\n", max_line=max_line)[0] if carry else []
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one read of a file gives: its complete lines, the carry, and a redraw to read now."""
+
+    lines: list[str]
+    carry: bytes
+    redraw: str = ""
+
+
+def read_chunk(carry: bytes, data: bytes, *, final: bool, max_line: int = MAX_LINE_BYTES) -> Chunk:
+    """The lines of a file for the metric reader: split_lines, and the finished redraws.
+
+    A bar redrawn with `\\r` is read while it runs: each read gives the newest finished
+    redraw of the unfinished last line, and of a line that ends, the newest redraw
+    before its final state. A redraw is finished once the next `\\r` has come; the text
+    after the last `\\r` (or an unfinished line with none) may be cut anywhere by the
+    read (`loss 2` of `loss 2.3456`) and waits for its line or redraw to end. With
+    `final` the file will not grow: its unfinished line is a line.
+    """
+    data = data.replace(b"\0", b"")
+    if final and (carry or data) and not data.endswith(b"\n"):
+        data += b"\n"  # the file's end ends its last line
+    lines, rest, redraw = _split(carry, data, max_line=max_line, redraws=True)
+    return Chunk(lines, rest, redraw)
 
 
 class LineSplitter:

@@ -11,7 +11,7 @@ output is bounded before it reaches the database.
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
@@ -25,6 +25,31 @@ MAX_METRIC_LINE_CHARS = 4096
 READY = {"ready": True}
 
 Reply = dict[str, Any]
+
+
+def stdout_request(
+    lines: list[str],
+    *,
+    redraw: str,
+    state: dict[str, Any] | None,
+    last_step: int | None,
+    patterns: Sequence[str] = (),
+    final: bool,
+) -> dict[str, Any]:
+    """The request for a stdout file's new lines (`monitoring.lines.read_chunk` gives them).
+
+    `redraw`, the newest finished `\\r` redraw of the unfinished last line (a tqdm bar), is
+    read now, provisionally: it is not read again when the same text later ends the line.
+    """
+    return {
+        "kind": "stdout",
+        "lines": lines,
+        "patterns": list(patterns),
+        "last_step": last_step,
+        "state": state,
+        "provisional": redraw,
+        "final": final,
+    }
 
 
 def _stdout(request: dict[str, Any]) -> Reply:

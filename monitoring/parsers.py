@@ -80,8 +80,9 @@ def parse_stdout_metrics(
     `last_step` (-1 when None), and only a line naming a loss counts.
 
     `state` is the reader's state between calls (a JSON-able dict, updated in
-    place). `provisional` is the newest `\\r` segment of the unfinished last line:
-    read as a point now, and not again when the same text later completes.
+    place). `provisional` is the newest finished `\\r` redraw of the unfinished last
+    line (`monitoring.lines.read_chunk`): read as a point now, and not again when the
+    same text later ends the line or comes first in the next call.
 
     `final` False: more of the file may come, so a block of `key = value` lines that has
     not ended is kept in `state` until it does.

@@ -16,7 +16,8 @@ class LogFile(models.Model):
     first_offset = models.BigIntegerField(default=0)
     remote_size = models.BigIntegerField(default=0)
     inode = models.BigIntegerField(null=True, blank=True)
-    # Parser state between poll cycles: the unfinished last line, and the last step seen.
+    # Parser state between poll cycles: the unfinished last line, and the highest step seen
+    # (a point at or below it may replace a stored one: monitoring.series_overwrite).
     carry = models.BinaryField(default=b"", blank=True)
     last_step = models.BigIntegerField(null=True, blank=True)
     # Bytes [0, parsed_to) went through the metric parser (or were skipped on purpose);

@@ -1,4 +1,4 @@
-"""Run the metric reader over tests/corpus/metrics and compare, as tests/corpus/README.md says.
+"""Read tests/corpus/metrics as ingest reads a job's stdout and compare, as tests/corpus/README.md says.
 
 python -m tests.corpus.runner            # every case, expected vs read, then the totals
 python -m tests.corpus.runner -q         # failing cases and the totals only
@@ -11,9 +11,14 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
-from monitoring.reader import MetricReader
+from monitoring.lines import read_chunk
+from monitoring.overwrite import newest_per_step
+from monitoring.parse_worker import parse_request, stdout_request
 from tests.corpus.loader import MetricCase, Point, load_metric_cases
+
+StoredPoint = tuple[int, str, float, float]  # attempt (0 here), name, step, value
 
 
 @dataclass
@@ -29,20 +34,55 @@ class Result:
         return not self.problems
 
 
-def read_case(text: str) -> list[Point]:
-    """Feed the text line by line, keeping `\\r`; the last piece has no newline if the text lacks one."""
-    reader = MetricReader()
-    pieces = text.split("\n")
-    for index, piece in enumerate(pieces):
-        last = index == len(pieces) - 1
-        if piece or not last:
-            reader.feed(piece if last else piece + "\n")
-    points: list[Point] = []
-    for point in reader.finish():
-        points.append(
-            {"step": point.step, **point.values} if not point.counted else dict(point.values)
+def writes(data: bytes) -> list[bytes]:
+    """The text as a trainer writes it: a line per write, a `\\r` redraw per write."""
+    pieces: list[bytes] = []
+    start = 0
+    for at, byte in enumerate(data):
+        if byte == ord("\r") and at > start:
+            pieces.append(data[start:at])  # a redraw begins: the write before it has ended
+            start = at
+        elif byte == ord("\n"):
+            pieces.append(data[start : at + 1])
+            start = at + 1
+    return [*pieces, data[start:]] if start < len(data) else pieces
+
+
+def ingest_polls(chunks: list[bytes]) -> list[StoredPoint]:
+    """What ingest gives for a stdout.log that grows by these chunks, one poll each, then ends.
+
+    The same code path as `monitoring.ingest_parse`, without the database and the process:
+    `read_chunk` (the lines, and the finished redraws of a bar), the parser process's
+    request and reply, the reader's state and the file's highest step carried from poll to
+    poll. The points come in order, before one value per step (`newest_per_step`).
+    """
+    carry, high = b"", None
+    state: dict[str, Any] = {}
+    given: list[StoredPoint] = []
+    for index in range(len(chunks) + 1):
+        final = index == len(chunks)
+        chunk = read_chunk(carry, b"" if final else chunks[index], final=final)
+        carry = chunk.carry
+        if not chunk.lines and not chunk.redraw and not final:
+            continue  # ingest_parse reads nothing then
+        request = stdout_request(
+            chunk.lines, redraw=chunk.redraw, state=state, last_step=high, final=final
         )
-    return points
+        reply = parse_request(request)
+        state = reply["state"]
+        for name, step, value, _ in reply["points"]:
+            given.append((0, name, float(step), value))
+            high = step if high is None else max(high, step)
+    return given
+
+
+def read_case(text: str) -> list[Point]:
+    """What ingest stores of the text, written one line or redraw at a time and polled after
+    each (the most a live page sees): one value per step and name, grouped by step."""
+    points: dict[float, Point] = {}
+    for _, name, step, value in newest_per_step(ingest_polls(writes(text.encode()))):
+        points.setdefault(step, {"step": int(step)})[name] = value
+    return list(points.values())
 
 
 def _same(expected: float | int, got: float | int) -> bool:

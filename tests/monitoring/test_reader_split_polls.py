@@ -1,23 +1,21 @@
 """A log read in two polls, cut anywhere, gives the points of one read of it.
 
 The poller hands over a file's new bytes per poll; `monitoring.lines` carries the
-unfinished tail, `ingest_parse` reads a finished `\\r` redraw of it provisionally, and
-the reader's state goes from poll to poll as JSON. This runs that path (pure: no
-database, no worker) on corpus samples (tests/corpus/metrics, each with its source),
-for every cut into two chunks. Before, a line cut mid-number was read at once
-(`iter 100: loss 2` for `loss 2.3456`), then again when it ended; a step's lines in two
-polls gave its first values twice; a `***** train metrics *****` block cut in two lost
-the half without a loss.
+unfinished tail and gives the finished `\\r` redraws of a bar, and the reader's state
+goes from poll to poll as JSON. This runs that path (`tests.corpus.runner.ingest_polls`,
+ingest's code without the database and the process) on corpus samples
+(tests/corpus/metrics, each with its source), for every cut into two chunks. Before, a
+line cut mid-number was read at once (`iter 100: loss 2` for `loss 2.3456`), then again
+when it ended; a step's lines in two polls gave its first values twice; a `*****
+train metrics *****` block cut in two lost the half without a loss.
 """
-
-from typing import Any
 
 import pytest
 
-from monitoring.ingest_parse import _newest_segment
-from monitoring.lines import finish_lines, split_lines
-from monitoring.parsers import parse_stdout_metrics
+from monitoring.lines import read_chunk
+from monitoring.overwrite import newest_per_step
 from tests.corpus.loader import load_metric_cases
+from tests.corpus.runner import ingest_polls, writes
 
 CASES = {case.name: case for case in load_metric_cases()}
 SAMPLES = [
@@ -31,39 +29,32 @@ SAMPLES = [
     "ultralytics_epoch_table",
     "torchtitan_pasted_every_rank",
 ]
-Key = tuple[str, int]
+# Every corpus sample with `\r` redraws (tqdm, Lightning, Keras bars).
+REDRAWN = sorted(name for name, case in CASES.items() if "\r" in case.text)
+Key = tuple[str, float]
 
 
-def _polls(chunks: list[bytes]) -> list[tuple[str, int, float]]:
+def _polls(chunks: list[bytes]) -> list[tuple[str, float, float]]:
     """What ingest_parse reads of a file that grows by these chunks, then ends."""
-    carry, last_step = b"", None
-    state: dict[str, Any] = {}
-    points = []
-    for index in range(len(chunks) + 1):
-        final = index == len(chunks)
-        if final:
-            lines, provisional = finish_lines(carry), ""
-        else:
-            lines, carry = split_lines(carry, chunks[index])
-            provisional = _newest_segment(carry)
-        read = parse_stdout_metrics(
-            lines, last_step=last_step, state=state, provisional=provisional, final=final
+    return [(name, step, value) for _, name, step, value in ingest_polls(chunks)]
+
+
+def _latest(points: list[tuple[str, float, float]]) -> dict[Key, float]:
+    """What is stored: one value per step and name, the newest (`monitoring.overwrite`)."""
+    return {
+        (name, step): value
+        for _, name, step, value in newest_per_step(
+            [(0, name, step, value) for name, step, value in points]
         )
-        if read:
-            last_step = max(point.step for point in read)
-        points += [(point.name, point.step, point.value) for point in read]
-    return points
-
-
-def _latest(points: list[tuple[str, int, float]]) -> dict[Key, float]:
-    return {(name, step): value for name, step, value in points}
+    }
 
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_every_cut_into_two_polls_gives_the_points_of_one_read(name: str) -> None:
-    """The same (name, step) pairs, each with the one read's value as its latest."""
+    """The same (name, step) pairs, each with the one read's value as its newest: the
+    series stored are the same (four of these samples give a step twice at some cuts)."""
     data = CASES[name].text.encode()
-    assert "\r" not in CASES[name].text  # redraws are read provisionally by design
+    assert "\r" not in CASES[name].text  # a bar's redraws: the test below
     whole = _polls([data])
     assert whole
     for cut in range(1, len(data)):
@@ -80,14 +71,56 @@ def test_a_step_whose_lines_come_in_two_polls_gives_each_value_once(name: str) -
 
 
 def test_a_line_cut_by_the_read_is_not_read_until_it_ends() -> None:
-    assert _newest_segment(b"iter 100: loss 2") == ""
+    assert read_chunk(b"", b"iter 100: loss 2", final=False).redraw == ""
     assert _polls([b"iter 100: loss 2", b".3456, time 123.45ms\n"]) == [
         ("loss", 100, 2.3456),
         ("time", 100, 123.45),
     ]
 
 
+BAR = [  # tqdm (tqdm/std.py format_meter): `\r` + the bar, one write per redraw
+    b"\r 10%|#| 10/100 [00:01<00:09, 9.50it/s, loss=2.31]",
+    b"\r 11%|#| 11/100 [00:01<00:09, 9.52it/s, loss=2.29]",
+    b"\r 12%|#| 12/100 [00:01<00:09, 9.53it/s, loss=2.27]",
+]
+
+
 def test_a_finished_redraw_is_read_while_the_bar_goes_on() -> None:
-    """tqdm: `\\r` + bar per redraw; the text after the last `\\r` may be cut."""
-    carry = b"\r 10%|#| 10/100 [00:01<00:09, 9.50it/s]\r 11%|#| 11/100 [00:01<00:09, 9.5"
-    assert _newest_segment(carry) == " 10%|#| 10/100 [00:01<00:09, 9.50it/s]"
+    """The redraw after the last `\\r` may be cut by the read; the one before it has ended."""
+    cut = BAR[0] + BAR[1][:-9]
+    assert read_chunk(b"", cut, final=False).redraw == BAR[0][1:].decode()
+    # Across polls: the carry holds only the text after the last `\\r`.
+    first = read_chunk(b"", BAR[0], final=False)
+    assert first.redraw == "" and first.carry == BAR[0][1:]
+    assert read_chunk(first.carry, BAR[1], final=False).redraw == BAR[0][1:].decode()
+
+
+def test_a_bar_that_gets_no_complete_line_is_read_poll_by_poll() -> None:
+    """The sandbox job's case: each poll brings a redraw or two and never a newline."""
+    points = _polls([BAR[0], BAR[1], BAR[2]])
+    steps = sorted({step for name, step, _ in points if name == "loss"})
+    assert steps == [10, 11, 12]  # 10 and 11 while the bar ran, 12 when the file ended
+    assert ("loss", 11, 2.29) in points
+
+
+def test_a_redraw_read_while_running_is_not_read_again_when_its_line_ends() -> None:
+    """A bar that ends with `\\r` then `\\n`: its last redraw was read before the newline came."""
+    points = _polls([BAR[0] + b"\r", b"\n"])
+    assert points.count(("loss", 10, 2.31)) == 1
+    # One poll reads a bar's newest finished redraw, not every one it brings.
+    points = _polls([BAR[0] + BAR[1] + b"\r", BAR[2] + b"\n"])
+    assert [step for name, step, _ in points if name == "loss"] == [11, 12]
+
+
+@pytest.mark.parametrize("name", REDRAWN)
+def test_a_redrawn_line_cut_anywhere_reads_the_one_read_and_more_of_the_bar(name: str) -> None:
+    """One poll reads each line's final state and the redraw before it; more polls read
+    more of the bar while it runs, never other values: one read <= two polls <= a poll per
+    write (what the corpus runner reads), with the same value per step where they meet."""
+    data = CASES[name].text.encode()
+    every = dict(_latest(_polls(writes(data))))
+    whole = _latest(_polls([data]))
+    assert whole.items() <= every.items()
+    for cut in range(1, len(data)):
+        split = _latest(_polls([data[:cut], data[cut:]]))
+        assert whole.items() <= split.items() <= every.items(), (cut, data[:cut][-40:])

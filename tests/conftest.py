@@ -1,6 +1,7 @@
 """The shared fixtures, registered once; each module says what it provides."""
 
 pytest_plugins = [
+    "tests.fixtures.database",
     "tests.fixtures.sandbox",
     "tests.fixtures.servers",
     "tests.fixtures.people",

@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.fixtures.jobs",
     "tests.fixtures.browser",
     "tests.fixtures.run",
+    "tests.fixtures.timeline",
 ]

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from jobs.access import job_for_viewer, jobs_visible_to, require_submitter
+from jobs.code_api import CodeSnapshotSerializer, code_in_project
 from jobs.models import DEFAULT_RESTART_ON, Attempt, Job, JobEvent, State, Template
 from jobs.services import job_cancel, job_submit
 from jobs.specs import MAX_TIME_LIMIT, JobSpec, spec_from_job
@@ -42,6 +43,17 @@ _JOB_EXTRA = (
 )
 
 
+CODE_FIELDS = (
+    "code",
+    "code_commit",
+    "code_branch",
+    "code_diff",
+    "code_diff_truncated",
+    "code_git_url",
+    "code_git_ref",
+)
+
+
 def _present(model: type[Any], names: tuple[str, ...]) -> list[str]:
     have = {field.name for field in model._meta.get_fields()}
     return [name for name in names if name in have]
@@ -56,6 +68,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     user = serializers.SlugRelatedField[User](slug_field="username", read_only=True)
     latest_attempt = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="Number of the job's latest attempt."
+    )
+    code = CodeSnapshotSerializer(
+        read_only=True, allow_null=True, help_text="The code snapshot the command runs in."
     )
 
     class Meta:
@@ -80,6 +95,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "total_steps",
             "metric_patterns",
             *_present(Job, _JOB_EXTRA),
+            *CODE_FIELDS,
             "latest_attempt",
             "created_at",
             "updated_at",
@@ -182,6 +198,28 @@ class SpecSerializer(serializers.Serializer[Any]):
         required=False, allow_null=True, default=None, max_value=INT_MAX
     )
 
+    # The code: a snapshot uploaded to the project (POST /projects/<slug>/code/) named by
+    # its hash, with the git checkout it came from; or a git URL and ref to fetch.
+    code = serializers.RegexField(
+        r"^[0-9a-f]{64}$",
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="SHA-256 of a code snapshot of the project; the command runs in it.",
+    )
+    code_commit = serializers.CharField(required=False, allow_blank=True, default="")
+    code_branch = serializers.CharField(required=False, allow_blank=True, default="")
+    code_diff = serializers.CharField(
+        required=False, allow_blank=True, default="", trim_whitespace=False
+    )
+    code_diff_truncated = serializers.BooleanField(required=False, default=False)
+    code_git_url = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="https URL of a git repository."
+    )
+    code_git_ref = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Branch, tag or commit."
+    )
+
     def validate_restart_on(self, value: list[str]) -> tuple[str, ...]:
         return tuple(value)
 
@@ -222,7 +260,7 @@ def jobs_listed(*, user: User) -> QuerySet[Job]:
     """The jobs the caller may see (jobs.access), with what a row shows."""
     return (
         jobs_visible_to(user=user)
-        .select_related("project", "cluster", "user")
+        .select_related("project", "cluster", "user", "code")
         .annotate(latest_attempt=_latest_attempt())
     )
 
@@ -326,6 +364,8 @@ class JobListCreateView(generics.GenericAPIView[Job]):
             raise ValidationError(
                 {"cluster": ["No such cluster; GET /api/v1/clusters/ lists them."]}
             )
+        if values["code"] is not None:
+            values["code"] = code_in_project(user=user, project=project, sha256=values["code"])
         job = _submit(user=user, project=project, cluster=cluster, spec=JobSpec(**values))
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -358,7 +398,11 @@ class JobCloneView(APIView):
         require_submitter(user=user, project=job.project)
         changes = JobCloneSerializer(data=request.data)
         changes.is_valid(raise_exception=True)
-        spec = dataclasses.replace(spec_from_job(job), **changes.validated_data)
+        values = dict(changes.validated_data)
+        if values.get("code") is not None:
+            values["code"] = code_in_project(user=user, project=job.project, sha256=values["code"])
+        # Without changes the copy runs the original's snapshot: the same bytes, stored once.
+        spec = dataclasses.replace(spec_from_job(job), **values)
         clone = _submit(user=user, project=job.project, cluster=job.cluster, spec=spec)
         return Response(JobSerializer(clone).data, status=status.HTTP_201_CREATED)
 

@@ -77,7 +77,7 @@ def _ignore_spec(directory: Path, relative: str) -> pathspec.PathSpec | None:
     ignore = directory / relative / ".gitignore"
     if not ignore.is_file():
         return None
-    return pathspec.PathSpec.from_lines("gitwildmatch", ignore.read_text().splitlines())
+    return pathspec.GitIgnoreSpec.from_lines(ignore.read_text().splitlines())
 
 
 Rules = list[tuple[str, pathspec.PathSpec]]  # (the .gitignore's directory, its patterns)
@@ -132,7 +132,7 @@ def _git_info(directory: Path) -> GitInfo | None:
     return GitInfo(
         commit=commit.stdout.decode().strip(),
         branch=branch.stdout.decode().strip() if branch.returncode == 0 else "",
-        diff=text[:MAX_DIFF_BYTES].decode("utf-8", errors="replace"),
+        diff=text[:MAX_DIFF_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
         diff_truncated=len(text) > MAX_DIFF_BYTES,
     )
 

@@ -115,7 +115,9 @@ def _members(archive: tarfile.TarFile, max_files: int) -> list[tarfile.TarInfo]:
         for member in archive:
             members.append(member)
             if len(members) > max_files:
-                raise UnsafeArchive(f"more than {max_files} members, over the cap of {max_files} files")
+                raise UnsafeArchive(
+                    f"more than {max_files} members, over the cap of {max_files} files"
+                )
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise UnsafeArchive(f"a damaged tar archive: {exc}") from exc
     return members

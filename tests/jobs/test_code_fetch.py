@@ -60,7 +60,7 @@ def test_a_git_url_becomes_a_snapshot_with_its_commit_once(
 def test_a_failed_fetch_fails_the_attempt_with_gits_words(
     local_git, tmp_path, project, member, cluster
 ) -> None:
-    job, attempt = factories.job(
+    _, attempt = factories.job(
         project, member, cluster, code_git_url=f"file://{tmp_path / 'nowhere'}"
     )
     attempt_submit(attempt_id=attempt.pk)

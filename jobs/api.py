@@ -25,7 +25,7 @@ from jobs.access import job_for_viewer, jobs_visible_to, require_submitter
 from jobs.code_api import CodeSnapshotSerializer, code_in_project
 from jobs.models import DEFAULT_RESTART_ON, Attempt, Job, JobEvent, State, Template
 from jobs.services import job_cancel, job_submit
-from jobs.specs import MAX_TIME_LIMIT, JobSpec, spec_from_job
+from jobs.specs import CODE_FIELDS, MAX_TIME_LIMIT, JobSpec, spec_from_job
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
 from projects.access import projects_of_member
 from projects.models import Project
@@ -40,17 +40,6 @@ _JOB_EXTRA = (
     "hang_multiple",
     "hang_floor_seconds",
     "startup_window_seconds",
-)
-
-
-CODE_FIELDS = (
-    "code",
-    "code_commit",
-    "code_branch",
-    "code_diff",
-    "code_diff_truncated",
-    "code_git_url",
-    "code_git_ref",
 )
 
 

@@ -83,6 +83,22 @@ def spec_from_job(job: Job) -> JobSpec:
     return JobSpec(**values)
 
 
+CODE_FIELDS = (
+    "code",
+    "code_commit",
+    "code_branch",
+    "code_diff",
+    "code_diff_truncated",
+    "code_git_url",
+    "code_git_ref",
+)
+
+
+def code_of(job: Job) -> dict[str, Any]:
+    """The job's code fields, as a clone takes them: the same snapshot, never a new one."""
+    return {name: getattr(job, name) for name in CODE_FIELDS}
+
+
 def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if not _NAME.match(spec.name):

@@ -67,6 +67,7 @@
     status.textContent = "updating…";
     try {
       const body = new FormData(form);
+      body.delete("code_archive"); // the preview never uploads the code
       const response = await fetch(url, {
         method: "POST",
         body,

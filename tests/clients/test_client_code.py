@@ -14,7 +14,7 @@ from jobs.models import Attempt, CodeSnapshot
 
 pytestmark = pytest.mark.sandbox
 
-MODULE = '''import pathlib, sys
+MODULE = """import pathlib, sys
 
 from trainer.settings import LR
 
@@ -22,7 +22,7 @@ from trainer.settings import LR
 print(f"cwd={pathlib.Path.cwd().name} lr={LR}")
 for step in range(1, 4):
     print(f"step {step}, loss={LR / step:.3f}")
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -96,7 +96,9 @@ def test_submit_code_runs_the_working_tree_and_a_clone_reuses_its_snapshot(
             assert CodeSnapshot.objects.filter(sha256=sha).count() == 1
             assert snapshot_path(sha).is_file()
             run_dirs = set(
-                Attempt.objects.filter(job_id__in=[job.id, clone.id]).values_list("run_dir", flat=True)
+                Attempt.objects.filter(job_id__in=[job.id, clone.id]).values_list(
+                    "run_dir", flat=True
+                )
             )
             assert len(run_dirs) == 2  # each attempt unpacks into its own run directory
         finally:

@@ -65,7 +65,9 @@ def test_an_unsafe_archive_is_refused_under_its_field(
     assert not Job.objects.exists() and not CodeSnapshot.objects.exists()
 
 
-def test_the_job_page_shows_commit_branch_and_diff(client: Client, member, project, cluster) -> None:
+def test_the_job_page_shows_commit_branch_and_diff(
+    client: Client, member, project, cluster
+) -> None:
     snapshot = CodeSnapshot.objects.create(
         project=project, sha256="ab" * 32, size=10, unpacked_size=12, files=2, created_by=member
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from clusters.agent.code import unpack_on_cluster
+from clusters.agent.code import CodeShell, unpack_on_cluster
 from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
@@ -94,7 +94,7 @@ def _code_ready(attempt: Attempt) -> bool:
     return True
 
 
-def _upload_code(attempt: Attempt, connection: Connection, run_dir: RunDir) -> None:
+def _upload_code(attempt: Attempt, connection: CodeShell, run_dir: RunDir) -> None:
     """The job's snapshot, uploaded and unpacked into the run directory's code directory."""
     snapshot = attempt.job.code
     if snapshot is None:

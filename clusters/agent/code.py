@@ -8,8 +8,16 @@ nothing in the account can replace them.
 
 import json
 from pathlib import Path
+from typing import Protocol
 
 from clusters.agent.client import AgentError, RemoteShell, agent_command
+
+
+class CodeShell(RemoteShell, Protocol):
+    """What placing code needs of a connection: commands and uploads (`Connection` has both)."""
+
+    def upload(self, remote_path: str, data: bytes, *, mode: int = ...) -> None: ...
+
 
 UNPACK_SOURCE: bytes = Path(__file__).with_name("code_unpack.py").read_bytes()
 UNPACK_TIMEOUT = 300.0

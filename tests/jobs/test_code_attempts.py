@@ -95,7 +95,7 @@ def test_an_unsafe_archive_on_the_cluster_is_refused_by_the_unpacker(
     snapshot_path(job.code.sha256).write_bytes(_tar(("../../escape", b"evil")))
     run_dir = RunDir(str(tmp_path / "run1"))
     Path(run_dir.path).mkdir()
-    with pytest.raises(AgentError, match="'..' component") as refused:
+    with pytest.raises(AgentError, match=r"'\.\.' component") as refused:
         _upload_code(
             Attempt.objects.select_related("job__code").get(pk=first.pk), LocalCluster(), run_dir
         )

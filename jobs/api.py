@@ -217,6 +217,13 @@ class JobCreateSerializer(SpecSerializer):
     project = serializers.SlugField(help_text="The project's slug (one of yours).")
     cluster = serializers.SlugField(help_text="The cluster's name.")
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("code") and attrs.get("code_git_url"):
+            raise ValidationError(
+                {"code_git_url": ["Give either a code snapshot or a git URL, not both."]}
+            )
+        return attrs
+
 
 class JobCloneSerializer(SpecSerializer):
     """Any spec field to change in the copy; the rest is the original's."""

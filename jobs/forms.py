@@ -243,6 +243,12 @@ class JobForm(forms.Form):
         )
         cluster_field.error_messages["invalid_choice"] = "Choose a cluster you have an account on."
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("code_archive") and (data.get("code_git_url") or "").strip():
+            self.add_error("code_git_url", "Give either a code archive or a git URL, not both.")
+        return data
+
     def spec(self, code: dict[str, Any] | None = None) -> JobSpec:
         """The spec from cleaned data (call after is_valid()); `code`: the code fields, resolved
         by the view (an uploaded snapshot, or the clone's), else the git URL typed in."""

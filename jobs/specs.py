@@ -135,8 +135,7 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
 
 def _code_errors(spec: JobSpec) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
-    if spec.code is not None and spec.code_git_url:
-        errors["code_git_url"] = ["Give either a code archive or a git URL, not both."]
+    # A snapshot beside a git URL is one fetched from it (a clone of such a job): both stay.
     if spec.code_git_url and (problem := git_url_problem(spec.code_git_url)):
         errors.setdefault("code_git_url", []).append(problem)
     if spec.code_git_ref and (problem := git_ref_problem(spec.code_git_ref)):

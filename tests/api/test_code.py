@@ -84,6 +84,7 @@ def test_an_archive_is_stored_once_by_its_hash(member, tokens: Tokens, snapshot_
         (_tar(("a", b"x"), link=("escape", "../../etc")), "points out of the directory"),
         (b"PK\x03\x04 a zip", "not a tar archive"),
     ],
+    ids=["dotdot", "absolute", "symlink-out", "zip"],
 )
 def test_an_unsafe_archive_is_refused_and_not_kept(
     tokens: Tokens, snapshot_dir, archive: bytes, says: str
@@ -159,6 +160,7 @@ def test_a_job_names_its_snapshot_and_a_clone_keeps_it(tokens: Tokens) -> None:
         ),
         ({"code_git_ref": "main"}, "code_git_ref", "needs the git URL"),
         ({"code_commit": "not-a-hash"}, "code_commit", "hexadecimal"),
+        ({"code": "ab" * 32, "code_git_url": "https://host/r"}, "code_git_url", "not both"),
     ],
 )
 def test_code_fields_are_checked(tokens: Tokens, change, field, says) -> None:

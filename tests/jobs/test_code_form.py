@@ -96,3 +96,25 @@ def test_an_outsider_cannot_clone_anothers_code(
     client.force_login(outsider)
     assert client.get(reverse("job-page", args=[job.pk])).status_code == 404
     assert client.get(reverse("job-new") + f"?clone={job.pk}").status_code == 404
+
+
+def test_the_form_takes_a_git_url_to_fetch_at_submission(
+    client: Client, member, project, cluster, django_capture_on_commit_callbacks
+) -> None:
+    client.force_login(member)
+    url = "https://git.example.org/vision/trainer.git"
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(
+            reverse("job-new"), _form(cluster, project, code_git_url=url, code_git_ref="main")
+        )
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert (job.code, job.code_git_url, job.code_git_ref) == (None, url, "main")
+    page = client.get(response["Location"]).content.decode()
+    assert url in page and "fetched when the first attempt is submitted" in page
+    refused = client.post(
+        reverse("job-new"),
+        _form(cluster, project, code_git_url="file:///home/mia/repo", name="local"),
+    )
+    assert refused.status_code == 200 and "https://" in refused.content.decode()
+    assert Job.objects.count() == 1

@@ -68,9 +68,12 @@ def _git_files(directory: Path) -> list[str]:
     listed = _git(directory, "ls-files", "-z", "-co", "--exclude-standard", "--", ".")
     if listed.returncode != 0:
         raise PackError(f"git ls-files failed in {directory}: {listed.stderr.decode().strip()}")
-    # Deleted but uncommitted files are still listed; only what exists is packed.
+    # Deleted but uncommitted files are still listed (only what exists is packed), and a
+    # submodule as its directory (not packed: its files are another repository's).
     names = {n for n in listed.stdout.decode().split("\0") if n}
-    return sorted(n for n in names if os.path.lexists(directory / n))
+    return sorted(
+        n for n in names if os.path.islink(directory / n) or os.path.isfile(directory / n)
+    )
 
 
 def _ignore_spec(directory: Path, relative: str) -> pathspec.PathSpec | None:

@@ -16,9 +16,11 @@ RUN DJANGO_SETTINGS_MODULE=portal.settings.base DJANGO_SECRET_KEY=build-only \
     DATABASE_URL=sqlite:////tmp/build.sqlite3 python manage.py collectstatic --noinput \
  && rm -f /tmp/build.sqlite3 \
  && python -m compileall -q /app \
- && useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin portal
+ && useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin portal \
+ && install -d -o portal -m 700 /var/lib/portal/code
 # The code stays root's (read-only to the portal, so its bytecode is compiled above);
-# the portal runs as its own user.
+# the portal runs as its own user, and owns only the code snapshots' directory (a volume
+# web and worker share: web stores uploads, the worker sends them to the cluster).
 USER portal
 
 EXPOSE 8000

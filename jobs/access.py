@@ -10,7 +10,7 @@ from collections.abc import Collection
 from django.db.models import QuerySet
 
 from jobs.errors import JobPermissionRefused
-from jobs.models import Attempt, Job
+from jobs.models import Attempt, CodeSnapshot, Job
 from portal_lib.viewers import Viewer, sees_everything, signed_in
 from projects.access import can_submit_in, member_of, membership, owns
 from projects.models import Project
@@ -25,6 +25,15 @@ def jobs_visible_to(*, user: Viewer | None) -> QuerySet[Job]:
     return Job.objects.filter(member_of(user=user, project_ref="project_id"))
 
 
+def code_snapshots_visible_to(*, user: Viewer | None) -> QuerySet[CodeSnapshot]:
+    """Code snapshots follow their project like its jobs: any role, staff, never visitors."""
+    if not signed_in(user):
+        return CodeSnapshot.objects.none()
+    if sees_everything(user):
+        return CodeSnapshot.objects.all()
+    return CodeSnapshot.objects.filter(member_of(user=user, project_ref="project_id"))
+
+
 def can_view_job(*, user: Viewer | None, job: Job) -> bool:
     """One query for a member; none for staff and visitors."""
     if not signed_in(user):
@@ -35,7 +44,9 @@ def can_view_job(*, user: Viewer | None, job: Job) -> bool:
 def job_for_viewer(*, user: Viewer | None, job_id: int) -> Job | None:
     """The job with what its page shows, or None when it is missing or not the user's to see."""
     return (
-        jobs_visible_to(user=user).select_related("project", "cluster", "user").filter(pk=job_id)
+        jobs_visible_to(user=user)
+        .select_related("project", "cluster", "user", "code")
+        .filter(pk=job_id)
     ).first()
 
 

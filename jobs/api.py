@@ -6,7 +6,6 @@ that only ever return the caller's projects.
 """
 
 import dataclasses
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -14,7 +13,6 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.fields import empty
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,10 +20,11 @@ from rest_framework.views import APIView
 
 from clusters.models import Cluster
 from jobs.access import job_for_viewer, jobs_visible_to, require_submitter
-from jobs.models import DEFAULT_RESTART_ON, Attempt, Job, JobEvent, State, Template
+from jobs.api_inputs import JobCloneSerializer, JobCreateSerializer, JobFilterSerializer
+from jobs.code_api import CodeSnapshotSerializer, code_in_project
+from jobs.models import Attempt, Job, JobEvent
 from jobs.services import job_cancel, job_submit
-from jobs.specs import MAX_TIME_LIMIT, JobSpec, spec_from_job
-from portal_lib.bounds import BIGINT_MAX, INT_MAX
+from jobs.specs import CODE_FIELDS, JobSpec, spec_from_job
 from projects.access import projects_of_member
 from projects.models import Project
 
@@ -57,6 +56,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     latest_attempt = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="Number of the job's latest attempt."
     )
+    code = CodeSnapshotSerializer(
+        read_only=True, allow_null=True, help_text="The code snapshot the command runs in."
+    )
 
     class Meta:
         model = Job
@@ -80,6 +82,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "total_steps",
             "metric_patterns",
             *_present(Job, _JOB_EXTRA),
+            *CODE_FIELDS,
             "latest_attempt",
             "created_at",
             "updated_at",
@@ -126,89 +129,6 @@ class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
         return event.attempt.number if event.attempt else None
 
 
-# --- input ----------------------------------------------------------------------------
-
-
-class SpecSerializer(serializers.Serializer[Any]):
-    """What a job asks for; the checks against the cluster and quota are job_submit's."""
-
-    name = serializers.CharField(max_length=128)
-    template = serializers.ChoiceField(choices=Template.choices, default=Template.COMMAND)
-    command = serializers.CharField(trim_whitespace=False)
-    nodes = serializers.IntegerField(min_value=1, max_value=1024, default=1)
-    gpus_per_node = serializers.IntegerField(min_value=0, max_value=64, default=1)
-    cpus_per_task = serializers.IntegerField(min_value=1, max_value=1024, default=4)
-    memory_mb = serializers.IntegerField(
-        min_value=1, max_value=INT_MAX, required=False, allow_null=True, default=None
-    )
-    time_limit = serializers.DurationField(
-        default=timedelta(hours=1),
-        min_value=timedelta(seconds=1),
-        max_value=MAX_TIME_LIMIT,
-        help_text="[DD ]HH:MM:SS, or seconds; e.g. 02:00:00. At most 365 days.",
-    )
-    partition = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-    setup = serializers.CharField(
-        required=False, allow_blank=True, default="", trim_whitespace=False
-    )
-    model_params = serializers.IntegerField(
-        min_value=1, max_value=BIGINT_MAX, required=False, allow_null=True, default=None
-    )
-    total_steps = serializers.IntegerField(
-        min_value=1, max_value=INT_MAX, required=False, allow_null=True, default=None
-    )
-    metric_patterns = serializers.CharField(required=False, allow_blank=True, default="")
-    # The restart policy; what may be restarted is checked with the rest of the spec.
-    max_restarts = serializers.IntegerField(
-        min_value=0, max_value=INT_MAX, default=0, help_text="Restarts after a failure."
-    )
-    restart_on = serializers.ListField(
-        child=serializers.CharField(max_length=32),
-        max_length=32,
-        default=lambda: list(DEFAULT_RESTART_ON),
-        help_text="Failure classes that restart the job from its latest checkpoint.",
-    )
-    exclude_failed_nodes = serializers.BooleanField(
-        default=False, help_text="Keep a restart off the nodes the failure was on."
-    )
-
-    hang_multiple = serializers.FloatField(
-        required=False, allow_null=True, default=None, help_text="Hung after N step intervals."
-    )
-    hang_floor_seconds = serializers.IntegerField(
-        required=False, allow_null=True, default=None, max_value=INT_MAX
-    )
-    startup_window_seconds = serializers.IntegerField(
-        required=False, allow_null=True, default=None, max_value=INT_MAX
-    )
-
-    def validate_restart_on(self, value: list[str]) -> tuple[str, ...]:
-        return tuple(value)
-
-
-class JobCreateSerializer(SpecSerializer):
-    project = serializers.SlugField(help_text="The project's slug (one of yours).")
-    cluster = serializers.SlugField(help_text="The cluster's name.")
-
-
-class JobCloneSerializer(SpecSerializer):
-    """Any spec field to change in the copy; the rest is the original's."""
-
-    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
-        fields = super().get_fields()
-        for field in fields.values():
-            field.required = False
-            field.default = empty
-        return fields
-
-
-class JobFilterSerializer(serializers.Serializer[Any]):
-    project = serializers.SlugField(required=False, help_text="Only this project's jobs.")
-    cluster = serializers.SlugField(required=False, help_text="Only jobs on this cluster.")
-    state = serializers.ChoiceField(choices=State.choices, required=False)
-    mine = serializers.BooleanField(required=False, default=False, help_text="Only my jobs.")
-
-
 # --- reads ------------------------------------------------------------------------------
 
 
@@ -222,7 +142,7 @@ def jobs_listed(*, user: User) -> QuerySet[Job]:
     """The jobs the caller may see (jobs.access), with what a row shows."""
     return (
         jobs_visible_to(user=user)
-        .select_related("project", "cluster", "user")
+        .select_related("project", "cluster", "user", "code")
         .annotate(latest_attempt=_latest_attempt())
     )
 
@@ -326,6 +246,8 @@ class JobListCreateView(generics.GenericAPIView[Job]):
             raise ValidationError(
                 {"cluster": ["No such cluster; GET /api/v1/clusters/ lists them."]}
             )
+        if values["code"] is not None:
+            values["code"] = code_in_project(user=user, project=project, sha256=values["code"])
         job = _submit(user=user, project=project, cluster=cluster, spec=JobSpec(**values))
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -358,7 +280,11 @@ class JobCloneView(APIView):
         require_submitter(user=user, project=job.project)
         changes = JobCloneSerializer(data=request.data)
         changes.is_valid(raise_exception=True)
-        spec = dataclasses.replace(spec_from_job(job), **changes.validated_data)
+        values = dict(changes.validated_data)
+        if values.get("code") is not None:
+            values["code"] = code_in_project(user=user, project=job.project, sha256=values["code"])
+        # Without changes the copy runs the original's snapshot: the same bytes, stored once.
+        spec = dataclasses.replace(spec_from_job(job), **values)
         clone = _submit(user=user, project=job.project, cluster=job.cluster, spec=spec)
         return Response(JobSerializer(clone).data, status=status.HTTP_201_CREATED)
 

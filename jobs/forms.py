@@ -163,8 +163,8 @@ class JobForm(forms.Form):
     )
     command = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
-        help_text="Command: shell lines. Torchrun templates: the script (a path from your home "
-        "directory on the cluster) and its arguments.",
+        help_text="Command: shell lines. Torchrun templates: the script (a path in your code, "
+        "or from your home directory on the cluster without code) and its arguments.",
         error_messages={"required": "Enter the command to run."},
     )
     model_params = ModelSizeField(
@@ -216,6 +216,21 @@ class JobForm(forms.Form):
         "First step within (seconds)", 1, HANG_SECONDS_MAX, None, required=False
     )
 
+    # The code: an archive, a git URL and ref, or (a clone) the original job's snapshot.
+    code_archive = forms.FileField(
+        label="Code archive",
+        required=False,
+        help_text="A .tar.gz of your code directory: unpacked into the run directory, where "
+        "the set-up and command then start.",
+    )
+    code_git_url = forms.CharField(
+        label="or a git URL", required=False, max_length=1024, help_text="https:// only."
+    )
+    code_git_ref = forms.CharField(
+        label="Branch, tag or commit", required=False, max_length=255, help_text="Blank: default."
+    )
+    code_from = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
@@ -230,9 +245,21 @@ class JobForm(forms.Form):
         )
         cluster_field.error_messages["invalid_choice"] = "Choose a cluster you have an account on."
 
-    def spec(self) -> JobSpec:
-        """The spec from cleaned data (call after is_valid())."""
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("code_archive") and (data.get("code_git_url") or "").strip():
+            self.add_error("code_git_url", "Give either a code archive or a git URL, not both.")
+        return data
+
+    def spec(self, code: dict[str, Any] | None = None) -> JobSpec:
+        """The spec from cleaned data (call after is_valid()); `code`: the code fields, resolved
+        by the view (an uploaded snapshot, or the clone's), else the git URL typed in."""
         data = self.cleaned_data
+        if code is None:
+            code = {
+                "code_git_url": data.get("code_git_url", "").strip(),
+                "code_git_ref": data.get("code_git_ref", "").strip(),
+            }
         return JobSpec(
             name=data["name"].strip(),
             template=data["template"],
@@ -248,6 +275,7 @@ class JobForm(forms.Form):
             total_steps=data.get("total_steps"),
             metric_patterns=_lines(data.get("metric_patterns", "")),
             **_restart_policy(data),
+            **code,
         )
 
     def partial_spec(self) -> JobSpec:

@@ -93,6 +93,34 @@ def default_restart_on() -> list[str]:
     return [str(c) for c in DEFAULT_RESTART_ON]
 
 
+class CodeSnapshot(models.Model):
+    """A code directory as one tar archive, stored once per project by its SHA-256.
+
+    The file lives at `jobs.code.snapshot_path(sha256)` (under CODE_SNAPSHOT_DIR), shared by
+    every project that uploaded the same bytes; a row per project keeps one project's
+    snapshots out of another's reach.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="code_snapshots")
+    sha256 = models.CharField(max_length=64, validators=[RegexValidator(r"^[0-9a-f]{64}$")])
+    size = models.BigIntegerField(help_text="Bytes of the archive as stored.")
+    unpacked_size = models.BigIntegerField(help_text="Bytes of its files, unpacked.")
+    files = models.PositiveIntegerField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="code_snapshots"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "sha256"], name="codesnapshot_unique_hash")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.project})"
+
+
 class Job(models.Model):
     """What the researcher asked for; each submission to Slurm is an Attempt."""
 
@@ -176,6 +204,19 @@ class Job(models.Model):
         validators=[MinValueValidator(1)],
         help_text="A startup stall when no first step comes within this many seconds.",
     )
+    # The code the command runs in (unpacked into each attempt's run directory, the
+    # command's working directory); every attempt and every clone uses this one snapshot.
+    code = models.ForeignKey(
+        CodeSnapshot, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+    # Where the code came from: a git checkout's commit, branch and uncommitted diff
+    # (from the client), or a git URL and ref the portal fetches before the first attempt.
+    code_commit = models.CharField(max_length=64, blank=True)
+    code_branch = models.CharField(max_length=255, blank=True)
+    code_diff = models.TextField(blank=True)
+    code_diff_truncated = models.BooleanField(default=False)
+    code_git_url = models.CharField(max_length=1024, blank=True)
+    code_git_ref = models.CharField(max_length=255, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -211,6 +252,11 @@ class Job(models.Model):
     @property
     def gpus_requested(self) -> int:
         return self.total_gpus
+
+    @property
+    def has_code(self) -> bool:
+        """Whether the command runs in a code snapshot (uploaded, or fetched from a git URL)."""
+        return self.code_id is not None or bool(self.code_git_url)
 
 
 class Attempt(models.Model):

@@ -49,6 +49,10 @@ PROGRESS_DIR = "progress"
 # faulthandler when the portal sends STACK_SIGNAL to the job (scancel --signal --full).
 STACKS_DIR = "stacks"
 STACK_SIGNAL = "USR2"
+# The job's code snapshot: uploaded as code.tar, unpacked into code/ (the command's working
+# directory), the archive removed once unpacked.
+CODE_ARCHIVE_FILE = "code.tar"
+CODE_DIR = "code"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from jobs.models import Attempt, Job, Template
 from jobs.rundir import (
     CHECKPOINT_DIR,
+    CODE_DIR,
     EXIT_CODE_FILE,
     GPU_FILE_PREFIX,
     GPU_FILE_SUFFIX,
@@ -159,6 +160,16 @@ def _warning_trap() -> list[str]:
     ]
 
 
+def _code_lines(job: Job) -> list[str]:
+    if not job.has_code:
+        return []  # no snapshot: the command starts in the account's home directory
+    return [
+        "# The job's code, unpacked from its snapshot: set-up and command run in it.",
+        'cd -- "$PORTAL_CODE_DIR" || exit 1',
+        "",
+    ]
+
+
 def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
     exports = {
         "PORTAL_JOB_ID": str(job.pk),
@@ -173,6 +184,8 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "PORTAL_STACKS_DIR": run_dir.file(STACKS_DIR),
         "PORTAL_STACK_SIGNAL": STACK_SIGNAL,
     }
+    if job.has_code:
+        exports["PORTAL_CODE_DIR"] = run_dir.file(CODE_DIR)
     lines = [
         "#!/bin/bash",
         f"# Written by the GPU portal for job {job.pk}, attempt {attempt.number}.",
@@ -198,6 +211,7 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "# known even on a cluster without accounting, after the job left squeue.",
         "# In the background, so the batch shell can pass signals on while it waits.",
         "(",
+        *_code_lines(job),
         "# --- environment set-up (from the job spec) ---",
         *job.setup.strip().splitlines(),
         "",

@@ -9,11 +9,15 @@ from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+
 from clusters.inventory import PartitionLimits
+from jobs.code_fetch import git_ref_problem, git_url_problem
 from jobs.models import (
     DEFAULT_RESTART_ON,
     MAX_RESTARTS_LIMIT,
     NEVER_RESTART,
+    CodeSnapshot,
     FailureClass,
     Job,
     Template,
@@ -24,6 +28,8 @@ from projects.quota import describe, limit_errors
 
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
 _NAME = re.compile(r"^[\w.+-][\w .+-]{0,127}$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
+_BRANCH = re.compile(r"^[^\x00-\x1f\x7f ~^:?*\[\\]{1,255}$")
 MAX_COMMAND_CHARS = 65536
 # Longer than any partition allows; keeps GPU-hours x time inside the ledger's columns.
 MAX_TIME_LIMIT = timedelta(days=365)
@@ -52,6 +58,16 @@ class JobSpec:
     hang_multiple: float | None = None
     hang_floor_seconds: int | None = None
     startup_window_seconds: int | None = None
+    # The code the command runs in (jobs.code) and where it came from: a snapshot with a
+    # git checkout's commit, branch and diff, or a git URL and ref fetched before the
+    # first attempt. A clone keeps the snapshot: the same bytes, stored once.
+    code: CodeSnapshot | None = None
+    code_commit: str = ""
+    code_branch: str = ""
+    code_diff: str = ""
+    code_diff_truncated: bool = False
+    code_git_url: str = ""
+    code_git_ref: str = ""
 
     def job_fields(self) -> dict[str, Any]:
         """The Job model's fields this spec sets (the same names)."""
@@ -65,6 +81,22 @@ def spec_from_job(job: Job) -> JobSpec:
     values = {f.name: getattr(job, f.name) for f in fields(JobSpec)}
     values["restart_on"] = tuple(job.restart_on or ())
     return JobSpec(**values)
+
+
+CODE_FIELDS = (
+    "code",
+    "code_commit",
+    "code_branch",
+    "code_diff",
+    "code_diff_truncated",
+    "code_git_url",
+    "code_git_ref",
+)
+
+
+def code_of(job: Job) -> dict[str, Any]:
+    """The job's code fields, as a clone takes them: the same snapshot, never a new one."""
+    return {name: getattr(job, name) for name in CODE_FIELDS}
 
 
 def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
@@ -95,8 +127,30 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
     if problems := validate_patterns(spec.metric_patterns):
         errors["metric_patterns"] = problems
     errors.update(_restart_errors(spec))
+    errors.update(_code_errors(spec))
     if spec.template not in Template.values:
         errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")
+    return errors
+
+
+def _code_errors(spec: JobSpec) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    # A snapshot beside a git URL is one fetched from it (a clone of such a job): both stay.
+    if spec.code_git_url and (problem := git_url_problem(spec.code_git_url)):
+        errors.setdefault("code_git_url", []).append(problem)
+    if spec.code_git_ref and (problem := git_ref_problem(spec.code_git_ref)):
+        errors["code_git_ref"] = [problem]
+    if spec.code_git_ref and not spec.code_git_url:
+        errors["code_git_ref"] = ["A git ref needs the git URL it belongs to."]
+    if spec.code_commit and not _COMMIT.match(spec.code_commit):
+        errors["code_commit"] = ["Give the commit as its hexadecimal hash."]
+    if spec.code_branch and not _BRANCH.match(spec.code_branch):
+        errors["code_branch"] = ["Not a git branch name."]
+    if "\x00" in spec.code_diff:
+        errors["code_diff"] = ["Remove the NUL characters from the diff."]
+    cap = settings.CODE_DIFF_MAX_BYTES
+    if len(spec.code_diff.encode(errors="replace")) > cap:
+        errors["code_diff"] = [f"Keep the diff under {cap} bytes (cut it and set truncated)."]
     return errors
 
 

@@ -7,12 +7,15 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from clusters.agent.code import CodeShell, unpack_on_cluster
 from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
 from clusters.ssh import Connection, pool
+from jobs.code import job_code_fetch, snapshot_bytes
+from jobs.errors import JobError
 from jobs.models import Attempt, State
-from jobs.rundir import SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir
+from jobs.rundir import CODE_ARCHIVE_FILE, CODE_DIR, SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir
 from jobs.scripts import render_batch_script
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_transition
@@ -26,7 +29,7 @@ class SubmitRetry(Exception):
 
 def _attempt(attempt_id: int) -> Attempt:
     return Attempt.objects.select_related(
-        "job", "job__project", "job__cluster", "account", "account__cluster"
+        "job", "job__project", "job__cluster", "job__code", "account", "account__cluster"
     ).get(pk=attempt_id)
 
 
@@ -38,6 +41,8 @@ def attempt_submit(*, attempt_id: int) -> None:
             attempt_transition(
                 attempt=attempt, to=State.CANCELLED, reason="Cancelled before submission."
             )
+            return
+        if not _code_ready(attempt):
             return
         if not attempt_transition(attempt=attempt, to=State.SUBMITTING, reason="Handing to Slurm."):
             return  # another worker claimed it
@@ -75,6 +80,38 @@ def attempt_submit(*, attempt_id: int) -> None:
     _cancel_if_requested(attempt, slurm)
 
 
+def _code_ready(attempt: Attempt) -> bool:
+    """Fetch the job's git URL into a snapshot if it has one and no snapshot yet.
+
+    Before the attempt is claimed: a redelivered task may fetch again (the job keeps the
+    first snapshot), but never submits twice.
+    """
+    try:
+        job_code_fetch(job=attempt.job)
+    except JobError as exc:
+        attempt_transition(attempt=attempt, to=State.FAILED, reason=exc.message)
+        return False
+    return True
+
+
+def _upload_code(attempt: Attempt, connection: CodeShell, run_dir: RunDir) -> None:
+    """The job's snapshot, uploaded and unpacked into the run directory's code directory."""
+    snapshot = attempt.job.code
+    if snapshot is None:
+        return
+    archive = run_dir.file(CODE_ARCHIVE_FILE)
+    connection.upload(archive, snapshot_bytes(snapshot), mode=0o600)
+    # A retried submission unpacks again into a fresh directory.
+    connection.run(f"rm -rf -- {shlex.quote(run_dir.file(CODE_DIR))}")
+    unpack_on_cluster(
+        connection,
+        archive=archive,
+        dest=run_dir.file(CODE_DIR),
+        max_bytes=settings.CODE_UNPACKED_MAX_BYTES,
+        max_files=settings.CODE_MAX_FILES,
+    )
+
+
 def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -> str:
     job = attempt.job
     if not attempt.run_dir:
@@ -89,6 +126,7 @@ def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -
         )
     for name, local_path in settings.RUN_DIR_FILES.items():
         connection.upload(run_dir.file(name), Path(local_path).read_bytes(), mode=0o600)
+    _upload_code(attempt, connection, run_dir)
     script = render_batch_script(job=job, attempt=attempt, run_dir=run_dir)
     connection.upload(run_dir.file(SCRIPT_FILE), script.encode(), mode=0o700)
     return slurm.submit(run_dir.file(SCRIPT_FILE))

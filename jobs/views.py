@@ -15,6 +15,7 @@ from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster
 from clusters.selectors import account_for
 from jobs.access import job_for_viewer, jobs_visible_to
+from jobs.code import snapshot_store
 from jobs.errors import JobError
 from jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
 from jobs.listing import (
@@ -25,10 +26,10 @@ from jobs.listing import (
     can_cancel_now,
     job_page,
 )
-from jobs.models import FINAL_STATES, State
+from jobs.models import FINAL_STATES, Job, State
 from jobs.preview import estimate_for, script_preview
 from jobs.services import job_cancel, job_submit
-from jobs.specs import spec_from_job, validate_spec
+from jobs.specs import code_of, spec_from_job, validate_spec
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import clusters_for_project
 from projects.models import Project, Quota
@@ -195,14 +196,14 @@ def job_new(request: HttpRequest) -> HttpResponse:
     """The submit form (GET, `?clone=<id>` prefills it) and the submission (POST)."""
     user = _user(request)
     if request.method == "POST":
-        form = JobForm(request.POST, user=user)
+        form = JobForm(request.POST, request.FILES, user=user)
         if form.is_valid():
             try:
                 job = job_submit(
                     user=user,
                     project=form.cleaned_data["project"],
                     cluster=form.cleaned_data["cluster"],
-                    spec=form.spec(),
+                    spec=form.spec(_code_for(form, user)),
                 )
             except PortalError as exc:
                 form_add_error(form, exc)
@@ -227,9 +228,27 @@ def job_new(request: HttpRequest) -> HttpResponse:
             "form": form,
             "partitions": _partition_rows(_partitions_for(user, selected)),
             "run_base": selected.base_run_dir if selected else "",
+            "code_from": _code_source(user, form["code_from"].value()),
             "no_projects": not form.fields["project"].queryset.exists(),  # type: ignore[attr-defined]
         },
     )
+
+
+def _code_for(form: JobForm, user: User) -> dict[str, Any] | None:
+    """The code fields of a submission: an uploaded archive (stored once), else the cloned
+    job's snapshot; None: the git URL typed in, if any."""
+    data = form.cleaned_data
+    project: Project = data["project"]
+    archive = data.get("code_archive")
+    if archive is not None:
+        snapshot, _ = snapshot_store(user=user, project=project, chunks=archive.chunks())
+        return {"code": snapshot}
+    source = data.get("code_from")
+    if source and not data.get("code_git_url"):
+        original = job_for_viewer(user=user, job_id=source)
+        if original is not None and original.project_id == project.pk:
+            return code_of(original)
+    return None
 
 
 def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
@@ -241,7 +260,15 @@ def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
         raise Http404("No such job to clone, or not one of your projects'.")
     initial = initial_from_spec(spec_from_job(job))
     initial.update(project=job.project_id, cluster=job.cluster.name, name=f"{job.name} copy")
+    if job.has_code:
+        initial["code_from"] = job.pk
     return initial
+
+
+def _code_source(user: User, value: Any) -> Job | None:
+    """The job whose code a clone runs, for the form's note."""
+    job_id = str(value or "")
+    return job_for_viewer(user=user, job_id=int(job_id)) if job_id.isdigit() else None
 
 
 def _selected_cluster(form: JobForm, value: Any) -> Cluster | None:

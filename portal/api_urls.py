@@ -3,12 +3,19 @@
 from django.urls import URLPattern, URLResolver, include, path
 
 from jobs import api as jobs_api
+from jobs import code_api
 from projects import api as projects_api
 from projects import cluster_api as clusters_api
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("projects/", projects_api.ProjectListView.as_view(), name="api-projects"),
     path("projects/<slug:slug>/", projects_api.ProjectDetailView.as_view(), name="api-project"),
+    path("projects/<slug:slug>/code/", code_api.CodeUploadView.as_view(), name="api-code-upload"),
+    path(
+        "projects/<slug:slug>/code/<str:sha256>/",
+        code_api.CodeDetailView.as_view(),
+        name="api-code",
+    ),
     path("clusters/", clusters_api.ClusterListView.as_view(), name="api-clusters"),
     path("jobs/", jobs_api.JobListCreateView.as_view(), name="api-jobs"),
     path("jobs/<int:job_id>/", jobs_api.JobDetailView.as_view(), name="api-job"),

@@ -230,6 +230,18 @@ RUN_DIR_FILES: dict[str, Path] = {
     "portal_metrics.py": BASE_DIR / "monitoring" / "portal_metrics.py",
     "sitecustomize.py": BASE_DIR / "monitoring" / "portal_sitecustomize.py",
 }
+# Code snapshots (jobs.code): where archives are kept (one file per content hash), the
+# largest upload, what one may hold unpacked (bytes, files), the uncommitted diff a job
+# records, and fetching a git URL (jobs.code_fetch: seconds, bytes of the fetched repository).
+CODE_SNAPSHOT_DIR = Path(env("CODE_SNAPSHOT_DIR", default=str(BASE_DIR / ".state" / "code")))
+CODE_UPLOAD_MAX_BYTES: int = env.int("CODE_UPLOAD_MAX_BYTES", default=100 * 1024 * 1024)
+CODE_UNPACKED_MAX_BYTES: int = env.int("CODE_UNPACKED_MAX_BYTES", default=1024 * 1024 * 1024)
+CODE_MAX_FILES: int = env.int("CODE_MAX_FILES", default=50_000)
+CODE_DIFF_MAX_BYTES: int = env.int("CODE_DIFF_MAX_BYTES", default=1024 * 1024)
+CODE_GIT_TIMEOUT: float = env.float("CODE_GIT_TIMEOUT", default=120.0)
+CODE_GIT_MAX_BYTES: int = env.int("CODE_GIT_MAX_BYTES", default=500 * 1024 * 1024)
+# file:// URLs, for the tests' local repositories only; never in a deployment.
+CODE_GIT_ALLOW_LOCAL = False
 # Hang detection (monitoring.hangs): no step on any rank for max(floor, multiple x the
 # recent step interval) seconds is a hang; no first step within startup seconds, a stall.
 # A job spec may set its own multiple, floor and startup window.

@@ -95,6 +95,7 @@
     status.textContent = "updating…";
     try {
       const body = new FormData(form);
+      body.delete("code_archive"); // the preview never uploads the code
       const response = await fetch(url, {
         method: "POST",
         body,

@@ -5,15 +5,19 @@ Personas hold a bearer token each (the API's way in); `expired`, `revoked` and
 exists throughout; no response may mention it, its project or how many there are.
 """
 
+import gzip
+import io
 import json
 import re
+import tarfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs.models import Job
+from jobs.models import CodeSnapshot, Job
 from portal import api_urls
 from tests.helpers import Tokens, bearer
 
@@ -35,11 +39,14 @@ class Request:
     path: str  # with {job} for the job's id
     params: dict[str, str | int] = field(default_factory=dict)
     body: dict[str, object] | None = None
+    upload: bytes | None = None  # sent as the multipart file `archive`
 
     def __call__(self, client: Client, job: Job) -> Any:
         path = self.path.format(job=job.pk)
         if self.method == "GET":
             return client.get(path, self.params)
+        if self.upload is not None:
+            return client.post(path, {"archive": SimpleUploadedFile("code.tar.gz", self.upload)})
         return client.post(path, json.dumps(self.body or {}), content_type="application/json")
 
 
@@ -52,6 +59,18 @@ def post(path: str, body: dict[str, object] | None = None) -> Request:
 
 
 ATTEMPT = "/api/v1/jobs/{job}/attempts/1"
+CODE_SHA = "ab" * 32  # the project's snapshot (the `code_snapshot` fixture)
+
+
+def _code_archive() -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as archive:
+        info = tarfile.TarInfo("train.py")
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"\n"))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
 SUBMIT = {
     "project": "vision",
     "cluster": "alps",
@@ -80,6 +99,7 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("series csv", get(f"{ATTEMPT}/series/loss", format="csv"), READ),
     ("gpus", get(f"{ATTEMPT}/gpus"), READ),
     ("failures", get("/api/v1/jobs/{job}/failures"), READ),
+    ("code snapshot", get(f"/api/v1/projects/vision/code/{CODE_SHA}/"), READ),
     ("efficiency", get("/api/v1/jobs/{job}/efficiency"), READ),
     ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
     ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
@@ -95,6 +115,12 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
             "read": FORBID,
             **NO_AUTH,
         },
+    ),
+    (
+        # Adding code is for those who may submit; the outsider learns nothing of the project.
+        "code upload",
+        Request("POST", "/api/v1/projects/vision/code/", upload=_code_archive()),
+        {**READ, "owner": CREATED, "member": CREATED, "viewer": FORBID, "read": FORBID},
     ),
     (
         "clone",
@@ -133,8 +159,18 @@ def _body(response) -> str:
     return response.content.decode(errors="replace")
 
 
+@pytest.fixture
+def code_snapshot(settings, tmp_path, job: Job) -> CodeSnapshot:
+    settings.CODE_SNAPSHOT_DIR = tmp_path / "snapshots"
+    return CodeSnapshot.objects.create(
+        project=job.project, sha256=CODE_SHA, size=1, unpacked_size=1, files=1, created_by=job.user
+    )
+
+
 @pytest.mark.parametrize("persona", PERSONAS)
-def test_permission_matrix(persona: str, job: Job, other_job: Job, tokens: Tokens) -> None:
+def test_permission_matrix(
+    persona: str, job: Job, other_job: Job, tokens: Tokens, code_snapshot: CodeSnapshot
+) -> None:
     client = bearer(_token(tokens, persona))
     wrong = []
     for name, request, expected in MATRIX:

@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.models import FailureClass, Job, State, Template
+from jobs.models import CodeSnapshot, FailureClass, Job, State, Template
 from jobs.specs import JobSpec, spec_from_job
 from projects.models import Project
 from tests import factories
@@ -43,7 +43,18 @@ NON_DEFAULT: dict[str, object] = {
     "hang_multiple": 4.0,
     "hang_floor_seconds": 120,
     "startup_window_seconds": 900,
+    # The code: a snapshot fetched from a git URL (made in the test), with where it came from.
+    "code": "a CodeSnapshot",
+    "code_commit": "c" * 40,
+    "code_branch": "feature/lr",
+    "code_diff": "-lr = 0.1\n+lr = 0.3\n",
+    "code_diff_truncated": True,
+    "code_git_url": "https://git.example.org/vision/trainer.git",
+    "code_git_ref": "feature/lr",
 }
+# The code travels by reference: the clone form names the original job (`code_from`) and
+# the copy takes its snapshot and provenance, never a new upload or fetch.
+BY_REFERENCE = {"code", *(name for name in NON_DEFAULT if name.startswith("code_"))}
 # Job columns that are not the spec: where it runs, who asked, and what became of it.
 NOT_SPEC = {"id", "project", "user", "cluster", "state", "created_at", "updated_at"}
 
@@ -133,16 +144,20 @@ def test_clone_submits_the_same_spec_field_by_field(
     client: Client, member: User, owner: User, project: Project, cluster: Cluster,
     service_account: ClusterAccount, django_capture_on_commit_callbacks,
 ) -> None:  # fmt: skip
+    snapshot = CodeSnapshot.objects.create(
+        project=project, sha256="ab" * 32, size=1, unpacked_size=1, files=1, created_by=owner
+    )
     original, _ = factories.job(
         project, owner, cluster, state=State.COMPLETED,
-        **{**NON_DEFAULT, "restart_on": list(NON_DEFAULT["restart_on"])},  # type: ignore[call-overload]
+        **{**NON_DEFAULT, "restart_on": list(NON_DEFAULT["restart_on"]), "code": snapshot},  # type: ignore[call-overload]
     )  # fmt: skip
     client.force_login(member)
     page = client.get(reverse("job-new"), {"clone": original.pk})
     assert page.status_code == 200
     data = _submitted(page.content.decode())
+    assert data["code_from"] == [str(original.pk)]
     for field in dataclasses.fields(JobSpec):
-        if field.type is not bool:
+        if field.type is not bool and field.name not in BY_REFERENCE:
             assert field.name in data, f"the clone form has no field {field.name!r}"
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(reverse("job-new"), data)

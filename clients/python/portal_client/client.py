@@ -4,8 +4,11 @@ import os
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
+
+from portal_client.packing import DEFAULT_MAX_BYTES, pack
 
 if TYPE_CHECKING:
     from portal_client.job import Job
@@ -159,15 +162,22 @@ class Portal:
         nodes: int = 1,
         gpus_per_node: int = 1,
         time_limit: timedelta | int | float | str = 3600,
+        code: str | os.PathLike[str] | None = None,
+        code_max_bytes: int = DEFAULT_MAX_BYTES,
         **spec: Any,
     ) -> "Job":
         """Submit a job: the portal checks it like its form does (PortalError says what to fix).
 
-        More spec fields as keywords: cpus_per_task, memory_mb, partition, setup,
-        model_params, total_steps, metric_patterns.
+        `code="."` packs that directory (what .gitignore keeps, at most `code_max_bytes`),
+        uploads it unless the project has it already, and runs the command inside it; from
+        a git checkout the job records its commit, branch and uncommitted diff. More spec
+        fields as keywords: cpus_per_task, memory_mb, partition, setup, model_params,
+        total_steps, metric_patterns, code_git_url and code_git_ref (the portal fetches).
         """
         from portal_client.job import Job
 
+        if code is not None:
+            spec.update(self.upload_code(project, code, max_bytes=code_max_bytes))
         body = {
             "project": project,
             "cluster": cluster,
@@ -180,3 +190,25 @@ class Portal:
             **spec,
         }
         return Job(self, self.post("jobs/", body))
+
+    def upload_code(
+        self, project: str, directory: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> dict[str, Any]:
+        """Pack `directory` and store it in the project, once; the submission fields naming it."""
+        packed = pack(directory, max_bytes=max_bytes)
+        path = f"projects/{quote(project, safe='')}/code/"
+        known = self.http.get(f"{path}{packed.sha256}/")
+        if known.status_code == 404:
+            files = {"archive": ("code.tar.gz", packed.data, "application/gzip")}
+            self.request("POST", path, files=files)
+        elif known.status_code >= 400:
+            raise _error(known)
+        fields: dict[str, Any] = {"code": packed.sha256}
+        if packed.git is not None:
+            fields.update(
+                code_commit=packed.git.commit,
+                code_branch=packed.git.branch,
+                code_diff=packed.git.diff,
+                code_diff_truncated=packed.git.diff_truncated,
+            )
+        return fields

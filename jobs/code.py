@@ -1,0 +1,134 @@
+"""Code snapshots: stored once by content hash, checked before they are kept.
+
+An upload is streamed to a temporary file (hashed and size-capped on the way),
+checked with the same rules the cluster unpacks by (`clusters.agent.code_unpack`:
+no `../`, absolute names, links out of the directory, devices; capped unpacked
+size and file count), then moved to `<CODE_SNAPSHOT_DIR>/<aa>/<sha256>.tar` unless
+those bytes are there already. A project sees only its own snapshot rows.
+"""
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from clusters.agent.code_unpack import UnsafeArchive, check_archive
+from jobs.access import code_snapshots_visible_to, require_submitter
+from jobs.code_fetch import git_fetch
+from jobs.errors import JobError
+from jobs.models import CodeSnapshot, Job
+from portal_lib.viewers import Viewer
+from projects.models import Project
+
+HASH_LENGTH = 64
+
+
+def snapshot_path(sha256: str) -> Path:
+    """Where the archive with this hash is kept (one file for every project that has it)."""
+    if len(sha256) != HASH_LENGTH or not all(c in "0123456789abcdef" for c in sha256):
+        raise ValueError(f"not a SHA-256: {sha256!r}")
+    return Path(settings.CODE_SNAPSHOT_DIR) / sha256[:2] / f"{sha256}.tar"
+
+
+def snapshot_bytes(snapshot: CodeSnapshot) -> bytes:
+    return snapshot_path(snapshot.sha256).read_bytes()
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.0f} MiB"
+
+
+def _receive(chunks: Iterable[bytes], into: int) -> tuple[str, int]:
+    """Write the upload to the open file `into`, hashing it; refused past the cap."""
+    digest = hashlib.sha256()
+    size = 0
+    cap = settings.CODE_UPLOAD_MAX_BYTES
+    for chunk in chunks:
+        size += len(chunk)
+        if size > cap:
+            raise JobError(
+                f"The code archive is over the cap of {_mib(cap)}; leave data and checkpoints "
+                "out of it (the Python client packs only what .gitignore keeps).",
+                errors={"archive": [f"Over the cap of {_mib(cap)}."]},
+            )
+        digest.update(chunk)
+        os.write(into, chunk)
+    return digest.hexdigest(), size
+
+
+def snapshot_store(
+    *, user: User, project: Project, chunks: Iterable[bytes]
+) -> tuple[CodeSnapshot, bool]:
+    """Check and keep an uploaded archive; the project's snapshot and whether it is new."""
+    require_submitter(user=user, project=project)
+    root = Path(settings.CODE_SNAPSHOT_DIR)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=root, prefix=".upload-")
+    try:
+        try:
+            sha256, size = _receive(chunks, handle)
+        finally:
+            os.close(handle)
+        try:
+            counts = check_archive(
+                temporary,
+                max_bytes=settings.CODE_UNPACKED_MAX_BYTES,
+                max_files=settings.CODE_MAX_FILES,
+            )
+        except UnsafeArchive as exc:
+            raise JobError(
+                f"The code archive is refused: {exc}.", errors={"archive": [str(exc)]}
+            ) from exc
+        final = snapshot_path(sha256)
+        final.parent.mkdir(mode=0o700, exist_ok=True)
+        if final.exists():
+            os.unlink(temporary)  # stored once: the same bytes are there already
+        else:
+            os.replace(temporary, final)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    with transaction.atomic():
+        snapshot, created = CodeSnapshot.objects.get_or_create(
+            project=project,
+            sha256=sha256,
+            defaults={
+                "size": size,
+                "unpacked_size": counts["bytes"],
+                "files": counts["files"],
+                "created_by": user,
+            },
+        )
+    return snapshot, created
+
+
+def snapshot_for(*, user: Viewer | None, project: Project, sha256: str) -> CodeSnapshot | None:
+    """The project's snapshot with this hash, if the user may see the project's jobs."""
+    return code_snapshots_visible_to(user=user).filter(project=project, sha256=sha256).first()
+
+
+def job_code_fetch(*, job: Job) -> Job:
+    """Fetch the job's git URL and ref into a snapshot, once: the first fetch is kept.
+
+    Run by the submission before its attempt reaches Slurm; a redelivered task that
+    fetched too changes nothing (the job keeps the snapshot it got first).
+    """
+    if job.code_id is not None or not job.code_git_url:
+        return job
+
+    def store(chunks: Iterable[bytes]) -> CodeSnapshot:
+        return snapshot_store(user=job.user, project=job.project, chunks=chunks)[0]
+
+    commit, snapshot = git_fetch(url=job.code_git_url, ref=job.code_git_ref, store=store)
+    ref = job.code_git_ref
+    branch = "" if not ref or commit.startswith(ref) else ref.removeprefix("refs/heads/")
+    Job.objects.filter(pk=job.pk, code__isnull=True).update(
+        code=snapshot, code_commit=commit, code_branch=branch
+    )
+    job.refresh_from_db(fields=["code", "code_commit", "code_branch"])
+    return job

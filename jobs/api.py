@@ -79,6 +79,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "model_params",
             "total_steps",
             "metric_patterns",
+            "params",
+            "param_sources",
             *_present(Job, _JOB_EXTRA),
             "latest_attempt",
             "created_at",
@@ -180,6 +182,12 @@ class SpecSerializer(serializers.Serializer[Any]):
     )
     startup_window_seconds = serializers.IntegerField(
         required=False, allow_null=True, default=None, max_value=INT_MAX
+    )
+    params = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="The run's settings, {name: number | bool | text}; the command's "
+        "--key value flags are added to them.",
     )
 
     def validate_restart_on(self, value: list[str]) -> tuple[str, ...]:

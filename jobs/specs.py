@@ -5,7 +5,7 @@ the API returns them as field errors.
 """
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +18,7 @@ from jobs.models import (
     Job,
     Template,
 )
+from jobs.params import ParamValue, params_clean, params_for_spec, params_given
 from jobs.patterns import validate_patterns
 from projects.models import Quota
 from projects.quota import describe, limit_errors
@@ -52,11 +53,16 @@ class JobSpec:
     hang_multiple: float | None = None
     hang_floor_seconds: int | None = None
     startup_window_seconds: int | None = None
+    # Settings given at submit (jobs.params); the command's flags are added to them.
+    params: dict[str, ParamValue] = field(default_factory=dict)
 
     def job_fields(self) -> dict[str, Any]:
-        """The Job model's fields this spec sets (the same names)."""
+        """The Job model's fields this spec sets (the same names; params with the flags)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["restart_on"] = list(self.restart_on)
+        values["params"], values["param_sources"] = params_for_spec(
+            command=self.command, given=self.params
+        )
         return values
 
 
@@ -64,6 +70,7 @@ def spec_from_job(job: Job) -> JobSpec:
     """The spec a job was submitted with: what "clone" starts from."""
     values = {f.name: getattr(job, f.name) for f in fields(JobSpec)}
     values["restart_on"] = tuple(job.restart_on or ())
+    values["params"] = params_given(job.params or {}, job.param_sources or {})
     return JobSpec(**values)
 
 
@@ -95,6 +102,9 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
     if problems := validate_patterns(spec.metric_patterns):
         errors["metric_patterns"] = problems
     errors.update(_restart_errors(spec))
+    _, refused = params_clean(spec.params)
+    if refused:
+        errors["params"] = refused
     if spec.template not in Template.values:
         errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")
     return errors

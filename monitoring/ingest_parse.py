@@ -44,6 +44,7 @@ class AttemptParse:
     points: list[Point] = field(default_factory=list)
     log_files: list[LogFile] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # names metrics.jsonl now gives
+    params: dict[str, Any] = field(default_factory=dict)  # portal_metrics.log_params, capped
 
 
 @dataclass
@@ -97,7 +98,9 @@ def attempt_parse(
             result.points += gpu_points(attempt, log_file, lines, note)
             continue
         known = set(log_file.metric_names)
-        metrics = _metrics(attempt, log_file, lines, files.get(METRICS_FILE), deadline, note, final)
+        metrics = _metrics(
+            attempt, log_file, lines, files.get(METRICS_FILE), deadline, note, final, result.params
+        )
         if metrics is None:
             note.skipped_bytes += len(data)
             note.skipped_lines += len(lines)
@@ -153,6 +156,7 @@ def _metrics(
     deadline: float,
     note: AttemptIngest,
     final: bool,
+    params: dict[str, Any],
 ) -> list[MetricPoint] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
     if not lines and (log_file.name == METRICS_FILE or not (log_file.carry or _holds(log_file))):
@@ -173,6 +177,7 @@ def _metrics(
         return None
     if "state" in reply:
         log_file.reader_state = reply["state"]
+    params.update(reply.get("params") or {})
     note.skipped_lines += reply["long"]
     note.dropped_names += reply["dropped"]
     metrics = []

@@ -159,12 +159,15 @@ class Portal:
         nodes: int = 1,
         gpus_per_node: int = 1,
         time_limit: timedelta | int | float | str = 3600,
+        params: dict[str, Any] | None = None,
         **spec: Any,
     ) -> "Job":
         """Submit a job: the portal checks it like its form does (PortalError says what to fix).
 
-        More spec fields as keywords: cpus_per_task, memory_mb, partition, setup,
-        model_params, total_steps, metric_patterns.
+        `params` are the run's settings ({"lr": 3e-4, "seed": 1}: numbers, booleans,
+        text), shown and searchable in the project's runs table beside the command's
+        `--key value` flags. More spec fields as keywords: cpus_per_task, memory_mb,
+        partition, setup, model_params, total_steps, metric_patterns.
         """
         from portal_client.job import Job
 
@@ -177,6 +180,7 @@ class Portal:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "time_limit": _duration(time_limit),
+            **({"params": params} if params else {}),
             **spec,
         }
         return Job(self, self.post("jobs/", body))

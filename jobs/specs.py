@@ -5,7 +5,8 @@ the API returns them as field errors.
 """
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
+from dataclasses import field as dataclass_field
 from datetime import timedelta
 from typing import Any
 
@@ -54,7 +55,7 @@ class JobSpec:
     hang_floor_seconds: int | None = None
     startup_window_seconds: int | None = None
     # Settings given at submit (jobs.params); the command's flags are added to them.
-    params: dict[str, ParamValue] = field(default_factory=dict)
+    params: dict[str, ParamValue] = dataclass_field(default_factory=dict)
 
     def job_fields(self) -> dict[str, Any]:
         """The Job model's fields this spec sets (the same names; params with the flags)."""

@@ -119,7 +119,9 @@ def log_params(params: Any = None, **more: Any) -> bool:
         line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
         return _append(line.encode())
     except Exception as exc:  # never into the training loop
-        _warn_once(f"could not write parameters to {os.environ.get('PORTAL_METRICS_FILE')!r}: {exc}")
+        _warn_once(
+            f"could not write parameters to {os.environ.get('PORTAL_METRICS_FILE')!r}: {exc}"
+        )
         return False
 
 

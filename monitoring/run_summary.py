@@ -31,7 +31,9 @@ _LOWER_IS_BETTER = ("loss", "ppl", "perplexity", "error", "err", "wer", "cer")
 Stats = list[float]  # [last y, min y, max y, last x]
 
 
-def stats_fold(stats: Mapping[str, Stats], points: Iterable[tuple[str, float, float]]) -> dict[str, Stats]:
+def stats_fold(
+    stats: Mapping[str, Stats], points: Iterable[tuple[str, float, float]]
+) -> dict[str, Stats]:
     """`stats` with (name, x, y) points folded in, in arrival order; new names up to the cap."""
     folded = {name: list(values) for name, values in stats.items()}
     for name, x, y in points:
@@ -89,7 +91,10 @@ def _throughput(stats: Mapping[str, Stats]) -> tuple[float | None, str]:
 
 
 def runs_record(
-    *, attempts: Mapping[int, Attempt], points: list[Point], params: Mapping[int, dict[str, ParamValue]]
+    *,
+    attempts: Mapping[int, Attempt],
+    points: list[Point],
+    params: Mapping[int, dict[str, ParamValue]],
 ) -> None:
     """Fold a poll's stored points and logged settings into the jobs' summaries and tables."""
     by_job: dict[int, list[tuple[str, float, float]]] = defaultdict(list)

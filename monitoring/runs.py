@@ -129,7 +129,9 @@ def _number(text: str) -> float:
     try:
         return float(text)
     except ValueError as exc:
-        raise RunsQueryError(f"{text[:40]!r} is not a number; compare numbers with < and >.") from exc
+        raise RunsQueryError(
+            f"{text[:40]!r} is not a number; compare numbers with < and >."
+        ) from exc
 
 
 def _condition(flt: Filter, alias: str) -> Q:
@@ -141,7 +143,9 @@ def _condition(flt: Filter, alias: str) -> Q:
     if flt.column in TEXT_COLUMNS:
         value = flt.value.upper() if flt.column == "state" else flt.value
         if flt.column == "state" and value not in State.values:
-            raise RunsQueryError(f"No state {flt.value!r}; choose one of {', '.join(State.values)}.")
+            raise RunsQueryError(
+                f"No state {flt.value!r}; choose one of {', '.join(State.values)}."
+            )
         if flt.op in ("=", "!="):
             return ~Q(**{path: value}) if flt.op == "!=" else Q(**{path: value})
         raise RunsQueryError(f"Compare {flt.column} with =, != or ~.")
@@ -182,7 +186,10 @@ def runs_filtered(*, project: Project, filters: list[Filter]) -> QuerySet[Job]:
         if flt.column.startswith(PARAM_PREFIX):
             key = flt.column[len(PARAM_PREFIX) :]
             runs = runs.alias(
-                **{alias: KeyTransform(key, "params"), f"{alias}_text": KeyTextTransform(key, "params")}
+                **{
+                    alias: KeyTransform(key, "params"),
+                    f"{alias}_text": KeyTextTransform(key, "params"),
+                }
             )
         runs = runs.filter(_condition(flt, alias))
     return runs
@@ -209,7 +216,9 @@ class RunsPage:
 def runs_page(*, project: Project, query: RunsQuery) -> RunsPage:
     """One page of rows with their summaries and users, and the capped count: two queries."""
     runs = runs_queryset(project=project, query=query)
-    count = runs_filtered(project=project, filters=query.filters).values("id")[: COUNT_CAP + 1].count()
+    count = (
+        runs_filtered(project=project, filters=query.filters).values("id")[: COUNT_CAP + 1].count()
+    )
     start = (query.page - 1) * query.page_size
     rows = list(
         runs.select_related("summary", "user").defer(

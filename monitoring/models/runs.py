@@ -20,7 +20,9 @@ SUMMARY_COLUMNS = (
 class RunSummary(models.Model):
     """A job's summary metrics across its attempts (monitoring.run_summary keeps it)."""
 
-    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="summary")
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="summary"
+    )
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="run_summaries")
     loss_last = models.FloatField(null=True, blank=True)
     loss_best = models.FloatField(null=True, blank=True)

@@ -49,16 +49,15 @@ def curves_read(*, jobs: Iterable[Job], metric: str, width: int) -> list[Curve]:
             series_read(attempt_id=a, name=metric, max_points=points) for a in attempts[job_id]
         ]
         total = sum(part.total for part in parts)
+        xs: list[float] = []
+        ys: list[float] = []
         if len(parts) == 1:
             xs, ys = parts[0].xs, parts[0].ys
-        else:
-            merged_x = np.concatenate([np.asarray(p.xs, dtype=np.float64) for p in parts] or [[]])
-            merged_y = np.concatenate([np.asarray(p.ys, dtype=np.float64) for p in parts] or [[]])
-            if len(merged_x):
-                down_x, down_y = downsample(merged_x, merged_y, points)
-                xs, ys = down_x.tolist(), down_y.tolist()
-            else:
-                xs, ys = [], []
+        elif parts:  # a restarted run: its attempts' curves as one, downsampled again
+            merged_x = np.concatenate([np.asarray(p.xs, dtype=np.float64) for p in parts])
+            merged_y = np.concatenate([np.asarray(p.ys, dtype=np.float64) for p in parts])
+            down_x, down_y = downsample(merged_x, merged_y, points)
+            xs, ys = down_x.tolist(), down_y.tolist()
         curves.append(Curve(job_id, xs, ys, total))
     return curves
 

@@ -46,7 +46,7 @@ assert {p.removeprefix("summary__") for _, p in BASE_COLUMNS.values() if "summar
     *SUMMARY_COLUMNS
 }
 DEFAULT_COLUMNS = ("name", "state", "loss_last", "loss_best", "eval_best", "throughput", "mfu")
-DEFAULT_TAIL = ("gpu_hours", "duration", "created")
+DEFAULT_TAIL = ("gpu_hours", "duration")
 TEXT_COLUMNS = frozenset({"name", "user", "state"})
 PARAM_PREFIX = "p."
 _FILTER = re.compile(r"^\s*([\w.\-/]+?)\s*(<=|>=|!=|=|<|>|~)\s*(.*?)\s*$")
@@ -107,7 +107,7 @@ def runs_query_from(params: Any, *, param_keys: list[str]) -> RunsQuery:
 
 
 def default_columns(param_keys: list[str]) -> list[str]:
-    return [*DEFAULT_COLUMNS, *(PARAM_PREFIX + k for k in param_keys[:6]), *DEFAULT_TAIL]
+    return [*DEFAULT_COLUMNS, *(PARAM_PREFIX + k for k in param_keys[:4]), *DEFAULT_TAIL]
 
 
 def param_keys(*, project: Project) -> list[str]:
@@ -154,11 +154,11 @@ def _condition(flt: Filter, alias: str) -> Q:
         if flt.op not in lookups:
             raise RunsQueryError("Compare created with a date: created>=2026-11-01.")
         return Q(**{f"{path}__{lookups[flt.op]}": flt.value})
-    value = _number(flt.value)
-    lookups = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte", "=": "exact"}
+    number = _number(flt.value)
+    compare = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte", "=": "exact"}
     if flt.op == "!=":
-        return ~Q(**{path: value})
-    return Q(**{f"{path}__{lookups[flt.op]}": value})
+        return ~Q(**{path: number})
+    return Q(**{f"{path}__{compare[flt.op]}": number})
 
 
 def _param_condition(key: str, op: str, text: str, alias: str) -> Q:

@@ -39,8 +39,8 @@
       note.textContent = `${data.runs.length} runs, ${points.toLocaleString()} points, ${shown.toLocaleString()} drawn (each pixel column's minimum and maximum).`;
       const layout = {
         margin: { t: 20, r: 20, b: 45, l: 60 },
-        xaxis: { title: "step" },
-        yaxis: { title: data.metric },
+        xaxis: { title: { text: "step" } },
+        yaxis: { title: { text: data.metric } },
         legend: { orientation: "h", y: -0.2 },
       };
       Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });

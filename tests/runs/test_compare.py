@@ -72,7 +72,7 @@ def test_the_curves_endpoint_and_the_shareable_page(
     ids = f"{pair[0].pk},{pair[1].pk}"
     response = client.get(
         reverse("project-compare-curves", args=["vision"]),
-        {"runs": ids, "metric": "loss", "width": 300, "group": "lr"},
+        {"runs": ids, "metric": "loss", "width": "300", "group": "lr"},
     )
     body = json.loads(response.content)
     assert [r["name"] for r in body["runs"]] == ["spiky", "calm"]

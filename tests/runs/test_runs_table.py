@@ -88,7 +88,7 @@ def test_logged_settings_are_read_capped_and_laid_over_the_table(runs: list[Job]
     assert runs[0].param_sources["lr"] == SOURCE_LOGGED
 
 
-def _table(client: Client, **query: object) -> str:
+def _table(client: Client, **query: str | list[str]) -> str:
     response = client.get(reverse("project-runs", args=["vision"]), query)
     assert response.status_code == 200
     return response.content.decode()

@@ -199,7 +199,10 @@ def runs_queryset(*, project: Project, query: RunsQuery) -> QuerySet[Job]:
     """The project's runs, filtered and sorted (not yet paged)."""
     runs = runs_filtered(project=project, filters=query.filters)
     expression = _expression(query.sort)
-    order = OrderBy(expression, descending=query.descending, nulls_last=True)
+    # Blank values last either way; the job's own columns are never blank, and leaving
+    # NULLS LAST off them lets the newest-first order walk the (project, created) index.
+    nullable = query.sort not in ("name", "user", "state", "created")
+    order = OrderBy(expression, descending=query.descending, nulls_last=nullable or None)
     tie = "-id" if query.descending else "id"
     return runs.order_by(order, tie)
 
@@ -214,17 +217,20 @@ class RunsPage:
 
 
 def runs_page(*, project: Project, query: RunsQuery) -> RunsPage:
-    """One page of rows with their summaries and users, and the capped count: two queries."""
-    runs = runs_queryset(project=project, query=query)
-    count = (
-        runs_filtered(project=project, filters=query.filters).values("id")[: COUNT_CAP + 1].count()
-    )
+    """One page of rows with their summaries and users, and the capped count: three queries.
+
+    The page's ids are found first, sorting narrow rows (the id and the sort key), and
+    only those rows are then read whole: a sort of wide joined rows costs several times
+    more at tens of thousands of runs.
+    """
+    filtered = runs_filtered(project=project, filters=query.filters)
+    count = filtered.values("id")[: COUNT_CAP + 1].count()
     start = (query.page - 1) * query.page_size
-    rows = list(
-        runs.select_related("summary", "user").defer(
-            "command", "setup", "metric_patterns", "summary__metrics"
-        )[start : start + query.page_size]
-    )
+    runs = runs_queryset(project=project, query=query)
+    ids = list(runs.values_list("id", flat=True)[start : start + query.page_size])
+    found = Job.objects.filter(pk__in=ids).select_related("summary", "user")
+    by_id = found.defer("command", "setup", "metric_patterns", "summary__metrics").in_bulk()
+    rows = [by_id[i] for i in ids if i in by_id]
     pages = max((min(count, COUNT_CAP) + query.page_size - 1) // query.page_size, 1)
     return RunsPage(rows, min(count, COUNT_CAP), count > COUNT_CAP, query.page, pages)
 

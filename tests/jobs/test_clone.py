@@ -43,9 +43,20 @@ NON_DEFAULT: dict[str, object] = {
     "hang_multiple": 4.0,
     "hang_floor_seconds": 120,
     "startup_window_seconds": 900,
+    "params": {"warmup": 5, "optimizer": "adamw"},
 }
-# Job columns that are not the spec: where it runs, who asked, and what became of it.
-NOT_SPEC = {"id", "project", "user", "cluster", "state", "created_at", "updated_at"}
+# Job columns that are not the spec: where it runs, who asked, and what became of it
+# (param_sources: where each setting came from, derived at submit and by the poll).
+NOT_SPEC = {
+    "id",
+    "project",
+    "user",
+    "cluster",
+    "state",
+    "created_at",
+    "updated_at",
+    "param_sources",
+}
 
 
 class _FormValues(HTMLParser):
@@ -136,6 +147,7 @@ def test_clone_submits_the_same_spec_field_by_field(
     original, _ = factories.job(
         project, owner, cluster, state=State.COMPLETED,
         **{**NON_DEFAULT, "restart_on": list(NON_DEFAULT["restart_on"])},  # type: ignore[call-overload]
+        param_sources={"warmup": "given", "optimizer": "given"},
     )  # fmt: skip
     client.force_login(member)
     page = client.get(reverse("job-new"), {"clone": original.pk})

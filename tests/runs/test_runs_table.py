@@ -134,12 +134,12 @@ def test_the_page_costs_the_same_queries_at_any_size(
     client.force_login(member)
     _table(client)  # warm the session
     # session, user, project (visible to the member), the settings' keys of the newest
-    # runs, the capped count, the page's rows with summaries and users.
-    with django_assert_num_queries(6):
+    # runs, the capped count, the page's ids, its rows with summaries and users.
+    with django_assert_num_queries(7):
         _table(client, sort="-loss_best", f="p.lr<1")
     for i in range(20):
         _run(project, owner, cluster, f"more-{i}", f"t.py --lr {i}", [1.0, 0.5])
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         _table(client, sort="-loss_best", f="p.lr<1")
 
 

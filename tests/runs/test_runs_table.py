@@ -133,14 +133,20 @@ def test_the_page_costs_the_same_queries_at_any_size(
 ) -> None:
     client.force_login(member)
     _table(client)  # warm the session
+    full_page = {"sort": "-loss_best", "f": "p.lr<1", "size": "2"}
     # session, user, project (visible to the member), the settings' keys of the newest
     # runs, the capped count, the page's ids, its rows with summaries and users.
     with django_assert_num_queries(7):
-        _table(client, sort="-loss_best", f="p.lr<1")
+        _table(client, **full_page)
     for i in range(20):
         _run(project, owner, cluster, f"more-{i}", f"t.py --lr {i}", [1.0, 0.5])
     with django_assert_num_queries(7):
-        _table(client, sort="-loss_best", f="p.lr<1")
+        _table(client, **full_page)
+    # A page that reaches the runs with no loss yet reads them too: one query more.
+    factories.job(project, owner, cluster, name="no-loss-yet")
+    with django_assert_num_queries(8):
+        html = _table(client, sort="-loss_best")
+    assert html.index("more-0") < html.index("no-loss-yet")
 
 
 def test_outsiders_are_refused_and_staff_see_it(
@@ -172,3 +178,16 @@ def test_the_job_page_shows_the_settings(client: Client, owner: User, runs: list
 def test_states_are_real(runs: list[Job]) -> None:
     Job.objects.filter(pk=runs[0].pk).update(state=State.COMPLETED)
     assert Job.objects.filter(state=State.COMPLETED).count() == 1
+
+
+def test_pages_run_on_from_the_valued_runs_into_the_blank_ones(
+    client: Client, member: User, project: Project, owner: User, cluster: Cluster, runs: list[Job]
+) -> None:
+    for name in ("blank-a", "blank-b"):
+        factories.job(project, owner, cluster, name=name)
+    client.force_login(member)
+    everyone = [*runs, *Job.objects.filter(name__startswith="blank-")]
+    pages = [
+        _order(_table(client, sort="loss_best", size="2", page=str(n)), everyone) for n in (1, 2, 3)
+    ]
+    assert pages == [["sweep-2", "sweep-0"], ["sweep-1", "blank-b"], ["blank-a"]]

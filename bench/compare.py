@@ -40,7 +40,9 @@ def _fill() -> list[int]:
     from projects.models import Project
 
     user, _ = User.objects.get_or_create(username="bench-user")
-    project, _ = Project.objects.get_or_create(slug="bench-compare", defaults={"name": "Cmp"})
+    # One project per size: a quick run's rows are never mixed into a full run's.
+    slug = f"bench-compare-{POINTS}"
+    project, _ = Project.objects.get_or_create(slug=slug, defaults={"name": slug})
     cluster = Cluster.objects.filter(name="alps").first() or Cluster.objects.create(
         name="alps", ssh_host="login", host_key=new_key_pair()[1]
     )

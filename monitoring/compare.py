@@ -1,10 +1,11 @@
 """Runs side by side: one metric of each run downsampled to the chart's width, groups of
 runs by a setting with their mean and spread, and the settings that differ.
 
-Each curve is read through `series_read`, which keeps the first and last point and the
-minimum and maximum of every x bucket (a one-step spike survives) and reads only chunk
-summaries where a bucket spans many points: the server never reads every point of a
-long run. A job's attempts are one curve (a restart continues the run).
+Each curve keeps the first and last point and the minimum and maximum of every x bucket
+(a one-step spike survives), read from the chunks' min/max summaries where a bucket
+spans many points (monitoring.series' layout): the server never reads every point of a
+long run, and all runs are read in two queries. A job's attempts are one curve (a
+restart continues the run).
 """
 
 from collections import defaultdict
@@ -13,9 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from django.db.models import BinaryField, Case, F, When
 
 from jobs.models import Attempt, Job
-from monitoring.downsample import downsample
+from monitoring.chunks import decode
+from monitoring.downsample import Floats, downsample
+from monitoring.models import SeriesChunk
 from monitoring.series import series_read
 
 MAX_RUNS = 50
@@ -36,30 +40,85 @@ def chart_points(width: int) -> int:
 
 
 def curves_read(*, jobs: Iterable[Job], metric: str, width: int) -> list[Curve]:
-    """Each job's `metric`, all its attempts in one curve, downsampled to `width` columns."""
+    """Each job's `metric`, all its attempts in one curve, downsampled to `width` columns.
+
+    Two queries for any number of runs (the chunks' bounds, then their blobs); a
+    compaction between the two makes it read run by run through `series_read` instead.
+    """
     points = chart_points(width)
-    job_ids = [job.pk for job in jobs]
-    attempts: dict[int, list[int]] = defaultdict(list)
-    rows = Attempt.objects.filter(job_id__in=job_ids, series__name=metric).order_by("number")
-    for job_id, attempt_id in rows.values_list("job_id", "id"):
-        attempts[job_id].append(attempt_id)
+    job_list = list(jobs)
+    for _ in range(READ_TRIES):
+        curves = _read_batched(job_list, metric, points)
+        if curves is not None:
+            return curves
+    return [_read_one(job.pk, metric, points) for job in job_list]
+
+
+READ_TRIES = 2
+# A run is read through its chunks' summaries (each 64-point run's min and max point)
+# once each pixel column would hold this many raw points: every drawn point is still a
+# real one, and every 64-point run's extremes are among them, so no spike is lost.
+POINTS_PER_COLUMN = 8
+
+
+def _read_batched(jobs: list[Job], metric: str, points: int) -> list[Curve] | None:
+    rows = SeriesChunk.objects.filter(
+        series__attempt__job_id__in=[job.pk for job in jobs], series__name=metric
+    ).values_list("id", "series__attempt__job_id", "x_min", "x_max", "count")
+    chunks: dict[int, list[tuple[int, float, float, int]]] = defaultdict(list)
+    for chunk_id, job_id, x_min, x_max, count in rows:
+        chunks[job_id].append((chunk_id, x_min, x_max, count))
+    raw: set[int] = set()
+    summarised: set[int] = set()
+    totals = {}
+    for job_id, found in chunks.items():
+        totals[job_id] = sum(c[3] for c in found)
+        if totals[job_id] < POINTS_PER_COLUMN * points // 2:
+            raw.update(c[0] for c in found)
+            continue
+        # The first and the last chunk whole: the curve's ends are exact.
+        ends = {min(found, key=lambda c: c[1])[0], max(found, key=lambda c: c[2])[0]}
+        for chunk_id, *_ in found:
+            (raw if chunk_id in ends else summarised).add(chunk_id)
+    wanted = raw | summarised
+    blobs = SeriesChunk.objects.filter(id__in=wanted).annotate(
+        blob=Case(
+            When(id__in=summarised or [0], then=F("summary")),
+            default=F("data"),
+            output_field=BinaryField(),
+        )
+    )
+    decoded: dict[int, tuple[Floats, Floats]] = {}
+    for chunk_id, blob in blobs.values_list("id", "blob"):
+        decoded[chunk_id] = decode(blob)
+    if len(decoded) != len(wanted):
+        return None  # compacted meanwhile: plan again
     curves = []
-    for job_id in job_ids:
-        parts = [
-            series_read(attempt_id=a, name=metric, max_points=points) for a in attempts[job_id]
-        ]
-        total = sum(part.total for part in parts)
-        xs: list[float] = []
-        ys: list[float] = []
-        if len(parts) == 1:
-            xs, ys = parts[0].xs, parts[0].ys
-        elif parts:  # a restarted run: its attempts' curves as one, downsampled again
-            merged_x = np.concatenate([np.asarray(p.xs, dtype=np.float64) for p in parts])
-            merged_y = np.concatenate([np.asarray(p.ys, dtype=np.float64) for p in parts])
-            down_x, down_y = downsample(merged_x, merged_y, points)
-            xs, ys = down_x.tolist(), down_y.tolist()
-        curves.append(Curve(job_id, xs, ys, total))
+    for job in jobs:
+        parts = [decoded[c[0]] for c in chunks.get(job.pk, [])]
+        if not parts:
+            curves.append(Curve(job.pk, [], [], 0))
+            continue
+        xs = np.concatenate([p[0] for p in parts])
+        ys = np.concatenate([p[1] for p in parts])
+        down_x, down_y = downsample(xs, ys, points)  # sorts by x
+        curves.append(Curve(job.pk, down_x.tolist(), down_y.tolist(), totals[job.pk]))
     return curves
+
+
+def _read_one(job_id: int, metric: str, points: int) -> Curve:
+    """One run read attempt by attempt, each read retried by `series_read` itself."""
+    attempts = Attempt.objects.filter(job_id=job_id, series__name=metric).order_by("number")
+    parts = [
+        series_read(attempt_id=a, name=metric, max_points=points)
+        for a in attempts.values_list("id", flat=True)
+    ]
+    if not parts:
+        return Curve(job_id, [], [], 0)
+    xs = np.concatenate([np.asarray(p.xs, dtype=np.float64) for p in parts])
+    ys = np.concatenate([np.asarray(p.ys, dtype=np.float64) for p in parts])
+    down_x, down_y = downsample(xs, ys, points)
+    return Curve(job_id, down_x.tolist(), down_y.tolist(), sum(p.total for p in parts))
 
 
 def group_bands(curves: list[Curve], labels: dict[int, Any], *, width: int) -> list[dict[str, Any]]:

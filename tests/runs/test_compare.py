@@ -10,7 +10,14 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from jobs.models import Job
-from monitoring.compare import Curve, chart_points, curves_read, group_bands, settings_diff
+from monitoring.compare import (
+    Curve,
+    _read_one,
+    chart_points,
+    curves_read,
+    group_bands,
+    settings_diff,
+)
 from monitoring.series import series_append
 from projects.models import Project
 from tests import factories
@@ -46,6 +53,9 @@ def test_a_one_step_spike_survives_downsampling(pair: list[Job]) -> None:
     assert len(spiky.xs) <= chart_points(50) < POINTS / 100
     assert max(spiky.ys) == 50.0 and spiky.xs[spiky.ys.index(50.0)] == SPIKE_AT
     assert max(calm.ys) < 3 and calm.xs[0] == 0 and calm.xs[-1] == POINTS - 1
+    # The run-by-run read (after a compaction raced the batched one) keeps it too.
+    alone = _read_one(pair[0].pk, "loss", chart_points(50))
+    assert 50.0 in alone.ys and alone.total == POINTS
 
 
 def test_groups_have_a_mean_and_a_band_across_seeds() -> None:

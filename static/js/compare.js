@@ -13,6 +13,8 @@
     group: form.querySelector("[name=group]").value,
     width: String(Math.max(el.clientWidth, 300)),
   });
+  // Plotly reads a few HTML tags in trace names; a setting's value is the job's own text.
+  const plain = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const COLORS = ["#2457d6", "#b42318", "#15803d", "#a16207", "#7c3aed", "#0e7490", "#be185d", "#4b5563"];
   fetch(`${curvesUrl}?${params}`, { credentials: "same-origin" })
     .then((response) => {
@@ -24,14 +26,14 @@
       if (data.groups) {
         data.groups.forEach((group, i) => {
           const color = COLORS[i % COLORS.length];
-          const name = `${params.get("group")}=${group.label} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`;
+          const name = plain(`${params.get("group")}=${group.label} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`);
           traces.push({ type: "scatter", mode: "lines", x: group.x, y: group.hi, line: { width: 0, color }, showlegend: false, hoverinfo: "skip" });
           traces.push({ type: "scatter", mode: "lines", x: group.x, y: group.lo, line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip" });
           traces.push({ type: "scatter", mode: "lines", name, x: group.x, y: group.mean, line: { color, width: 2 } });
         });
       } else {
         data.runs.forEach((run, i) => {
-          traces.push({ type: "scatter", mode: "lines", name: `${run.name} #${run.id}`, x: run.x, y: run.y, line: { color: COLORS[i % COLORS.length], width: 1.5 } });
+          traces.push({ type: "scatter", mode: "lines", name: plain(`${run.name} #${run.id}`), x: run.x, y: run.y, line: { color: COLORS[i % COLORS.length], width: 1.5 } });
         });
       }
       const points = data.runs.reduce((sum, run) => sum + run.total, 0);
@@ -40,7 +42,7 @@
       const layout = {
         margin: { t: 20, r: 20, b: 45, l: 60 },
         xaxis: { title: { text: "step" } },
-        yaxis: { title: { text: data.metric } },
+        yaxis: { title: { text: plain(data.metric) } },
         legend: { orientation: "h", y: -0.2 },
       };
       Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });

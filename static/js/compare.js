@@ -40,10 +40,10 @@
       const shown = data.runs.reduce((sum, run) => sum + run.x.length, 0);
       note.textContent = `${data.runs.length} runs, ${points.toLocaleString()} points, ${shown.toLocaleString()} drawn (each pixel column's minimum and maximum).`;
       const layout = {
-        margin: { t: 20, r: 20, b: 45, l: 60 },
+        margin: { t: 20, r: 20, b: 90, l: 60 },
         xaxis: { title: { text: "step" } },
         yaxis: { title: { text: plain(data.metric) } },
-        legend: { orientation: "h", y: -0.2 },
+        legend: { orientation: "h", y: -0.32 },
       };
       Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });
     })

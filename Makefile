@@ -33,6 +33,8 @@ bench: install  ## benchmarks, ours beside the naive way (needs root for the san
 	.venv/bin/python bench/series.py $(BENCH_ARGS)
 	.venv/bin/python bench/latency.py $(BENCH_ARGS)
 	.venv/bin/python bench/joblist.py $(BENCH_ARGS)
+	.venv/bin/python bench/runs.py $(BENCH_ARGS)
+	.venv/bin/python bench/compare.py $(BENCH_ARGS)
 	.venv/bin/python bench/diagnosis.py $(BENCH_ARGS)
 	.venv/bin/python bench/page.py $(BENCH_ARGS)
 

@@ -255,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.resume:
             log(f"resumed from {args.resume} at step {start - 1}")
+        if portal_metrics is not None and hasattr(portal_metrics, "log_params"):
+            # The run's settings, as the portal's runs table and compare view show them.
+            settings = {k: v for k, v in vars(args).items() if isinstance(v, int | float | str)}
+            portal_metrics.log_params(settings, world_size=world)
         # Temp files of a writer that was killed mid-save are garbage.
         for stale in args.checkpoint_dir.glob(".step-*.tmp"):
             stale.unlink(missing_ok=True)

@@ -81,6 +81,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "model_params",
             "total_steps",
             "metric_patterns",
+            "params",
+            "param_sources",
             *_present(Job, _JOB_EXTRA),
             *CODE_FIELDS,
             "latest_attempt",

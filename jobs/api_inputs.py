@@ -69,6 +69,12 @@ class SpecSerializer(serializers.Serializer[Any]):
         required=False, allow_null=True, default=None, max_value=INT_MAX
     )
 
+    params = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="The run's settings, {name: number | bool | text}; the command's "
+        "--key value flags are added to them.",
+    )
     # The code: a snapshot uploaded to the project (POST /projects/<slug>/code/) named by
     # its hash, with the git checkout it came from; or a git URL and ref to fetch.
     code = serializers.RegexField(

@@ -18,6 +18,7 @@ from jobs.models import (
     FailureClass,
     Template,
 )
+from jobs.params import ParamValue, params_from_lines
 from jobs.specs import MAX_TIME_LIMIT, JobSpec
 from portal_lib.bounds import INT_MAX
 from projects.access import submittable_projects
@@ -95,6 +96,25 @@ class ModelSizeField(forms.CharField):
         if not math.isfinite(count) or not 1 <= count <= MAX_MODEL_PARAMS:
             raise forms.ValidationError("Give between 1 and 1000T parameters, e.g. 7B.")
         return int(count)
+
+
+class ParamsField(forms.CharField):
+    """The run's settings as `key=value` lines (jobs.params)."""
+
+    def to_python(self, value: Any) -> dict[str, ParamValue]:  # type: ignore[override]
+        params, problems = params_from_lines(str(value or ""))
+        if problems:
+            raise forms.ValidationError(problems)
+        return params
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return "\n".join(f"{key}={json_text(item)}" for key, item in value.items())
+        return value
+
+
+def json_text(value: ParamValue) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def format_time_limit(limit: timedelta) -> str:
@@ -178,6 +198,12 @@ class JobForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
         help_text="One regular expression a line, named groups: acc=(?P<acc>[0-9.]+)",
+    )
+    params = ParamsField(
+        label="Settings",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text="key=value a line (lr=0.001); the command's --key value flags are added.",
     )
     max_restarts = _number(
         "Restarts",
@@ -274,6 +300,7 @@ class JobForm(forms.Form):
             model_params=data.get("model_params"),
             total_steps=data.get("total_steps"),
             metric_patterns=_lines(data.get("metric_patterns", "")),
+            params=data.get("params") or {},
             **_restart_policy(data),
             **code,
         )
@@ -333,6 +360,7 @@ def initial_from_spec(spec: JobSpec) -> dict[str, Any]:
         "model_params": spec.model_params,
         "total_steps": spec.total_steps,
         "metric_patterns": spec.metric_patterns,
+        "params": spec.params,
         "max_restarts": spec.max_restarts,
         "restart_on": list(spec.restart_on),
         "exclude_failed_nodes": spec.exclude_failed_nodes,

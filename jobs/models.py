@@ -217,6 +217,11 @@ class Job(models.Model):
     code_diff_truncated = models.BooleanField(default=False)
     code_git_url = models.CharField(max_length=1024, blank=True)
     code_git_ref = models.CharField(max_length=255, blank=True)
+    # The run's parameter table (jobs.params): {key: number | bool | text}, and per key
+    # where it came from ("command", "given", "logged"). On PostgreSQL a GIN index
+    # (jsonb_path_ops, made by migration 0011 there only) serves `params @> {...}`.
+    params = models.JSONField(default=dict, blank=True)
+    param_sources = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -225,6 +230,8 @@ class Job(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["user", "-created_at"], name="job_user_recent"),
+            # The runs table's default order (monitoring.runs).
+            models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
             # How long similar jobs waited (jobs.waits): the jobs of one shape on a cluster.

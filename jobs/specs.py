@@ -6,6 +6,7 @@ the API returns them as field errors.
 
 import re
 from dataclasses import dataclass, fields
+from dataclasses import field as dataclass_field
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from jobs.models import (
     Job,
     Template,
 )
+from jobs.params import ParamValue, params_clean, params_for_spec, params_given
 from jobs.patterns import validate_patterns
 from projects.models import Quota
 from projects.quota import describe, limit_errors
@@ -68,11 +70,16 @@ class JobSpec:
     code_diff_truncated: bool = False
     code_git_url: str = ""
     code_git_ref: str = ""
+    # Settings given at submit (jobs.params); the command's flags are added to them.
+    params: dict[str, ParamValue] = dataclass_field(default_factory=dict)
 
     def job_fields(self) -> dict[str, Any]:
-        """The Job model's fields this spec sets (the same names)."""
+        """The Job model's fields this spec sets (the same names; params with the flags)."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["restart_on"] = list(self.restart_on)
+        values["params"], values["param_sources"] = params_for_spec(
+            command=self.command, given=self.params
+        )
         return values
 
 
@@ -80,6 +87,7 @@ def spec_from_job(job: Job) -> JobSpec:
     """The spec a job was submitted with: what "clone" starts from."""
     values = {f.name: getattr(job, f.name) for f in fields(JobSpec)}
     values["restart_on"] = tuple(job.restart_on or ())
+    values["params"] = params_given(job.params or {}, job.param_sources or {})
     return JobSpec(**values)
 
 
@@ -128,6 +136,9 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
         errors["metric_patterns"] = problems
     errors.update(_restart_errors(spec))
     errors.update(_code_errors(spec))
+    _, refused = params_clean(spec.params)
+    if refused:
+        errors["params"] = refused
     if spec.template not in Template.values:
         errors.setdefault("template", []).append(f"Choose one of: {', '.join(Template.values)}.")
     return errors

@@ -22,6 +22,7 @@ from monitoring.efficiency import PARTS, GpuTrace, Span, build_card, memory_tota
 from monitoring.hangs import HANG
 from monitoring.heartbeats import progress_from_json
 from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard
+from monitoring.run_summary import run_summary_finish
 from monitoring.series import series_names, series_read
 from monitoring.throughput import COMPUTED_MFU
 from projects.models import IdlePolicy, UsageCharge
@@ -167,6 +168,7 @@ def attempt_card_compute(
             **{f"{part}_gpu_hours": card.parts[part] for part in PARTS},
         },
     )
+    run_summary_finish(attempt=attempt)
     return stored
 
 

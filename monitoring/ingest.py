@@ -31,6 +31,7 @@ from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
 from monitoring.ingest_write import ingest_notes, ingest_write
 from monitoring.logs import Delivery, Stored, log_files, log_store
 from monitoring.models import AttemptIngest, LogFile
+from monitoring.run_summary import runs_record
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,12 @@ class MonitoringWatcher:
             stored = log_store(files=files, deliveries=deliveries)
         parsed = self._parse(followed, files, stored, unread, notes)
         points = ingest_write(parsed, notes, dirty)
+        try:  # the runs table's summaries and logged settings; never the poll's data
+            with transaction.atomic():
+                params = {r.attempt_id: r.params for r in parsed if r.params}
+                runs_record(attempts=followed, points=points, params=params)
+        except Exception:
+            logger.exception("run summaries of %d attempts failed", len(followed))
         try:  # an alert rule's failure must never cost the poll its data
             alerts_evaluate(attempts=followed.values(), points=points, stored=stored)
         except Exception:

@@ -48,6 +48,7 @@ class AttemptParse:
     replaced: list[str] = field(default_factory=list)  # names metrics.jsonl now gives
     # (attempt, name, x) of points that replace what an earlier poll may have stored.
     repeats: list[tuple[int, str, float]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)  # portal_metrics.log_params, capped
 
 
 @dataclass
@@ -101,7 +102,14 @@ def attempt_parse(
         known = set(log_file.metric_names)
         high = log_file.last_step  # the highest step the file gave before this poll
         metrics = _metrics(
-            attempt, log_file, chunk, files.get(METRICS_FILE), deadline, note, final=final
+            attempt,
+            log_file,
+            chunk,
+            files.get(METRICS_FILE),
+            deadline,
+            note,
+            final=final,
+            params=result.params,
         )
         if metrics is None:
             note.skipped_bytes += len(data)
@@ -146,6 +154,7 @@ def _metrics(
     note: AttemptIngest,
     *,
     final: bool,
+    params: dict[str, Any],
 ) -> list[MetricPoint] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
     if not chunk.lines and (
@@ -168,6 +177,7 @@ def _metrics(
         return None
     if "state" in reply:
         log_file.reader_state = reply["state"]
+    params.update(reply.get("params") or {})
     note.skipped_lines += reply["long"]
     note.dropped_names += reply["dropped"]
     metrics = []

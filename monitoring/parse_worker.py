@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
+from jobs.params import params_clean
 from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 
 # Metric names one stdout line (one run of points at a step) or one metrics.jsonl
@@ -95,8 +96,9 @@ def _cap_runs(points: list[MetricPoint]) -> tuple[list[list[Any]], int]:
 def _jsonl(request: dict[str, Any]) -> Reply:
     out: list[list[Any]] = []
     bad = dropped = 0
+    logged: dict[str, object] = {}
     for line in request["lines"]:
-        points, line_bad = parse_metrics_jsonl([line])
+        points, line_bad = parse_metrics_jsonl([line], logged)
         bad += line_bad
         names: set[str] = set()
         for point in points:
@@ -105,7 +107,9 @@ def _jsonl(request: dict[str, Any]) -> Reply:
                 continue
             names.add(point.name)
             out.append([point.name, point.step, point.value, point.time])
-    return {"points": out, "bad": bad, "long": 0, "dropped": dropped}
+    # Capped here (jobs.params): what reaches the poll is at most MAX_PARAMS short entries.
+    params, _ = params_clean(logged)
+    return {"points": out, "bad": bad, "long": 0, "dropped": dropped, "params": params}
 
 
 def parse_request(request: dict[str, Any]) -> Reply:

@@ -127,13 +127,17 @@ def _feed(reader: MetricReader, raw: str, users: list[Any]) -> None:
     reader.feed(raw.replace("\0", ""), user_step=user_step, user_values=user_values)
 
 
-def parse_metrics_jsonl(lines: Iterable[str]) -> tuple[list[MetricPoint], int]:
+def parse_metrics_jsonl(
+    lines: Iterable[str], params: dict[str, object] | None = None
+) -> tuple[list[MetricPoint], int]:
     """Points from metrics.jsonl lines, and how many non-blank lines were skipped as bad.
 
     A line is one JSON object with an integer `step` >= 0; each other finite
     number is a metric, and `time` (unix seconds) is the points' wall time, not
     a metric. Strings, booleans, nested values and non-finite numbers are
-    ignored without making the line bad.
+    ignored without making the line bad. A line {"params": {...}} without a step
+    (`portal_metrics.log_params`) adds its entries to `params`, later ones winning,
+    when a dict is given; it is never bad.
     """
     points: list[MetricPoint] = []
     bad = 0
@@ -148,6 +152,11 @@ def parse_metrics_jsonl(lines: Iterable[str]) -> tuple[list[MetricPoint], int]:
             continue
         if not isinstance(record, dict):
             bad += 1
+            continue
+        logged = record.get("params")
+        if isinstance(logged, dict) and "step" not in record:
+            if params is not None:
+                params.update(logged)
             continue
         step = record.get("step")
         if isinstance(step, float) and step.is_integer():

@@ -1,5 +1,8 @@
 """Log training metrics for the portal: `from portal_metrics import log; log(step=10, loss=0.5)`.
 
+`log_params(lr=3e-4, optimizer="adamw")` records the run's settings once (numbers,
+booleans, short text): the portal adds them to the run's parameter table.
+
 Also `heartbeat(step)` once per step on every rank and `with pause("checkpoint"):`
 around declared pauses, so that the portal sees each rank's progress and tells a
 hang from a long checkpoint (see the section at the end).
@@ -74,6 +77,54 @@ def _record(step: Any, metrics: dict[str, Any]) -> dict[str, Any] | None:
     return record
 
 
+def _append(line: bytes) -> bool:
+    """One write() of one line on an O_APPEND descriptor; False (warned once) if not whole."""
+    path = os.environ.get("PORTAL_METRICS_FILE", "")
+    if len(line) > MAX_LINE_BYTES:
+        _warn_once(f"a line of {len(line)} bytes is too long for the portal; not written")
+        return False
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        written = os.write(fd, line)
+    finally:
+        os.close(fd)
+    if written != len(line):
+        _warn_once(f"only {written} of {len(line)} bytes reached {path}")
+        return False
+    return True
+
+
+def _param(value: Any) -> Any:
+    if isinstance(value, (bool, int, str)):
+        return value
+    try:
+        number = float(value)  # numpy scalars, one-element tensors
+    except (TypeError, ValueError):
+        return str(value)
+    return number if math.isfinite(number) else str(number)
+
+
+def log_params(params: Any = None, **more: Any) -> bool:
+    """Record the run's settings, e.g. `log_params(lr=3e-4)` or `log_params(vars(args))`.
+
+    Appends {"params": {...}, "time": ...} to $PORTAL_METRICS_FILE (rank 0 only).
+    Values that are not numbers, booleans or text are recorded as their text.
+    """
+    try:
+        if not os.environ.get("PORTAL_METRICS_FILE", "") or _rank() != 0:
+            return False
+        values = {**dict(params or {}), **more}
+        record = {"params": {str(k): _param(v) for k, v in values.items()}, "time": time.time()}
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+        return _append(line.encode())
+    except Exception as exc:  # never into the training loop
+        _warn_once(
+            f"could not write parameters to {os.environ.get('PORTAL_METRICS_FILE')!r}: {exc}"
+        )
+        return False
+
+
 def log(step: Any = None, all_ranks: bool = False, **metrics: Any) -> bool:
     """Append {"step", **metrics, "time"} to $PORTAL_METRICS_FILE; True if a line was written.
 
@@ -87,19 +138,7 @@ def log(step: Any = None, all_ranks: bool = False, **metrics: Any) -> bool:
         if record is None:
             return False
         line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
-        if len(line) > MAX_LINE_BYTES:
-            _warn_once(f"a line of {len(line)} bytes is too long for the portal; not written")
-            return False
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
-        try:
-            written = os.write(fd, line)
-        finally:
-            os.close(fd)
-        if written != len(line):
-            _warn_once(f"only {written} of {len(line)} bytes reached {path}")
-            return False
-        return True
+        return _append(line)
     except Exception as exc:  # never into the training loop
         _warn_once(f"could not write metrics to {os.environ.get('PORTAL_METRICS_FILE')!r}: {exc}")
         return False

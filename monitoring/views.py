@@ -58,6 +58,10 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             "can_drain": can_drain(user=request.user),
             "cards": job_efficiency(job=job),
             "idle": idle_ladder(job=job),
+            "params": [
+                {"key": k, "value": v, "source": (job.param_sources or {}).get(k, "")}
+                for k, v in sorted((job.params or {}).items())
+            ],
             "config": job_page_config(job=job, attempts=attempts),
             "download_url": reverse(
                 "attempt-log-download", kwargs={"job_id": job.pk, "number": number}

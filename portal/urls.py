@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from clusters.drain import node_drain_view
 from monitoring.metrics import metrics_view
+from monitoring.runs_views import compare_curves, compare_page, runs_table
 from monitoring.views import job_page
 from portal import views
 
@@ -18,6 +19,9 @@ urlpatterns = [
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
     path("clusters/", include("jobs.cluster_urls")),
     path("projects/<slug:slug>/", views.project_page, name="project-page"),
+    path("projects/<slug:slug>/runs/", runs_table, name="project-runs"),
+    path("projects/<slug:slug>/compare/", compare_page, name="project-compare"),
+    path("projects/<slug:slug>/compare/curves", compare_curves, name="project-compare-curves"),
     path("healthz", views.healthz, name="healthz"),
     # Prometheus's scrape, with the metrics token (monitoring.metrics).
     path("metrics", metrics_view, name="metrics"),

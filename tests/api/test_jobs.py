@@ -295,3 +295,14 @@ def test_the_browsable_api_renders_for_the_browser(job: Job, owner, client: Clie
         response = client.get(path, headers={"Accept": "text/html"})
         assert response.status_code == 200, path
         assert response["Content-Type"].startswith("text/html"), path
+
+
+def test_submit_with_settings_and_the_commands_flags(cluster, member, tokens: Tokens) -> None:
+    spec = {**SPEC, "command": "python train.py --lr 0.1 --fp16", "params": {"seed": 3}}
+    response = _post(bearer(tokens.member), "/api/v1/jobs/", spec)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["params"] == {"lr": 0.1, "fp16": True, "seed": 3}
+    assert body["param_sources"] == {"lr": "command", "fp16": "command", "seed": "given"}
+    refused = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "params": {"a b": 1}})
+    assert refused.status_code == 400 and "params" in refused.json()

@@ -19,11 +19,13 @@ from tests.helpers import ROOT
 BENCH = ROOT / "bench"
 ON_THE_SANDBOX = ("agent_poll.py", "hang.py", "latency.py", "poll.py")
 DATABASE_ONLY = (
+    "compare.py",
     "goodput.py",
     "hostile.py",
     "joblist.py",
     "metrics.py",
     "queue_waits.py",
+    "runs.py",
     "series.py",
 )
 PURE = ("diagnosis.py", "heartbeat.py", "parsers.py")

@@ -70,6 +70,24 @@ def test_submit_wait_cancel_clone(portal: Portal, job: Job) -> None:
     assert [e["to_state"] for e in submitted.events()] == ["QUEUED", "CANCELLED"]
 
 
+def test_submit_with_settings(portal: Portal, job: Job) -> None:
+    submitted = portal.submit(
+        project="vision",
+        cluster="alps",
+        name="with-settings",
+        command="python train.py --lr 0.1",
+        partition="gpu",
+        cpus_per_task=1,
+        params={"seed": 7, "optimizer": "adamw"},
+    )
+    stored = Job.objects.get(pk=submitted.id)
+    assert stored.params == {"lr": 0.1, "seed": 7, "optimizer": "adamw"}
+    assert stored.param_sources["seed"] == "given"
+    # A clone carries the given settings; its flags come from its own command.
+    copy = Job.objects.get(pk=submitted.clone(command="python train.py --lr 0.2").id)
+    assert copy.params == {"lr": 0.2, "seed": 7, "optimizer": "adamw"}
+
+
 def test_refusals_raise_with_the_fields_to_change(portal: Portal, job: Job) -> None:
     with pytest.raises(PortalError) as refused:
         portal.submit(project="vision", cluster="alps", name="big", command="x", gpus_per_node=9)

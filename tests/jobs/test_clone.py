@@ -51,12 +51,23 @@ NON_DEFAULT: dict[str, object] = {
     "code_diff_truncated": True,
     "code_git_url": "https://git.example.org/vision/trainer.git",
     "code_git_ref": "feature/lr",
+    "params": {"warmup": 5, "optimizer": "adamw"},
 }
 # The code travels by reference: the clone form names the original job (`code_from`) and
 # the copy takes its snapshot and provenance, never a new upload or fetch.
 BY_REFERENCE = {"code", *(name for name in NON_DEFAULT if name.startswith("code_"))}
-# Job columns that are not the spec: where it runs, who asked, and what became of it.
-NOT_SPEC = {"id", "project", "user", "cluster", "state", "created_at", "updated_at"}
+# Job columns that are not the spec: where it runs, who asked, and what became of it
+# (param_sources: where each setting came from, derived at submit and by the poll).
+NOT_SPEC = {
+    "id",
+    "project",
+    "user",
+    "cluster",
+    "state",
+    "created_at",
+    "updated_at",
+    "param_sources",
+}
 
 
 class _FormValues(HTMLParser):
@@ -150,6 +161,7 @@ def test_clone_submits_the_same_spec_field_by_field(
     original, _ = factories.job(
         project, owner, cluster, state=State.COMPLETED,
         **{**NON_DEFAULT, "restart_on": list(NON_DEFAULT["restart_on"]), "code": snapshot},  # type: ignore[call-overload]
+        param_sources={"warmup": "given", "optimizer": "given"},
     )  # fmt: skip
     client.force_login(member)
     page = client.get(reverse("job-new"), {"clone": original.pk})

@@ -164,15 +164,19 @@ class Portal:
         time_limit: timedelta | int | float | str = 3600,
         code: str | os.PathLike[str] | None = None,
         code_max_bytes: int = DEFAULT_MAX_BYTES,
+        params: dict[str, Any] | None = None,
         **spec: Any,
     ) -> "Job":
         """Submit a job: the portal checks it like its form does (PortalError says what to fix).
 
         `code="."` packs that directory (what .gitignore keeps, at most `code_max_bytes`),
         uploads it unless the project has it already, and runs the command inside it; from
-        a git checkout the job records its commit, branch and uncommitted diff. More spec
-        fields as keywords: cpus_per_task, memory_mb, partition, setup, model_params,
-        total_steps, metric_patterns, code_git_url and code_git_ref (the portal fetches).
+        a git checkout the job records its commit, branch and uncommitted diff. `params`
+        are the run's settings ({"lr": 3e-4, "seed": 1}: numbers, booleans, text), shown
+        and searchable in the project's runs table beside the command's `--key value`
+        flags. More spec fields as keywords: cpus_per_task, memory_mb, partition, setup,
+        model_params, total_steps, metric_patterns, code_git_url and code_git_ref (the
+        portal fetches).
         """
         from portal_client.job import Job
 
@@ -187,6 +191,7 @@ class Portal:
             "nodes": nodes,
             "gpus_per_node": gpus_per_node,
             "time_limit": _duration(time_limit),
+            **({"params": params} if params else {}),
             **spec,
         }
         return Job(self, self.post("jobs/", body))

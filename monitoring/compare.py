@@ -1,0 +1,178 @@
+"""Runs side by side: one metric of each run downsampled to the chart's width, groups of
+runs by a setting with their mean and spread, and the settings that differ.
+
+Each curve keeps the first and last point and the minimum and maximum of every x bucket
+(a one-step spike survives), read from the chunks' min/max summaries where a bucket
+spans many points (monitoring.series' layout): the server never reads every point of a
+long run, and all runs are read in two queries. A job's attempts are one curve (a
+restart continues the run).
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db.models import BinaryField, Case, F, When
+
+from jobs.models import Attempt, Job
+from monitoring.chunks import decode
+from monitoring.downsample import Floats, downsample
+from monitoring.models import SeriesChunk
+from monitoring.series import series_read
+
+MAX_RUNS = 50
+MIN_WIDTH, MAX_WIDTH = 50, 4000
+
+
+@dataclass(frozen=True)
+class Curve:
+    job_id: int
+    xs: list[float]
+    ys: list[float]
+    total: int  # points in the run before downsampling
+
+
+def chart_points(width: int) -> int:
+    """Points per curve for a chart `width` pixels wide: a min and a max per pixel column."""
+    return 2 * min(max(width, MIN_WIDTH), MAX_WIDTH) + 2
+
+
+def curves_read(*, jobs: Iterable[Job], metric: str, width: int) -> list[Curve]:
+    """Each job's `metric`, all its attempts in one curve, downsampled to `width` columns.
+
+    Two queries for any number of runs (the chunks' bounds, then their blobs); a
+    compaction between the two makes it read run by run through `series_read` instead.
+    """
+    points = chart_points(width)
+    job_list = list(jobs)
+    for _ in range(READ_TRIES):
+        curves = _read_batched(job_list, metric, points)
+        if curves is not None:
+            return curves
+    return [_read_one(job.pk, metric, points) for job in job_list]
+
+
+READ_TRIES = 2
+# A run is read through its chunks' summaries (each 64-point run's min and max point)
+# once each pixel column would hold this many raw points: every drawn point is still a
+# real one, and every 64-point run's extremes are among them, so no spike is lost.
+POINTS_PER_COLUMN = 8
+
+
+def _read_batched(jobs: list[Job], metric: str, points: int) -> list[Curve] | None:
+    rows = SeriesChunk.objects.filter(
+        series__attempt__job_id__in=[job.pk for job in jobs], series__name=metric
+    ).values_list("id", "series__attempt__job_id", "x_min", "x_max", "count")
+    chunks: dict[int, list[tuple[int, float, float, int]]] = defaultdict(list)
+    for chunk_id, job_id, x_min, x_max, count in rows:
+        chunks[job_id].append((chunk_id, x_min, x_max, count))
+    raw: set[int] = set()
+    summarised: set[int] = set()
+    totals = {}
+    for job_id, found in chunks.items():
+        totals[job_id] = sum(c[3] for c in found)
+        if totals[job_id] < POINTS_PER_COLUMN * points // 2:
+            raw.update(c[0] for c in found)
+            continue
+        # The first and the last chunk whole: the curve's ends are exact.
+        ends = {min(found, key=lambda c: c[1])[0], max(found, key=lambda c: c[2])[0]}
+        for chunk_id, *_ in found:
+            (raw if chunk_id in ends else summarised).add(chunk_id)
+    wanted = raw | summarised
+    blobs = SeriesChunk.objects.filter(id__in=wanted).annotate(
+        blob=Case(
+            When(id__in=summarised or [0], then=F("summary")),
+            default=F("data"),
+            output_field=BinaryField(),
+        )
+    )
+    decoded: dict[int, tuple[Floats, Floats]] = {}
+    for chunk_id, blob in blobs.values_list("id", "blob"):
+        decoded[chunk_id] = decode(blob)
+    if len(decoded) != len(wanted):
+        return None  # compacted meanwhile: plan again
+    curves = []
+    for job in jobs:
+        parts = [decoded[c[0]] for c in chunks.get(job.pk, [])]
+        if not parts:
+            curves.append(Curve(job.pk, [], [], 0))
+            continue
+        xs = np.concatenate([p[0] for p in parts])
+        ys = np.concatenate([p[1] for p in parts])
+        down_x, down_y = downsample(xs, ys, points)  # sorts by x
+        curves.append(Curve(job.pk, down_x.tolist(), down_y.tolist(), totals[job.pk]))
+    return curves
+
+
+def _read_one(job_id: int, metric: str, points: int) -> Curve:
+    """One run read attempt by attempt, each read retried by `series_read` itself."""
+    attempts = Attempt.objects.filter(job_id=job_id, series__name=metric).order_by("number")
+    parts = [
+        series_read(attempt_id=a, name=metric, max_points=points)
+        for a in attempts.values_list("id", flat=True)
+    ]
+    if not parts:
+        return Curve(job_id, [], [], 0)
+    xs = np.concatenate([np.asarray(p.xs, dtype=np.float64) for p in parts])
+    ys = np.concatenate([np.asarray(p.ys, dtype=np.float64) for p in parts])
+    down_x, down_y = downsample(xs, ys, points)
+    return Curve(job_id, down_x.tolist(), down_y.tolist(), sum(p.total for p in parts))
+
+
+def group_bands(curves: list[Curve], labels: dict[int, Any], *, width: int) -> list[dict[str, Any]]:
+    """Per value of a setting: the mean of its runs on a shared x grid, and mean ± std.
+
+    Each run's downsampled curve is interpolated at the grid (inside its own x range
+    only), so runs of different lengths or step spacing still average point by point.
+    """
+    groups: dict[str, list[Curve]] = defaultdict(list)
+    for curve in curves:
+        if curve.xs:
+            groups[_label(labels.get(curve.job_id))].append(curve)
+    out = []
+    for label, members in sorted(groups.items()):
+        lo = min(c.xs[0] for c in members)
+        hi = max(c.xs[-1] for c in members)
+        grid = np.linspace(lo, hi, max(min(width, MAX_WIDTH), 2))
+        stack = np.full((len(members), len(grid)), np.nan)
+        for row, curve in enumerate(members):
+            xs = np.asarray(curve.xs, dtype=np.float64)
+            ys = np.asarray(curve.ys, dtype=np.float64)
+            inside = (grid >= xs[0]) & (grid <= xs[-1])
+            stack[row, inside] = np.interp(grid[inside], xs, ys)
+        counted = np.sum(~np.isnan(stack), axis=0)
+        keep = counted > 0
+        mean = np.nanmean(stack[:, keep], axis=0)
+        std = np.nanstd(stack[:, keep], axis=0)
+        out.append(
+            {
+                "label": label,
+                "runs": [c.job_id for c in members],
+                "x": grid[keep].tolist(),
+                "mean": mean.tolist(),
+                "lo": (mean - std).tolist(),
+                "hi": (mean + std).tolist(),
+            }
+        )
+    return out
+
+
+def _label(value: Any) -> str:
+    if value is None:
+        return "(not set)"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def settings_diff(jobs: list[Job]) -> list[dict[str, Any]]:
+    """The settings whose values are not the same in every run (a missing one differs)."""
+    keys = sorted({key for job in jobs for key in (job.params or {})})
+    rows = []
+    for key in keys:
+        values = [(job.params or {}).get(key) for job in jobs]
+        if any(value != values[0] for value in values) or any(
+            key not in (job.params or {}) for job in jobs
+        ):
+            rows.append({"key": key, "values": values})
+    return rows

@@ -1,0 +1,53 @@
+// The compare chart: each run's curve downsampled by the server to this chart's width
+// (a min and a max per pixel column), or one mean line and a mean ± std band per group.
+(function () {
+  "use strict";
+  const el = document.getElementById("compare-chart");
+  const note = document.getElementById("compare-note");
+  const curvesUrl = JSON.parse(document.getElementById("compare-curves-url").textContent);
+  const here = new URLSearchParams(window.location.search);
+  const form = document.getElementById("compare-form");
+  const params = new URLSearchParams({
+    runs: here.get("runs") || "",
+    metric: form.querySelector("[name=metric]").value,
+    group: form.querySelector("[name=group]").value,
+    width: String(Math.max(el.clientWidth, 300)),
+  });
+  // Plotly reads a few HTML tags in trace names; a setting's value is the job's own text.
+  const plain = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const COLORS = ["#2457d6", "#b42318", "#15803d", "#a16207", "#7c3aed", "#0e7490", "#be185d", "#4b5563"];
+  fetch(`${curvesUrl}?${params}`, { credentials: "same-origin" })
+    .then((response) => {
+      if (!response.ok) throw new Error(`the server answered ${response.status}`);
+      return response.json();
+    })
+    .then((data) => {
+      const traces = [];
+      if (data.groups) {
+        data.groups.forEach((group, i) => {
+          const color = COLORS[i % COLORS.length];
+          const name = plain(`${params.get("group")}=${group.label} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`);
+          traces.push({ type: "scatter", mode: "lines", x: group.x, y: group.hi, line: { width: 0, color }, showlegend: false, hoverinfo: "skip" });
+          traces.push({ type: "scatter", mode: "lines", x: group.x, y: group.lo, line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip" });
+          traces.push({ type: "scatter", mode: "lines", name, x: group.x, y: group.mean, line: { color, width: 2 } });
+        });
+      } else {
+        data.runs.forEach((run, i) => {
+          traces.push({ type: "scatter", mode: "lines", name: plain(`${run.name} #${run.id}`), x: run.x, y: run.y, line: { color: COLORS[i % COLORS.length], width: 1.5 } });
+        });
+      }
+      const points = data.runs.reduce((sum, run) => sum + run.total, 0);
+      const shown = data.runs.reduce((sum, run) => sum + run.x.length, 0);
+      note.textContent = `${data.runs.length} runs, ${points.toLocaleString()} points, ${shown.toLocaleString()} drawn (each pixel column's minimum and maximum).`;
+      const layout = {
+        margin: { t: 20, r: 20, b: 90, l: 60 },
+        xaxis: { title: { text: "step" } },
+        yaxis: { title: { text: plain(data.metric) } },
+        legend: { orientation: "h", y: -0.32 },
+      };
+      Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });
+    })
+    .catch((error) => {
+      note.textContent = `The curves could not be loaded: ${error.message}.`;
+    });
+})();

@@ -1,0 +1,104 @@
+"""Compare: curves downsampled to the chart's width with every spike kept, groups, the diff."""
+
+import json
+
+import numpy as np
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from clusters.models import Cluster
+from jobs.models import Job
+from monitoring.compare import (
+    Curve,
+    _read_one,
+    chart_points,
+    curves_read,
+    group_bands,
+    settings_diff,
+)
+from monitoring.series import series_append
+from projects.models import Project
+from tests import factories
+
+# Enough that a 50-pixel chart reads chunk summaries, not raw points (monitoring.series).
+POINTS = 40_000
+SPIKE_AT = 31_234
+
+
+def _job(project: Project, user: User, cluster: Cluster, name: str, params: dict) -> Job:
+    job, attempt = factories.job(project, user, cluster, name=name, params=params)
+    steps = np.arange(POINTS, dtype=np.float64)
+    loss = 2.0 / np.sqrt(steps + 1)
+    if name == "spiky":
+        loss[SPIKE_AT] = 50.0  # one step, one point
+    series_append(
+        points=[(attempt.pk, "loss", float(x), float(y)) for x, y in zip(steps, loss, strict=True)]
+    )
+    return job
+
+
+@pytest.fixture
+def pair(project: Project, owner: User, cluster: Cluster) -> list[Job]:
+    return [
+        _job(project, owner, cluster, "spiky", {"lr": 0.1, "seed": 1, "opt": "adam"}),
+        _job(project, owner, cluster, "calm", {"lr": 0.1, "seed": 2, "opt": "adam"}),
+    ]
+
+
+def test_a_one_step_spike_survives_downsampling(pair: list[Job]) -> None:
+    spiky, calm = curves_read(jobs=pair, metric="loss", width=50)
+    assert spiky.total == POINTS
+    assert len(spiky.xs) <= chart_points(50) < POINTS / 100
+    assert max(spiky.ys) == 50.0 and spiky.xs[spiky.ys.index(50.0)] == SPIKE_AT
+    assert max(calm.ys) < 3 and calm.xs[0] == 0 and calm.xs[-1] == POINTS - 1
+    # The run-by-run read (after a compaction raced the batched one) keeps it too.
+    alone = _read_one(pair[0].pk, "loss", chart_points(50))
+    assert 50.0 in alone.ys and alone.total == POINTS
+
+
+def test_groups_have_a_mean_and_a_band_across_seeds() -> None:
+    xs = [0.0, 10.0]
+    curves = [Curve(1, xs, [1.0, 3.0], 2), Curve(2, xs, [3.0, 5.0], 2), Curve(3, xs, [9.0, 9.0], 2)]
+    groups = group_bands(curves, {1: 0.1, 2: 0.1, 3: 0.01}, width=11)
+    assert [g["label"] for g in groups] == ["0.01", "0.1"]
+    tenth = groups[1]
+    assert tenth["runs"] == [1, 2] and len(tenth["x"]) == 11
+    assert tenth["mean"][0] == 2.0 and tenth["lo"][0] == 1.0 and tenth["hi"][0] == 3.0
+    assert tenth["mean"][-1] == 4.0
+
+
+def test_the_diff_shows_only_what_differs(pair: list[Job]) -> None:
+    pair[1].params = {**pair[1].params, "warmup": 5}
+    rows = settings_diff(pair)
+    assert {r["key"]: r["values"] for r in rows} == {"seed": [1, 2], "warmup": [None, 5]}
+
+
+def test_the_curves_endpoint_and_the_shareable_page(
+    client: Client, member: User, pair: list[Job]
+) -> None:
+    client.force_login(member)
+    ids = f"{pair[0].pk},{pair[1].pk}"
+    response = client.get(
+        reverse("project-compare-curves", args=["vision"]),
+        {"runs": ids, "metric": "loss", "width": "300", "group": "lr"},
+    )
+    body = json.loads(response.content)
+    assert [r["name"] for r in body["runs"]] == ["spiky", "calm"]
+    assert 50.0 in body["runs"][0]["y"]
+    assert len(body["groups"]) == 1 and body["groups"][0]["runs"] == [pair[0].pk, pair[1].pk]
+    page = client.get(reverse("project-compare", args=["vision"]), {"runs": ids, "group": "lr"})
+    html = page.content.decode()
+    assert "<code>seed</code>" in html and "<code>opt</code>" not in html
+    assert "<option selected>lr</option>" in html
+
+
+def test_runs_of_another_project_are_not_read(
+    client: Client, member: User, pair: list[Job], other_job: Job
+) -> None:
+    client.force_login(member)
+    response = client.get(
+        reverse("project-compare-curves", args=["vision"]), {"runs": f"{other_job.pk},{pair[0].pk}"}
+    )
+    assert [r["id"] for r in json.loads(response.content)["runs"]] == [pair[0].pk]

@@ -20,7 +20,7 @@ from jobs.models import (
 )
 from jobs.params import ParamValue, params_from_lines
 from jobs.specs import MAX_TIME_LIMIT, JobSpec
-from portal_lib.bounds import INT_MAX
+from portal_lib.bounds import BIGINT_MAX, INT_MAX
 from projects.access import submittable_projects
 from projects.models import Project
 
@@ -255,7 +255,10 @@ class JobForm(forms.Form):
     code_git_ref = forms.CharField(
         label="Branch, tag or commit", required=False, max_length=255, help_text="Blank: default."
     )
-    code_from = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    # A job id; bounded, so that a forged 30-digit value is a form error, not a 500.
+    code_from = forms.IntegerField(
+        required=False, min_value=1, max_value=BIGINT_MAX, widget=forms.HiddenInput
+    )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

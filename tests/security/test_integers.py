@@ -166,6 +166,7 @@ def test_the_form_walk_finds_every_number() -> None:
         "hang_multiple",
         "hang_floor_seconds",
         "startup_window_seconds",
+        "code_from",
     }
 
 

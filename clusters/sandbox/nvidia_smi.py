@@ -127,7 +127,7 @@ class ProcessTable:
         self.proc = proc
         self.ticks_per_s = float(os.sysconf("SC_CLK_TCK"))
         self._binding: dict[tuple[int, str], list[int]] = {}  # (pid, start time) -> GPUs
-        self._last: dict[tuple[int, str], int] = {}
+        self._last: dict[tuple[int, str], tuple[int, float]] = {}  # runnable ns, read at
         self._last_time = 0.0
 
     def _read(self, pid: int) -> tuple[tuple[int, str], int, list[int]] | None:
@@ -167,7 +167,7 @@ class ProcessTable:
 
     def sample(self, now: float) -> dict[int, float]:
         """Each bound GPU's busy share since the previous sample (unbound GPUs are absent)."""
-        current: dict[tuple[int, str], int] = {}
+        current: dict[tuple[int, str], tuple[int, float]] = {}
         spent: dict[int, float] = {}
         bound: set[int] = set()
         for name in os.listdir(self.proc):
@@ -177,14 +177,21 @@ class ProcessTable:
             if found is None or not found[2]:
                 continue
             key, ticks, gpus = found
-            current[key] = ticks
+            # Each process's own read time: on a busy machine one scan of /proc takes a
+            # while, and the scan's start time would misjudge the window of a process read
+            # late in one scan and early in the next.
+            read_at = time.monotonic()
+            current[key] = (ticks, read_at)
             bound.update(gpus)
-            delta = ticks - self._last.get(key, 0) if self._last_time else 0
+            last = self._last.get(key) if self._last_time else None
+            if last is None or read_at <= last[1]:
+                share = 0.0
+            else:
+                share = max(ticks - last[0], 0) / 1e9 / (read_at - last[1])
             for gpu in gpus:
-                spent[gpu] = spent.get(gpu, 0.0) + max(delta, 0) / 1e9
-        wall = now - self._last_time if self._last_time else 0.0
+                spent[gpu] = spent.get(gpu, 0.0) + share
         self._last, self._last_time = current, now
-        return {g: spent.get(g, 0.0) / wall if wall > 0 else 0.0 for g in bound}
+        return {g: spent.get(g, 0.0) for g in bound}
 
 
 def with_activity(gpus: list[Gpu], activity: dict[int, float]) -> list[Gpu]:

@@ -49,3 +49,16 @@ def measure(action: Callable[[], object], repeats: int) -> tuple[float, float, i
     times.sort()
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
     return statistics.median(times) * 1000, p95 * 1000, queries
+
+
+Timing = tuple[float, float, int]  # what measure() returns
+
+
+def comparison_row(title: str, ours: Timing, theirs: Timing | None, width: int = 15) -> str:
+    """One table row: the title, then median, p95 and queries of ours and of the other way."""
+    cells: list[object] = [title, f"{ours[0]:.1f}", f"{ours[1]:.1f}", ours[2]]
+    if theirs is None:
+        cells += ["-", "-", "-"]
+    else:
+        cells += [f"{theirs[0]:.1f}", f"{theirs[1]:.1f}", theirs[2]]
+    return " | ".join(f"{cell:>{width}}" for cell in cells)

@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_compare")
 
-from benchdb import QUICK, ensure_database, measure  # noqa: E402 - after the path is set
+from benchdb import (  # noqa: E402 - after the path is set
+    QUICK,
+    comparison_row,
+    ensure_database,
+    measure,
+)
 
 RUNS = 3 if QUICK else 20
 POINTS = 5_000 if QUICK else 100_000
@@ -128,16 +133,7 @@ def main() -> None:
     for title, chosen in ((f"all {len(jobs)}", jobs), ("one run", jobs[:1])):
         mine = measure(partial(ours, chosen), REPEATS)
         theirs = measure(partial(every_point, chosen), max(REPEATS // 2, 2))
-        cells = (
-            title,
-            f"{mine[0]:.1f}",
-            f"{mine[1]:.1f}",
-            mine[2],
-            f"{theirs[0]:.1f}",
-            f"{theirs[1]:.1f}",
-            theirs[2],
-        )
-        print(" | ".join(f"{cell:>15}" for cell in cells), flush=True)
+        print(comparison_row(title, mine, theirs), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_joblist")
 
-from benchdb import QUICK, ensure_database, measure  # noqa: E402 - after the path is set
+from benchdb import (  # noqa: E402 - after the path is set
+    QUICK,
+    comparison_row,
+    ensure_database,
+    measure,
+)
 
 JOBS = 500 if QUICK else 100_000
 PROJECTS = 5  # the user is a member of the first three: 60,000 jobs to list
@@ -179,16 +184,7 @@ def main() -> None:
     for title, query, number in scenarios:
         mine = measure(ours(query), REPEATS)
         theirs = measure(naive({k: v for k, v in query.items() if k != "after"}, number), REPEATS)
-        cells = (
-            title,
-            f"{mine[0]:.1f}",
-            f"{mine[1]:.1f}",
-            mine[2],
-            f"{theirs[0]:.1f}",
-            f"{theirs[1]:.1f}",
-            theirs[2],
-        )
-        print(" | ".join(f"{cell:>15}" for cell in cells), flush=True)
+        print(comparison_row(title, mine, theirs), flush=True)
 
 
 if __name__ == "__main__":

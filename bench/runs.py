@@ -19,7 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_runs")
 
-from benchdb import QUICK, ensure_database, measure  # noqa: E402 - after the path is set
+from benchdb import (  # noqa: E402 - after the path is set
+    QUICK,
+    comparison_row,
+    ensure_database,
+    measure,
+)
 
 RUNS = 500 if QUICK else 50_000
 REPEATS = 2 if QUICK else 20
@@ -192,14 +197,9 @@ def main() -> None:
     print("-" * 137)
     for number, (title, query) in enumerate(scenarios):
         mine = measure(ours(query), REPEATS)
-        cells: tuple[object, ...] = (title, f"{mine[0]:.1f}", f"{mine[1]:.1f}", mine[2])
         # The naive way takes a minute a page at full size: two scenarios show it.
-        if number < NAIVE_SCENARIOS:
-            theirs = measure(naive(query), NAIVE_REPEATS)
-            cells += (f"{theirs[0]:.1f}", f"{theirs[1]:.1f}", theirs[2])
-        else:
-            cells += ("-", "-", "-")
-        print(" | ".join(f"{cell:>17}" for cell in cells), flush=True)
+        theirs = measure(naive(query), NAIVE_REPEATS) if number < NAIVE_SCENARIOS else None
+        print(comparison_row(title, mine, theirs, width=17), flush=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from clusters.ssh import SSHError, pool
 from jobs.models import Attempt
 from jobs.rundir import RunDir
 from monitoring.models import LogChunk, LogFile
+from portal_lib.bulk import bulk_insert, bulk_update
 
 # The agent sends at most this much of one file per cycle, so no chunk is larger.
 MAX_CHUNK_BYTES = 1024 * 1024
@@ -102,10 +103,9 @@ def log_store(
         stored.append(Stored(log_file=log_file, offset=log_file.size, data=data))
         log_file.size += len(data)
         changed.append(log_file)
-    if chunks:
-        LogChunk.objects.bulk_create(chunks)
+    bulk_insert(LogChunk, chunks)
     if changed:
-        LogFile.objects.bulk_update(changed, ["size", "remote_size", "inode"])
+        bulk_update(LogFile, changed, ["size", "remote_size", "inode"])
         _trim([f for f in changed if f.size - f.first_offset > _keep_bytes() * 5 // 4])
     return stored
 

@@ -29,7 +29,7 @@ from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
 from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
 from monitoring.ingest_write import ingest_notes, ingest_write
-from monitoring.logs import Delivery, Stored, log_files, log_store
+from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,10 @@ class MonitoringWatcher:
         names = _names_by_attempt(files)
         reads = [
             FileRead(
-                key=file_key(a.uuid, f.name), path=RunDir(a.run_dir).file(f.name), offset=f.size
+                key=file_key(a.uuid, f.name),
+                path=RunDir(a.run_dir).file(f.name),
+                offset=f.size,
+                limit=read_limit(f),
             )
             for a in followed
             for f in (files.get((a.pk, n)) for n in names.get(a.pk, FOLLOWED))

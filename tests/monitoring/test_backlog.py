@@ -81,9 +81,7 @@ def test_a_finished_job_is_complete_only_once_its_burst_is_read(
     assert max(sizes) == MAX_CHUNK_BYTES and sum(sizes) == size
 
 
-def test_a_file_that_keeps_up_is_read_a_little_at_a_time(
-    finished: Attempt, tmp_path: Path
-) -> None:
+def test_a_file_that_keeps_up_is_read_a_little_at_a_time(finished: Attempt, tmp_path: Path) -> None:
     Attempt.objects.filter(pk=finished.pk).update(state=State.RUNNING)
     path = tmp_path / STDOUT_FILE
     written = burst(path, 100)

@@ -10,11 +10,12 @@ default, takes the same rows as VALUES lists (`row_source`).
 """
 
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Field, Model
 
 Row = tuple[Any, ...]  # values of one SQL row
@@ -42,9 +43,10 @@ def copy_rows(table: str, columns: Sequence[Column], rows: Iterable[Row]) -> Non
 def staged_rows(name: str, columns: Sequence[Column], rows: Iterable[Row]) -> str:
     """COPY rows into the session's temporary table `name`; returns SQL that takes them out.
 
-    The returned statement (a `DELETE ... RETURNING` for a WITH clause) empties the
-    table as it reads it, so several batches in one transaction never see each other's
-    rows; ON COMMIT DELETE ROWS clears whatever a failed statement left.
+    Call it inside a transaction, and use the statement in the same one: the table is
+    emptied at every commit (ON COMMIT DELETE ROWS, which also clears what a failed
+    statement left). The returned statement (a `DELETE ... RETURNING` for a WITH clause)
+    empties it as it reads it, so batches in one transaction never see each other's rows.
     """
     table = connection.ops.quote_name(name)
     typed = ", ".join(f"{connection.ops.quote_name(c)} {kind}" for c, kind in columns)
@@ -94,18 +96,20 @@ def bulk_update(model: type[Model], objects: Sequence[Model], fields: Sequence[s
     meta = model._meta
     chosen = [_concrete(meta.pk), *(_concrete(meta.get_field(name)) for name in fields)]
     columns = _columns(chosen)
+    prepared = [_prepared(field) for field in chosen]
     rows = (
-        tuple(field.get_db_prep_save(getattr(obj, field.attname), connection) for field in chosen)
+        tuple(prep(getattr(obj, f.attname)) for f, prep in zip(chosen, prepared, strict=True))
         for obj in objects
     )
     # One staging table per table and set of fields: each has its own columns.
     which = zlib.crc32(",".join(fields).encode())
-    taken = staged_rows(f"portal_update_{meta.db_table}_{which:08x}", columns, rows)
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
     assignments = ", ".join(f"{quote(c)} = batch.{quote(c)}" for c, _ in columns[1:])
     key = quote(columns[0][0])
-    with connection.cursor() as cursor:
+    # In one transaction: a commit between the COPY and the UPDATE would empty the stage.
+    with transaction.atomic(), connection.cursor() as cursor:
+        taken = staged_rows(f"portal_update_{meta.db_table}_{which:08x}", columns, rows)
         # Only our own table and column names are formatted in.
         cursor.execute(
             f"WITH batch AS ({taken}) UPDATE {table} SET {assignments}"  # noqa: S608
@@ -122,8 +126,9 @@ def bulk_insert(model: type[Model], objects: Sequence[Model]) -> None:
         return
     fields = [_concrete(f) for f in model._meta.concrete_fields if not f.primary_key]
     columns = _columns(fields)
+    prepared = [_prepared(field) for field in fields]
     rows = (
-        tuple(field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields)
+        tuple(prep(f.pre_save(obj, True)) for f, prep in zip(fields, prepared, strict=True))
         for obj in objects
     )
     copy_rows(model._meta.db_table, columns, rows)
@@ -138,3 +143,30 @@ def _concrete(field: object) -> "Field[Any, Any]":
 def _columns(fields: "Sequence[Field[Any, Any]]") -> list[Column]:
     """Each field's column name and PostgreSQL type."""
     return [(str(field.column), field.db_type(connection) or "text") for field in fields]
+
+
+# Fields whose Python values COPY takes as they are (no call per value: a poll has
+# tens of thousands); any other field's values go through Django's preparation.
+_AS_IS = {
+    "AutoField",
+    "BigAutoField",
+    "BigIntegerField",
+    "BinaryField",
+    "FloatField",
+    "ForeignKey",
+    "IntegerField",
+    "PositiveBigIntegerField",
+    "PositiveIntegerField",
+    "PositiveSmallIntegerField",
+    "SmallIntegerField",
+}
+
+
+def _prepared(field: "Field[Any, Any]") -> Callable[[Any], Any]:
+    if field.get_internal_type() in _AS_IS:
+        return _as_is
+    return partial(field.get_db_prep_save, connection=connection)
+
+
+def _as_is(value: Any) -> Any:
+    return value

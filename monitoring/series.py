@@ -17,9 +17,16 @@ touched again. A point is thus rewritten about log16(4096 / batch size) times, a
 three, and a series has at most ~45 chunks that are not full. A call costs the same
 few queries whatever the number of series: one upsert of the `Series` rows (which also
 says which are due for compaction), one insert of the new chunks, and for the due
-series one listing, one read and one delete of their small chunks. On PostgreSQL each
-bulk statement takes its rows as a few arrays (`unnest`), not thousands of
-placeholders.
+series one listing, one read and one delete of their small chunks. On PostgreSQL the
+rows travel by binary COPY (`portal_lib.bulk`): the Series rows into a staging table
+that one INSERT ... ON CONFLICT merges, the chunks straight into their table; SQLite
+gets the same rows as plain statements.
+
+Where a rule about the points themselves belongs (which of two values for one step
+is kept, say): `_batches` sees each call's points per series in arrival order, and
+`compact` sees a series' stored pieces in arrival order (chunk ids grow with arrival,
+COPY included) before the new ones, so "the newest value per step" can be applied
+in both without touching how rows are written.
 
 Reading.  The chunks overlapping [x_from, x_to] are listed (bounds only, no blobs).
 When there are few points in range they are read whole and downsampled.  When there

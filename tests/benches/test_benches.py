@@ -21,6 +21,7 @@ ON_THE_SANDBOX = ("agent_poll.py", "hang.py", "latency.py", "poll.py")
 DATABASE_ONLY = (
     "goodput.py",
     "hostile.py",
+    "ingest.py",
     "joblist.py",
     "metrics.py",
     "queue_waits.py",

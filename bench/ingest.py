@@ -5,8 +5,10 @@ parsed in the parser process, points and parser state written) with what the age
 would bring each second: one new `metrics.jsonl` line of 40 values and one stdout
 line per attempt. Each poll is timed twice, in one run: with bulk writes by binary
 COPY (PostgreSQL's default here) and with plain statements (`BULK_COPY=False`: what
-SQLite gets, and what every database got before COPY). The storage alone (log
-bytes, points, parser state, without the parse) is timed as well.
+SQLite gets, and the statements every database got before COPY: `unnest` arrays for
+the series, Django's `bulk_create` / `bulk_update` for the rest). Both run on the
+same tables (the series tables' indexes and fill factor as migrated). The storage
+alone (log bytes, points, parser state, without the parse) is timed as well.
 
 Uses its own database `portal_bench_ingest` on the local PostgreSQL.
 Run: `.venv/bin/python bench/ingest.py [--quick]`.

@@ -1,10 +1,12 @@
 """`Authorization: Bearer <token>` for the API, and the checks every use of a token shares."""
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
@@ -14,6 +16,13 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.models import PersonalToken
 from accounts.tokens import digest_matches, token_parse
+from portal_lib.cache import CACHE_DOWN
+
+logger = logging.getLogger(__name__)
+
+# This process's own counts, used while the shared cache (Redis) cannot be reached: the
+# rate then holds per process instead of failing every request with a 500.
+_LOCAL_COUNTS = LocMemCache("portal-throttle-fallback", {})
 
 # Writing last_used_at on every request would make each read a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -89,6 +98,14 @@ class TokenRateThrottle(SimpleRateThrottle):
         rates = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {})
         rate = rates.get(self.scope) if isinstance(rates, dict) else None
         return str(rate) if rate else None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        try:
+            return super().allow_request(request, view)
+        except CACHE_DOWN as exc:
+            logger.warning("throttle cache unreachable (%s): counting in this process", exc)
+            self.cache = _LOCAL_COUNTS
+            return super().allow_request(request, view)
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         if isinstance(request.auth, PersonalToken):

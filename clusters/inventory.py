@@ -1,5 +1,6 @@
 """What a cluster offers (partitions, node sizes, GPUs), cached so viewers share one look-up."""
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -11,6 +12,7 @@ from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint, portal_endpoint
 from clusters.slurm import Node, Partition, Slurm
 from clusters.ssh import pool
+from portal_lib.cache import CACHE_DOWN
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,10 @@ def cluster_partitions(*, cluster: Cluster, account: ClusterAccount) -> dict[str
     portal's queue and Slurm itself refuses what does not fit.
     """
     key = f"clusters:partitions:{cluster.pk}"
-    cached: dict[str, PartitionLimits] | None = cache.get(key)
+    try:
+        cached: dict[str, PartitionLimits] | None = cache.get(key)
+    except CACHE_DOWN:  # the cache is a shortcut: without Redis, ask the cluster
+        cached = None
     if cached is not None:
         return cached
     # The portal account when there is one: what a user's own session says is only a hint.
@@ -66,5 +71,6 @@ def cluster_partitions(*, cluster: Cluster, account: ClusterAccount) -> dict[str
     except ClusterError as exc:
         logger.warning("cannot read the partitions of cluster %s: %s", cluster.name, exc)
         return {}
-    cache.set(key, limits, INVENTORY_TTL)
+    with contextlib.suppress(*CACHE_DOWN):
+        cache.set(key, limits, INVENTORY_TTL)
     return limits

@@ -160,9 +160,13 @@ def celery_worker(
     beat: bool = True,
     concurrency: int = 2,
     pool: str = "prefork",
+    queues: str = "",
 ) -> Server:
-    """A Celery worker (with embedded beat) on the database and Redis that `env` names."""
+    """A Celery worker (with embedded beat) on the database and Redis that `env` names;
+    `queues` (comma-separated) instead of the default queue."""
     args = ["celery", "-A", "portal", "worker", f"--pool={pool}", f"--concurrency={concurrency}"]
+    if queues:
+        args += ["-Q", queues]
     if beat:
         args += ["--beat", f"--schedule={workdir / f'{name}-beat-schedule'}"]
     args += ["--loglevel=INFO", "--without-gossip", "--without-mingle", "-n", f"{name}@localhost"]

@@ -18,7 +18,7 @@ from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_note, attempt_transition
 from jobs.submit_rate import submit_rate_check
-from portal_lib.queueing import queue_on_commit
+from portal_lib.queueing import queue_check, queue_on_commit
 from projects.models import Project, Quota
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ def job_submit(
     errors = validate_spec(spec=spec, partitions=partitions, quota=quota)
     if errors:
         raise JobError("The job cannot be submitted as it is.", errors=errors)
+    queue_check("the job")
 
     with transaction.atomic():
         submit_rate_check(user=user)
@@ -99,7 +100,8 @@ def attempt_start(
 
 
 def _queue_submission(attempt_id: int) -> None:
-    queue_on_commit(SUBMIT_ATTEMPT, attempt_id)
+    # `attempts_reconcile` re-sends a submission whose message was lost.
+    queue_on_commit(SUBMIT_ATTEMPT, attempt_id, redriven=True)
 
 
 def job_cancel(*, job: Job, user: User) -> None:

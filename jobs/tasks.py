@@ -17,6 +17,7 @@ from jobs.billing import charges_reconcile
 from jobs.models import LIVE_STATES, Attempt
 from jobs.notifications import job_end_send
 from jobs.poll_health import poll_record
+from jobs.poll_lease import poll_lease
 from jobs.polling import PollResult, cluster_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
@@ -56,19 +57,15 @@ def _redis() -> redis.Redis:
 def poll_cluster(cluster_id: int) -> None:
     # One poll per cluster in flight, across all workers; a poll still running
     # when the next beat fires makes that beat a no-op rather than a pile-up.
-    lock = _redis().lock(f"portal:poll:{cluster_id}", timeout=60, blocking=False)
-    if not lock.acquire(blocking=False):
-        return
-    started = time.monotonic()
-    result: PollResult | None = None
-    try:
-        result = cluster_poll(cluster_id=cluster_id)
-    finally:
-        poll_record(cluster_id=cluster_id, seconds=time.monotonic() - started, result=result)
+    with poll_lease(_redis(), cluster_id) as held:
+        if not held:
+            return
+        started = time.monotonic()
+        result: PollResult | None = None
         try:
-            lock.release()
-        except redis.exceptions.LockError:
-            logger.warning("poll lock of cluster %s expired before the poll ended", cluster_id)
+            result = cluster_poll(cluster_id=cluster_id)
+        finally:
+            poll_record(cluster_id=cluster_id, seconds=time.monotonic() - started, result=result)
 
 
 @shared_task(ignore_result=True)

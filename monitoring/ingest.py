@@ -29,7 +29,7 @@ from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
 from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
 from monitoring.ingest_write import ingest_notes, ingest_write
-from monitoring.logs import Delivery, Stored, log_files, log_store
+from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.run_summary import runs_record
 
@@ -52,7 +52,10 @@ class MonitoringWatcher:
         names = _names_by_attempt(files)
         reads = [
             FileRead(
-                key=file_key(a.uuid, f.name), path=RunDir(a.run_dir).file(f.name), offset=f.size
+                key=file_key(a.uuid, f.name),
+                path=RunDir(a.run_dir).file(f.name),
+                offset=f.size,
+                limit=read_limit(f),
             )
             for a in followed
             for f in (files.get((a.pk, n)) for n in names.get(a.pk, FOLLOWED))
@@ -193,11 +196,16 @@ def _delivery(attempt: Attempt, name: str, chunk: FileChunk) -> Delivery:
 
 def _push(deltas: list[dict[str, Any]]) -> None:
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not deltas:
         return
-    send = async_to_sync(layer.group_send)
+    # One trip into the event loop for all of them: one per delta cost ~10 ms each, ten
+    # seconds of a poll of a thousand jobs.
+    async_to_sync(_send_all)(layer, deltas)
+
+
+async def _send_all(layer: Any, deltas: list[dict[str, Any]]) -> None:
     for delta in deltas:
         try:
-            send(job_group(delta["job"]), delta)
+            await layer.group_send(job_group(delta["job"]), delta)
         except Exception:  # a lost push is caught up over REST; never fail the poll
             logger.exception("push to job %s failed", delta["job"])

@@ -15,6 +15,7 @@ from monitoring.ingest_parse import AttemptParse, Point
 from monitoring.models import AttemptIngest, LogFile, Series
 from monitoring.series import series_append
 from monitoring.series_overwrite import series_overwrite
+from portal_lib.bulk import bulk_update
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +70,13 @@ def _write(parsed: list[AttemptParse], notes: list[AttemptIngest]) -> None:
                 # of it so far (the file holds every point from its first line on).
                 series_delete(attempt_id=result.attempt_id, names=result.replaced)
         log_files = [f for result in parsed for f in result.log_files]
-        if log_files:
-            LogFile.objects.bulk_update(log_files, _PARSER_STATE)
+        bulk_update(LogFile, log_files, _PARSER_STATE)
         points = [p for result in parsed for p in result.points]
         # The overwrite rule: what these points replace goes first (monitoring.overwrite).
         series_overwrite(repeats=[r for result in parsed for r in result.repeats])
         if points:
             series_append(points=points)
-        if notes:
-            AttemptIngest.objects.bulk_update(notes, _COUNTERS)
+        bulk_update(AttemptIngest, notes, _COUNTERS)
 
 
 def ingest_write(

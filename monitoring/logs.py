@@ -19,9 +19,16 @@ from clusters.ssh import SSHError, pool
 from jobs.models import Attempt
 from jobs.rundir import RunDir
 from monitoring.models import LogChunk, LogFile
+from portal_lib.bulk import bulk_insert, bulk_update
 
-# The agent sends at most this much of one file per cycle, so no chunk is larger.
+# No stored chunk is larger (a read of a range looks this far back for its first chunk).
 MAX_CHUNK_BYTES = 1024 * 1024
+# What one poll reads of a file: at least READ_BYTES, and as much as the file is behind
+# (its size when last seen, less the bytes stored) up to READ_BYTES_MAX, so a burst
+# drains in a few polls rather than a MiB a second. The ceiling bounds what one job's
+# file costs a poll; the agent call's `max_bytes` bounds a whole account's share.
+READ_BYTES = 1024 * 1024
+READ_BYTES_MAX = 8 * 1024 * 1024
 # What one tail request returns at most, however long its lines.
 MAX_TAIL_BYTES = 4 * 1024 * 1024
 
@@ -76,6 +83,12 @@ def log_files(
     return files
 
 
+def read_limit(log_file: LogFile) -> int:
+    """How many bytes of this file the next poll asks for."""
+    behind = log_file.remote_size - log_file.size
+    return min(max(behind, READ_BYTES), READ_BYTES_MAX)
+
+
 def log_store(
     *, files: dict[tuple[int, str], LogFile], deliveries: Iterable[Delivery]
 ) -> list[Stored]:
@@ -98,14 +111,18 @@ def log_store(
                 changed.append(log_file)
             continue
         data = delivery.data[skip:]
-        chunks.append(LogChunk(log_file=log_file, offset=log_file.size, data=data))
+        chunks += [
+            LogChunk(
+                log_file=log_file, offset=log_file.size + at, data=data[at : at + MAX_CHUNK_BYTES]
+            )
+            for at in range(0, len(data), MAX_CHUNK_BYTES)
+        ]
         stored.append(Stored(log_file=log_file, offset=log_file.size, data=data))
         log_file.size += len(data)
         changed.append(log_file)
-    if chunks:
-        LogChunk.objects.bulk_create(chunks)
+    bulk_insert(LogChunk, chunks)
     if changed:
-        LogFile.objects.bulk_update(changed, ["size", "remote_size", "inode"])
+        bulk_update(LogFile, changed, ["size", "remote_size", "inode"])
         _trim([f for f in changed if f.size - f.first_offset > _keep_bytes() * 5 // 4])
     return stored
 

@@ -17,9 +17,16 @@ touched again. A point is thus rewritten about log16(4096 / batch size) times, a
 three, and a series has at most ~45 chunks that are not full. A call costs the same
 few queries whatever the number of series: one upsert of the `Series` rows (which also
 says which are due for compaction), one insert of the new chunks, and for the due
-series one listing, one read and one delete of their small chunks. On PostgreSQL each
-bulk statement takes its rows as a few arrays (`unnest`), not thousands of
-placeholders.
+series one listing, one read and one delete of their small chunks. On PostgreSQL the
+rows travel by binary COPY (`portal_lib.bulk`): the Series rows into a staging table
+that one INSERT ... ON CONFLICT merges, the chunks straight into their table; SQLite
+gets the same rows as plain statements.
+
+Where a rule about the points themselves belongs (which of two values for one step
+is kept, say): `_batches` sees each call's points per series in arrival order, and
+`compact` sees a series' stored pieces in arrival order (chunk ids grow with arrival,
+COPY included) before the new ones, so "the newest value per step" can be applied
+in both without touching how rows are written.
 
 Reading.  The chunks overlapping [x_from, x_to] are listed (bounds only, no blobs).
 When there are few points in range they are read whole and downsampled.  When there
@@ -37,9 +44,10 @@ reads sort by x (equal xs in no particular order).  Works on PostgreSQL and SQLi
 """
 
 import logging
+import struct
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +58,12 @@ from django.db.models import BinaryField, Case, F, Q, QuerySet, Subquery, When
 from monitoring.chunks import Piece, compact, decode, encode, split
 from monitoring.downsample import SUMMARY_RUN, Floats, downsample, summary
 from monitoring.models.series import CHUNK_SIZE, Series, SeriesChunk
+from portal_lib.bulk import Row, copy_enabled, copy_rows, row_source, staged_rows
 
 log = logging.getLogger(__name__)
 
 Key = tuple[int, str]
-Row = tuple[Any, ...]  # values of one SQL row
+_POINT = struct.Struct("<dd")
 
 FANOUT = 16  # chunks of one level merged at once
 # Summaries stand in for raw points once each output bucket spans this many runs.
@@ -116,16 +125,42 @@ def series_append(*, points: Iterable[tuple[int, str, float, float]]) -> int:
 
 
 def _batches(points: Iterable[tuple[int, str, float, float]]) -> dict[Key, tuple[Floats, Floats]]:
-    """Group points by series, finite ones only, in arrival order."""
-    grouped: dict[Key, tuple[list[float], list[float]]] = {}
+    """Group points by series, finite ones only, in arrival order; series in key order.
+
+    A poll brings one or a few points for each of tens of thousands of series, so the
+    points go into numpy once, whole, and each series gets a slice of them.
+    """
+    keys: dict[Key, int] = {}
+    groups: list[int] = []
+    x_list: list[float] = []
+    y_list: list[float] = []
     for attempt_id, name, x, y in points:
-        group = grouped.get((attempt_id, name))
+        group = keys.get((attempt_id, name))
         if group is None:
-            group = grouped[(attempt_id, name)] = ([], [])
-        group[0].append(x)
-        group[1].append(y)
+            group = keys[(attempt_id, name)] = len(keys)
+        groups.append(group)
+        x_list.append(x)
+        y_list.append(y)
+    if not groups:
+        return {}
+    xs = np.asarray(x_list, dtype=np.float64)
+    ys = np.asarray(y_list, dtype=np.float64)
+    ids = np.asarray(groups, dtype=np.int64)
+    finite = np.isfinite(xs) & np.isfinite(ys)
+    if not finite.all():
+        xs, ys, ids = xs[finite], ys[finite], ids[finite]
+    order = np.argsort(ids, kind="stable")  # stable: arrival order within a series
+    xs, ys, ids = xs[order], ys[order], ids[order]
+    starts = np.flatnonzero(np.diff(ids)) + 1
+    edges = zip(
+        ids[np.concatenate(([0], starts))].tolist() if len(ids) else [],
+        np.concatenate(([0], starts)).tolist(),
+        np.concatenate((starts, [len(ids)])).tolist(),
+        strict=True,
+    )
+    spans = {group: (start, stop) for group, start, stop in edges}
     batches = {}
-    for (attempt_id, name), (x_list, y_list) in sorted(grouped.items()):
+    for (attempt_id, name), group in sorted(keys.items()):
         if not name or len(name) > NAME_MAX:
             log.warning(
                 "series name %r of attempt %s skipped: 1-%s characters",
@@ -134,14 +169,19 @@ def _batches(points: Iterable[tuple[int, str, float, float]]) -> dict[Key, tuple
                 NAME_MAX,
             )
             continue
-        xs = np.asarray(x_list, dtype=np.float64)
-        ys = np.asarray(y_list, dtype=np.float64)
-        finite = np.isfinite(xs) & np.isfinite(ys)
-        if not finite.all():
-            xs, ys = xs[finite], ys[finite]
-        if len(xs):
-            batches[(attempt_id, name)] = (xs, ys)
+        span = spans.get(group)
+        if span is not None:
+            batches[(attempt_id, name)] = (xs[span[0] : span[1]], ys[span[0] : span[1]])
     return batches
+
+
+_SERIES_COLUMNS = (
+    ("attempt_id", "bigint"),
+    ("name", "text"),
+    ("last_x", "float8"),
+    ("last_y", "float8"),
+    ("unmerged", "smallint"),
+)
 
 
 def _upsert_series(batches: dict[Key, tuple[Floats, Floats]]) -> dict[Key, tuple[int, bool]]:
@@ -156,14 +196,13 @@ def _upsert_series(batches: dict[Key, tuple[Floats, Floats]]) -> dict[Key, tuple
         (attempt_id, name, float(xs[-1]), float(ys[-1]), _first_count(attempt_id, name))
         for (attempt_id, name), (xs, ys) in batches.items()
     ]
+    columns = ", ".join(name for name, _ in _SERIES_COLUMNS)
     result = {}
     with connection.cursor() as cursor:
-        for source, params in _row_source(("bigint", "text", "float8", "float8", "smallint"), rows):
+        for source, params in _series_sources(rows):
             # Only the table name and placeholders are formatted in; values are parameters.
             cursor.execute(
-                f"INSERT INTO {table} (attempt_id, name, last_x, last_y, unmerged)"  # noqa: S608
-                # SQLite needs the WHERE to read ON CONFLICT as an upsert, not a join.
-                f" SELECT * FROM ({source}) AS batch WHERE true"
+                f"{source.prefix}INSERT INTO {table} ({columns}) {source.select}"
                 " ON CONFLICT (attempt_id, name) DO UPDATE SET"
                 " last_x = excluded.last_x, last_y = excluded.last_y,"
                 f" unmerged = CASE WHEN {table}.unmerged + 1 >= {FANOUT} THEN 0"
@@ -176,27 +215,27 @@ def _upsert_series(batches: dict[Key, tuple[Floats, Floats]]) -> dict[Key, tuple
     return result
 
 
+@dataclass(frozen=True)
+class _Source:
+    prefix: str  # a WITH clause, or nothing
+    select: str
+
+
+def _series_sources(rows: list[Row]) -> Iterator[tuple[_Source, list[Any] | None]]:
+    """The upsert's rows as SELECTs: staged by COPY, or as parameters on the plain path."""
+    columns = ", ".join(name for name, _ in _SERIES_COLUMNS)
+    # SQLite needs the WHERE to read ON CONFLICT as an upsert, not a join.
+    if copy_enabled():
+        taken = staged_rows("portal_series_batch", _SERIES_COLUMNS, rows)
+        select = f"SELECT {columns} FROM batch WHERE true ORDER BY attempt_id, name"  # noqa: S608
+        yield _Source(f"WITH batch AS ({taken}) ", select), None
+        return
+    for source, params in row_source([kind for _, kind in _SERIES_COLUMNS], rows):
+        yield _Source("", f"SELECT * FROM ({source}) AS batch WHERE true"), params  # noqa: S608
+
+
 def _first_count(attempt_id: int, name: str) -> int:
     return 1 + zlib.crc32(f"{attempt_id}/{name}".encode()) % (FANOUT - 1)
-
-
-def _row_source(types: tuple[str, ...], rows: Sequence[Row]) -> Iterator[tuple[str, list[Any]]]:
-    """SQL yielding `rows`, with its parameters: on PostgreSQL one `unnest` of a few
-    arrays, whatever the number of rows (parsing 100,000 placeholders would take longer
-    than the insert); elsewhere VALUES lists within the backend's parameter limit.
-    """
-    if connection.vendor == "postgresql":
-        arrays = ", ".join(f"%s::{kind}[]" for kind in types)
-        # Only our type names and placeholders are formatted in, here and below.
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        yield f"SELECT * FROM unnest({arrays})", columns  # noqa: S608
-        return
-    per_query = (connection.features.max_query_params or 999) // len(types)
-    placeholders = "(" + ", ".join(["%s"] * len(types)) + ")"
-    for start in range(0, len(rows), per_query):
-        part = rows[start : start + per_query]
-        values = ", ".join([placeholders] * len(part))
-        yield f"VALUES {values}", [value for row in part for value in row]
 
 
 _CHUNK_COLUMNS = (
@@ -215,11 +254,14 @@ _CHUNK_COLUMNS = (
 def _insert_chunks(rows: list[Row]) -> None:
     if not rows:
         return
+    if copy_enabled():
+        copy_rows(SeriesChunk._meta.db_table, _CHUNK_COLUMNS, rows)
+        return
     table = connection.ops.quote_name(SeriesChunk._meta.db_table)
     columns = ", ".join(name for name, _ in _CHUNK_COLUMNS)
-    types = tuple(kind for _, kind in _CHUNK_COLUMNS)
+    types = [kind for _, kind in _CHUNK_COLUMNS]
     with connection.cursor() as cursor:
-        for source, params in _row_source(types, rows):
+        for source, params in row_source(types, rows):
             cursor.execute(
                 f"INSERT INTO {table} ({columns}) SELECT * FROM ({source}) AS batch",  # noqa: S608
                 params,
@@ -268,6 +310,10 @@ def _merge_plan(
 
 def _chunk(series_id: int, piece: Piece) -> Row:
     """A row of `_CHUNK_COLUMNS`."""
+    if len(piece.xs) == 1:  # most of a poll's chunks: plain floats are faster than numpy
+        x, y = float(piece.xs[0]), float(piece.ys[0])
+        point = _POINT.pack(x, y)  # `encode`'s layout; a point is its own summary
+        return (series_id, piece.level, 1, x, x, y, y, point, point)
     return (
         series_id,
         piece.level,

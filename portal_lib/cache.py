@@ -14,8 +14,12 @@ from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+from redis.exceptions import RedisError
 
 TYPE, FIELDS = "__type__", "__fields__"
+# What a cache call raises while Redis cannot be reached: callers that can do without
+# the cache (a throttle's count, a look-up's shortcut) catch these and go on.
+CACHE_DOWN: tuple[type[Exception], ...] = (RedisError, OSError)
 
 
 def _encode(value: Any) -> Any:

@@ -7,10 +7,26 @@ call; where this process has not loaded the tasks yet, Celery's own
 autodiscovery loads every app's `tasks` module once.
 """
 
+import logging
 from typing import Any
 
 from celery import current_app
 from django.db import transaction
+from kombu.exceptions import OperationalError
+
+from portal_lib.errors import PortalError
+
+logger = logging.getLogger(__name__)
+
+# Seconds `queue_check` waits for the broker to answer.
+CHECK_TIMEOUT = 2
+
+
+class QueueUnavailable(PortalError):
+    """The task queue (the Redis broker) cannot be reached: nothing was recorded."""
+
+    status = 503
+    code = "queue_unavailable"
 
 
 def task_named(name: str) -> Any:
@@ -20,14 +36,45 @@ def task_named(name: str) -> Any:
     return current_app.tasks[name]
 
 
-def queue_on_commit(name: str, *args: Any, countdown: float | None = None) -> None:
-    """Send task `name` with `args` after the current transaction commits (at once outside one)."""
+def queue_check(what: str) -> None:
+    """Refuse `what` with a clear error unless the broker answers now.
+
+    Called before recording work that is queued on commit: with the broker down the
+    caller hears so, instead of work being committed and then an error raised.
+    """
+    if current_app.conf.task_always_eager:
+        return
+    try:
+        with current_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, timeout=CHECK_TIMEOUT)
+    except (OperationalError, OSError) as exc:
+        logger.warning("the task queue is unreachable: %s", exc)
+        raise QueueUnavailable(
+            f"The portal's task queue is unreachable right now, so {what} was not recorded; "
+            "try again in a minute."
+        ) from exc
+
+
+def queue_on_commit(
+    name: str, *args: Any, countdown: float | None = None, redriven: bool = False
+) -> None:
+    """Send task `name` with `args` after the current transaction commits (at once outside one).
+
+    `redriven`: a reconciler re-sends what this message was for, so a send that fails
+    (the broker went down since `queue_check`) is logged, not raised to a caller whose
+    work is already committed.
+    """
 
     def send() -> None:
         task = task_named(name)
-        if countdown is None:
-            task.delay(*args)
-        else:
-            task.apply_async(args, countdown=countdown)
+        try:
+            if countdown is None:
+                task.delay(*args)
+            else:
+                task.apply_async(args, countdown=countdown)
+        except (OperationalError, OSError):
+            if not redriven:
+                raise
+            logger.exception("task %s%r not queued; the reconciler will re-send it", name, args)
 
     transaction.on_commit(send)

@@ -57,7 +57,8 @@ class FileRead:
     key: str
     path: str
     offset: int = 0
-    limit: int | None = None  # at most this many bytes (else the request's per-file cap)
+    # At most this many bytes (else the request's `max_bytes_per_file`); may exceed it.
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,8 @@ class AgentRequest:
     commands: Sequence[AgentCommand] = ()
     files: Sequence[FileRead] = ()
     listings: Sequence[ListingRead] = ()
-    max_bytes: int = 8 * 1024 * 1024  # all files together, shared fairly
-    max_bytes_per_file: int = 1024 * 1024
+    max_bytes: int = 16 * 1024 * 1024  # all files together, shared fairly
+    max_bytes_per_file: int = 1024 * 1024  # a file without a limit of its own
     max_output_bytes: int = 4 * 1024 * 1024  # per command, per stream
 
     def to_json(self) -> bytes:
@@ -82,10 +83,13 @@ class AgentRequest:
                 "commands": [
                     {"id": c.id, "argv": list(c.argv), "timeout": c.timeout} for c in self.commands
                 ],
-                "files": [_file_json(f) for f in self.files],
+                "files": [_file_json(f, self.max_bytes_per_file) for f in self.files],
                 "listings": [{"key": x.key, "path": x.path} for x in self.listings],
                 "max_bytes": self.max_bytes,
-                "max_bytes_per_file": self.max_bytes_per_file,
+                # The agent caps each file's limit at this: the largest one asked for.
+                "max_bytes_per_file": max(
+                    [self.max_bytes_per_file, *(f.limit for f in self.files if f.limit)]
+                ),
                 "max_output_bytes": self.max_output_bytes,
             }
         ).encode()
@@ -144,11 +148,9 @@ class AgentReply:
     listings: Mapping[str, Listing] = field(default_factory=dict)
 
 
-def _file_json(read: FileRead) -> dict[str, Any]:
-    item: dict[str, Any] = {"key": read.key, "path": read.path, "offset": read.offset}
-    if read.limit is not None:
-        item["limit"] = read.limit
-    return item
+def _file_json(read: FileRead, default_limit: int) -> dict[str, Any]:
+    limit = read.limit if read.limit is not None else default_limit
+    return {"key": read.key, "path": read.path, "offset": read.offset, "limit": limit}
 
 
 def agent_command(python: str = "python3") -> str:

@@ -15,7 +15,11 @@ CHUNK_SIZE = 4096
 class Series(models.Model):
     """One named series of an attempt, with its latest point for the live numbers."""
 
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="series")
+    # No index of its own: the unique (attempt, name) serves lookups by attempt, and every
+    # poll writes this table, so an index more is a write more.
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="series", db_index=False
+    )
     name = models.CharField(max_length=200)
     # The last point appended (arrival order, not largest x): what a live number shows.
     last_x = models.FloatField()
@@ -36,7 +40,10 @@ class Series(models.Model):
 class SeriesChunk(models.Model):
     """Up to CHUNK_SIZE points sorted by x, with their bounds and a min/max summary."""
 
-    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="chunks")
+    # Indexed by (series, x_min) below, which serves lookups by series alone.
+    series = models.ForeignKey(
+        Series, on_delete=models.CASCADE, related_name="chunks", db_index=False
+    )
     # Compaction tier of a chunk that is not full (0: as appended); ignored once full.
     level = models.PositiveSmallIntegerField(default=0)
     count = models.PositiveIntegerField()

@@ -22,6 +22,7 @@ DATABASE_ONLY = (
     "compare.py",
     "goodput.py",
     "hostile.py",
+    "ingest.py",
     "joblist.py",
     "metrics.py",
     "queue_waits.py",

@@ -100,19 +100,40 @@ def test_append_costs_the_same_queries_for_one_series_or_hundreds(
 ) -> None:
     names = [f"gpu/n1/{gpu}/{metric}" for gpu in range(25) for metric in ("utilization", "power")]
     many = [(a.pk, name, 1.0, 1.0) for a in attempts for name in names]  # 150 series
-    # Savepoint, upsert of the Series rows, insert of the chunks, release.
-    assert count_queries([(attempts[0].pk, "loss", 1.0, 1.0)]) == 4
-    assert count_queries(many) == 4
+    # Savepoint; the staging table made if missing, the Series rows copied into it and
+    # upserted from it; the chunks copied in; release.
+    assert count_queries([(attempts[0].pk, "loss", 1.0, 1.0)]) == 6
+    assert count_queries(many) == 6
     # New series are staggered over the compaction cycle; a call that compacts some,
     # however many, adds a listing, a read and a delete of their small chunks.
     counts = [
         count_queries([(x[0], x[1], float(step), 1.0) for x in many])
         for step in range(2, 2 + series.FANOUT)
     ]
-    assert set(counts) == {4, 7}
+    assert set(counts) == {6, 9}
     compacted = SeriesChunk.objects.filter(series__name__startswith="gpu/", level=1)
     assert compacted.count() == 150  # each series once, within FANOUT appends
     assert everything(attempts[2], names[-1]).xs == [*range(1, 2 + series.FANOUT)]
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["binary COPY", "plain SQL"])
+def test_both_write_paths_store_the_same_points(
+    attempts: list[Attempt], copy: bool, settings: Any
+) -> None:
+    """COPY on PostgreSQL; the plain statements SQLite gets, here on the same tables."""
+    settings.BULK_COPY = copy
+    one, two, _ = attempts
+    for step in range(2 * series.FANOUT):  # through a compaction of every series
+        batch = [(one.pk, "loss", float(step), step / 2), (two.pk, "lr", float(step), 1.0)]
+        batch += [(one.pk, "loss", float(step), math.nan)] if step % 3 == 0 else []
+        series.series_append(points=batch)
+    check_chunks()
+    loss = everything(one, "loss")
+    assert loss.xs == [float(s) for s in range(2 * series.FANOUT)]
+    assert loss.ys == [s / 2 for s in range(2 * series.FANOUT)]
+    assert everything(two, "lr").ys == [1.0] * 2 * series.FANOUT
+    last = series.series_last(attempt_ids=[one.pk], names=["loss"])
+    assert last == {(one.pk, "loss"): (2.0 * series.FANOUT - 1, series.FANOUT - 0.5)}
 
 
 def test_compaction_keeps_every_point_and_few_small_chunks(attempts: list[Attempt]) -> None:

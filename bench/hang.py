@@ -11,6 +11,7 @@ delay is about the floor plus a poll or two.
 Needs root and the sandbox cluster (`manage.py sandbox up`) with PyTorch in its job
 environment; uses its own database `portal_bench` and Redis database 15, and a real
 Celery worker with beat. Run: `.venv/bin/python bench/hang.py [--repeat 5] [--quick]`.
+The 2-node job lands on any two of the sandbox's three nodes; rank 1 is on the second.
 """
 
 import argparse
@@ -75,7 +76,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=2, help="SIGSTOP runs (default 2)")
+    parser.add_argument("--repeat", type=int, default=5, help="SIGSTOP runs (default 5)")
     parser.add_argument("--quick", action="store_true", help="one run (the suite's)")
     args = parser.parse_args()
     repeat = 1 if QUICK else max(args.repeat, 1)

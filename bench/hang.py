@@ -154,7 +154,7 @@ def main() -> None:
 
                 target = _rank_process(str(attempt.uuid), 1) if _wait(stepping, 180) else None
                 if target is None:
-                    rows.append((str(run), "-", "-", "no rank 1 to stop", "-", "-"))
+                    rows.append((str(run), "-", "-", "-", "no rank 1 to stop", "-", "-"))
                     continue
                 pid, node = target
                 os.kill(pid, signal.SIGSTOP)
@@ -172,10 +172,11 @@ def main() -> None:
                     os.kill(pid, signal.SIGCONT)
                     job_cancel(job=job, user=user)
                 progress = AttemptProgress.objects.get(attempt=attempt)
+                attempt.refresh_from_db()
+                nodes = attempt.node_list or "-"
                 if not flagged or progress.flagged_at is None:
-                    rows.append(
-                        (str(run), "-", "-", f"not flagged in {FLAG_TIMEOUT:.0f} s", "-", "-")
-                    )
+                    missed = f"not flagged in {FLAG_TIMEOUT:.0f} s"
+                    rows.append((str(run), nodes, "-", "-", missed, "-", "-"))
                     continue
                 last = max(r["step_at"] for r in progress.ranks.values() if r.get("step_at"))
                 delay = progress.flagged_at.timestamp() - last
@@ -185,6 +186,7 @@ def main() -> None:
                 rows.append(
                     (
                         str(run),
+                        nodes,
                         f"{delay:.1f}",
                         f"{progress.threshold_seconds or 0:.0f}",
                         named,
@@ -203,7 +205,7 @@ def main() -> None:
             job_cancel(job=job, user=user)
         delete_jobs_without_charges(pk__in=[job.pk for job in jobs])
 
-    header = ("run", "delay s", "limit s", "named", "culprit right", "live stacks")
+    header = ("run", "nodes", "delay s", "limit s", "named", "culprit right", "live stacks")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     print("-+-".join("-" * w for w in widths))

@@ -11,6 +11,7 @@ delay is about the floor plus a poll or two.
 Needs root and the sandbox cluster (`manage.py sandbox up`) with PyTorch in its job
 environment; uses its own database `portal_bench` and Redis database 15, and a real
 Celery worker with beat. Run: `.venv/bin/python bench/hang.py [--repeat 5] [--quick]`.
+The 2-node job lands on any two of the sandbox's three nodes; rank 1 is on the second.
 """
 
 import argparse
@@ -75,7 +76,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=2, help="SIGSTOP runs (default 2)")
+    parser.add_argument("--repeat", type=int, default=5, help="SIGSTOP runs (default 5)")
     parser.add_argument("--quick", action="store_true", help="one run (the suite's)")
     args = parser.parse_args()
     repeat = 1 if QUICK else max(args.repeat, 1)
@@ -153,7 +154,7 @@ def main() -> None:
 
                 target = _rank_process(str(attempt.uuid), 1) if _wait(stepping, 180) else None
                 if target is None:
-                    rows.append((str(run), "-", "-", "no rank 1 to stop", "-", "-"))
+                    rows.append((str(run), "-", "-", "-", "no rank 1 to stop", "-", "-"))
                     continue
                 pid, node = target
                 os.kill(pid, signal.SIGSTOP)
@@ -171,10 +172,11 @@ def main() -> None:
                     os.kill(pid, signal.SIGCONT)
                     job_cancel(job=job, user=user)
                 progress = AttemptProgress.objects.get(attempt=attempt)
+                attempt.refresh_from_db()
+                nodes = attempt.node_list or "-"
                 if not flagged or progress.flagged_at is None:
-                    rows.append(
-                        (str(run), "-", "-", f"not flagged in {FLAG_TIMEOUT:.0f} s", "-", "-")
-                    )
+                    missed = f"not flagged in {FLAG_TIMEOUT:.0f} s"
+                    rows.append((str(run), nodes, "-", "-", missed, "-", "-"))
                     continue
                 last = max(r["step_at"] for r in progress.ranks.values() if r.get("step_at"))
                 delay = progress.flagged_at.timestamp() - last
@@ -184,6 +186,7 @@ def main() -> None:
                 rows.append(
                     (
                         str(run),
+                        nodes,
                         f"{delay:.1f}",
                         f"{progress.threshold_seconds or 0:.0f}",
                         named,
@@ -202,7 +205,7 @@ def main() -> None:
             job_cancel(job=job, user=user)
         delete_jobs_without_charges(pk__in=[job.pk for job in jobs])
 
-    header = ("run", "delay s", "limit s", "named", "culprit right", "live stacks")
+    header = ("run", "nodes", "delay s", "limit s", "named", "culprit right", "live stacks")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     print("-+-".join("-" * w for w in widths))

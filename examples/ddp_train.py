@@ -23,7 +23,8 @@ Output (rank 0, flushed): `step N, loss=X.XXXX, samples_per_sec=Y`. With a
 metrics file, each record also carries `steps_per_sec/<node>`: the pace each
 node's slowest rank could keep alone (its compute time per step, waits for the
 other ranks excluded), which is how the portal spots a straggling node.
-`--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose;
+`--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose
+(`--throttle-rank R` instead: the node rank R runs on, wherever Slurm put it);
 `--checkpoint-pause S` makes every checkpoint take S seconds longer (a declared pause).
 SIGUSR1 or SIGTERM (Slurm's --signal warning, or the time limit): checkpoint
 after the current step and exit 0.
@@ -83,6 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sleep", type=float, default=0.0, help="seconds per step (to watch a job)")
     p.add_argument("--log-every", type=int, default=1, help="print every N steps")
     p.add_argument("--throttle-node", default="", help="slow this node's ranks (a test knob)")
+    p.add_argument("--throttle-rank", type=int, default=None, help="slow the node of this rank")
     p.add_argument("--throttle-seconds", type=float, default=0.0, help="extra seconds per step")
     p.add_argument("--timeout", type=float, default=300, help="collective timeout, seconds")
     p.add_argument(
@@ -216,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     lead = rank == 0
     nodes: list[Any] = [None] * world
     dist.all_gather_object(nodes, node_name())
-    throttle = args.throttle_seconds if args.throttle_node == node_name() else 0.0
+    slow_node = args.throttle_node
+    if args.throttle_rank is not None and 0 <= args.throttle_rank < world:
+        slow_node = nodes[args.throttle_rank]
+    throttle = args.throttle_seconds if slow_node == node_name() else 0.0
 
     model = make_model(args.seed).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)

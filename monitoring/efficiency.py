@@ -5,12 +5,13 @@ GPU-hours of an attempt are split into parts that always sum to its charge:
 
 - startup: from the start to the first step the portal saw;
 - lost: work the next attempt redid, from the checkpoint it resumed from (this
-  attempt's) to the end; all of the attempt after its first step if the next one
-  resumed from an older attempt's checkpoint or from scratch;
-- hung and declared pauses: durations given by the hang detector and the
-  trainer's declared pauses (all of them, within the time between the first step
-  and the lost work); taken to be idle time, so they come out of the idle part
-  rather than on top of it;
+  attempt's) to the end, or to where a hang began: the hung time after it is not
+  work; all of the attempt after its first step if the next one resumed from an
+  older attempt's checkpoint or from scratch;
+- hung and declared pauses: durations given by the hang detector (the end of the
+  attempt) and the trainer's declared pauses (all of them, within the time between
+  the first step and the lost work); taken to be idle time, so they come out of the
+  idle part rather than on top of it;
 - idle: per GPU, sample intervals under the idle threshold outside startup and lost;
 - productive: the rest.
 
@@ -139,18 +140,20 @@ def gpu_figures(
     )
 
 
-def _bounds(span: Span) -> tuple[float, float, float, float]:
-    """start, first step, start of the lost work, end: ordered, within the span."""
+def _bounds(span: Span, hung_seconds: float = 0.0) -> tuple[float, float, float, float, float]:
+    """start, first step, start of the lost work, start of the hang, end: ordered, within
+    the span. A hang ends the attempt, so the lost work stops where it begins."""
     start, end = span.start, max(span.end, span.start)
     first = end if span.first_step is None else min(max(span.first_step, start), end)
-    lost_from = end if span.lost_from is None else min(max(span.lost_from, first), end)
-    return start, first, lost_from, end
+    hung_from = max(end - max(hung_seconds, 0.0), first)
+    lost_from = hung_from if span.lost_from is None else min(max(span.lost_from, first), hung_from)
+    return start, first, lost_from, hung_from, end
 
 
-def excluded_windows(span: Span) -> list[tuple[float, float]]:
+def excluded_windows(span: Span, hung_seconds: float = 0.0) -> list[tuple[float, float]]:
     """Startup and lost time: counted there, so never as idle too."""
-    start, first, lost_from, end = _bounds(span)
-    return [(start, first), (lost_from, end)]
+    start, first, lost_from, hung_from, _ = _bounds(span, hung_seconds)
+    return [(start, first), (lost_from, hung_from)]
 
 
 def split_gpu_hours(
@@ -163,11 +166,11 @@ def split_gpu_hours(
     hung_seconds: float = 0.0,
 ) -> dict[str, float]:
     """The attempt's GPU-hours by part; they sum to `total_gpu_hours` (see the module)."""
-    start, first, lost_from, end = _bounds(span)
+    start, first, lost_from, hung_from, end = _bounds(span, hung_seconds)
     wall = {
         "startup": first - start,
-        "lost": end - lost_from,
-        "hung": max(hung_seconds, 0.0),
+        "lost": hung_from - lost_from,
+        "hung": end - hung_from,
         # A trainer's claim: never more than the time it could have paused in.
         "declared_pauses": min(max(declared_pause_seconds, 0.0), lost_from - first),
     }
@@ -244,7 +247,7 @@ def build_card(
     hung_seconds: float = 0.0,
 ) -> Card:
     """The card of an ended attempt; hung and declared pauses come from their detectors."""
-    excluded = excluded_windows(span)
+    excluded = excluded_windows(span, hung_seconds)
     figures = [
         gpu_figures(t, span=span, threshold=threshold_percent, excluded=excluded) for t in traces
     ]

@@ -49,7 +49,8 @@ def slurm_name(prefix: str) -> str:
 
 
 # How long a test waits for a job that must first be scheduled: on the shared sandbox
-# (4 GPUs, 4 CPUs) other workers' jobs may hold it, and a busy machine slows everything.
+# (6 GPUs on 3 nodes that share the machine's CPUs) other workers' jobs may hold it,
+# and a busy machine slows everything.
 QUEUE_WAIT = 240
 
 

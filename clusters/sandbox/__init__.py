@@ -1,4 +1,4 @@
-"""A real one-machine Slurm cluster (munged, slurmctld, two slurmd, sshd) for development.
+"""A real one-machine Slurm cluster (munged, slurmctld, a slurmd per node, sshd) for development.
 
 `up(state_dir)` starts it and returns what the portal needs to register it;
 `down(state_dir)` stops what it started; `status(state_dir)` describes it.

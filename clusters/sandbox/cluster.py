@@ -75,7 +75,7 @@ def _node_resources() -> tuple[int, int]:
 
 
 def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
-    """Start (or reuse) munged, slurmctld, two slurmd and sshd; wait for idle nodes."""
+    """Start (or reuse) munged, slurmctld, a slurmd per node and sshd; wait for idle nodes."""
     require_root()
     ensure_packages()
     paths = Paths.of(state_dir)

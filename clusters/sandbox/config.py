@@ -10,10 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# The stand-in nvidia-smi is installed alone (stdlib only, no package to import from), so
+# the number of GPUs a node has is kept there and read from there.
+from .nvidia_smi import GPUS_PER_NODE as GPUS_PER_NODE
+
 CLUSTER_NAME = "sandbox"
 PARTITION = "gpu"
-NODES = ("n1", "n2")
-GPUS_PER_NODE = 2
+# Three nodes, so a 2-node job can run again without one it excluded (a hang's or a node
+# failure's restart). A checkout that knows only n1 and n2 can still run `up` on the same
+# state dir: it restarts the daemons with its own two-node slurm.conf (see the README).
+NODES = ("n1", "n2", "n3")
 GPU_MODEL = "H200"
 # Tenants: alice and bob run most tests' jobs; carol is the one a test may make hostile
 # (a rewritten ~/.bashrc, forged tools on her PATH) without disturbing the others.
@@ -27,7 +33,7 @@ SSH_PORT = 2222
 # Project-specific ports, away from Slurm's defaults (6817/6818) so a system
 # Slurm on the same machine cannot collide with the sandbox.
 SLURMCTLD_PORT = 16817
-SLURMD_PORTS = {"n1": 17001, "n2": 17002}
+SLURMD_PORTS = {node: 17001 + i for i, node in enumerate(NODES)}
 SLURMDBD_PORT = 16819
 # The sandbox's own MariaDB for slurmdbd, on loopback only, away from 3306.
 MARIADB_PORT = 16306

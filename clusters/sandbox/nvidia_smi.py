@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from dataclasses import field as dc_field
 
+# Every sandbox node has this many; clusters.sandbox.config takes it from here.
 GPUS_PER_NODE = 2
 GPU_NAME = "NVIDIA H200"
 MEMORY_TOTAL_MIB = 143771

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
+from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from jobs.models import Job, State
 from projects.models import Project
 from tests.helpers import PASSWORD, screenshot, wait_for
@@ -136,14 +137,15 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     page.goto(f"{asgi_server}/")
     page.get_by_role("heading", name="Recently finished").wait_for()
     page.get_by_role("cell", name=re.compile("hello-form")).first.wait_for()
+    gpus = len(NODES) * GPUS_PER_NODE
     page.wait_for_function(
-        "() => /\\d+ \\/ 4/.test(document.querySelector('[data-field=gpus_free]').textContent)"
+        f"() => /\\d+ \\/ {gpus}/.test(document.querySelector('[data-field=gpus_free]').textContent)"
     )
     _docs(screenshot(page, "dashboard"), "dashboard.png")
 
     page.get_by_role("link", name=sandbox_cluster.name).click()
     page.get_by_role("cell", name="n1", exact=True).wait_for()
-    assert page.locator("#gpus-total").inner_text() == "4"
+    assert page.locator("#gpus-total").inner_text() == str(gpus)
     _docs(screenshot(page, "cluster"), "cluster.png")
 
     page.goto(f"{asgi_server}/projects/{project.slug}/")

@@ -13,6 +13,7 @@ import pytest
 from portal_client import Portal
 
 from accounts.services import token_issue
+from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from monitoring.streams import OPEN_STREAMS_PER_USER
 
 pytestmark = pytest.mark.sandbox
@@ -30,9 +31,10 @@ def test_client_submits_follows_reads_loss_and_cancels(
 ) -> None:
     token = token_issue(user=researcher, name="live test", scope="submit").text
     with Portal(asgi_server, token) as portal:
-        # Two nodes with two stand-in GPUs each, read from Slurm.
+        # Every node's stand-in GPUs, read from Slurm.
         [cluster] = [c for c in portal.clusters() if c["name"] == sandbox_cluster.name]
-        assert cluster["gpus_total"] == 4 and cluster["partitions"], cluster
+        gpus = len(NODES) * GPUS_PER_NODE
+        assert cluster["gpus_total"] == gpus and cluster["partitions"], cluster
         job = portal.submit(
             project="vision",
             cluster=sandbox_cluster.name,

@@ -77,7 +77,7 @@ def test_uuid_is_stable_per_node_and_index():
         return proc.stdout.split()
 
     assert uuids("n1") == uuids("n1")
-    assert len(set(uuids("n1") + uuids("n2"))) == 4
+    assert len(set(uuids("n1") + uuids("n2") + uuids("n3"))) == 6
 
 
 def test_cuda_visible_devices_is_ignored_like_the_real_tool():

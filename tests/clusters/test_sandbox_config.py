@@ -8,6 +8,7 @@ import pytest
 
 from clusters.sandbox import pyenv
 from clusters.sandbox.config import (
+    GPUS_PER_NODE,
     NODES,
     SLURMD_PORTS,
     Paths,
@@ -60,7 +61,9 @@ def test_slurm_conf_per_node_paths_use_percent_n():
         assert conf[key].startswith(str(PATHS.root))
 
 
-def test_slurm_conf_has_both_nodes_with_two_gpus_and_own_ports():
+def test_slurm_conf_has_three_nodes_with_two_gpus_and_own_ports():
+    # Three: a 2-node job that excluded one node (a restart after a hang) can run again.
+    assert NODES == ("n1", "n2", "n3") and GPUS_PER_NODE == 2
     text = slurm_conf()
     for node in NODES:
         line = next(ln for ln in text.splitlines() if ln.startswith(f"NodeName={node} "))
@@ -71,16 +74,16 @@ def test_slurm_conf_has_both_nodes_with_two_gpus_and_own_ports():
     assert len(set(SLURMD_PORTS.values())) == len(NODES)
     partition = next(ln for ln in text.splitlines() if ln.startswith("PartitionName="))
     assert "PartitionName=gpu " in partition
-    assert "Nodes=n1,n2" in partition
+    assert "Nodes=n1,n2,n3" in partition
     assert "Default=YES" in partition
 
 
 def test_gres_conf_gives_every_gpu_a_file():
     lines = [ln for ln in render_gres_conf(PATHS).splitlines() if not ln.startswith("#")]
-    assert len(lines) == 4
+    assert len(lines) == 6
     for node in NODES:
         files = [ln.split("File=")[1] for ln in lines if ln.startswith(f"NodeName={node} ")]
-        assert files == [str(PATHS.gpu_device(node, i)) for i in range(2)]
+        assert files == [str(PATHS.gpu_device(node, i)) for i in range(GPUS_PER_NODE)]
     assert all("Name=gpu" in ln for ln in lines)
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from clusters import status as cluster_status_module
 from clusters.models import Cluster
+from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from clusters.slurm import Node
 from clusters.ssh import stats
 from clusters.status import ClusterStatus, PartitionStatus, cluster_status
@@ -113,8 +114,8 @@ def test_viewers_share_one_slurm_read_per_interval(
     assert len({status.read_at for status in results}) == 1
     status = results[0]
     assert status.error == ""
-    assert [node.name for node in status.nodes] == ["n1", "n2"]
-    assert status.gpus_total == 4
+    assert [node.name for node in status.nodes] == list(NODES)
+    assert status.gpus_total == len(NODES) * GPUS_PER_NODE
     assert [p.name for p in status.partitions] == ["gpu"]
 
     cluster_status(cluster=sandbox_cluster)

@@ -44,13 +44,20 @@ def test_accounting_cluster_charges_sacct_elapsed_and_nothing_for_a_cancelled_pe
         pytest.skip("the sandbox runs without slurmdbd (no MariaDB or slurmdbd installed)")
     sandbox_cluster.accounting_enabled = True
     sandbox_cluster.save()
-    # 2 GPUs on one node for ~5 s, and a job needing all 4 GPUs that must wait behind it.
+    # 2 GPUs on one node for ~5 s, and a job needing every GPU that must wait behind it.
+    every_gpu = len(config.NODES) * config.GPUS_PER_NODE
+    Quota.objects.filter(project=project).update(max_gpus_per_job=every_gpu)
     short = _submit(researcher, project, sandbox_cluster, command="sleep 5", gpus_per_node=2)
     wait_for(lambda: _attempt(short).state == State.RUNNING, QUEUE_WAIT, "the short job to run")
     waiting = _submit(
-        researcher, project, sandbox_cluster, command="true", nodes=2, gpus_per_node=2
+        researcher,
+        project,
+        sandbox_cluster,
+        command="true",
+        nodes=len(config.NODES),
+        gpus_per_node=config.GPUS_PER_NODE,
     )
-    wait_for(lambda: _attempt(waiting).state == State.PENDING, 30, "the 4-GPU job to pend")
+    wait_for(lambda: _attempt(waiting).state == State.PENDING, 30, "the every-GPU job to pend")
     job_cancel(job=waiting, user=researcher)
     wait_for(lambda: _attempt(waiting).state == State.CANCELLED, 30, "the cancel")
     wait_for(

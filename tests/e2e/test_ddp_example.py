@@ -20,7 +20,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 # What the portal renders: one torchrun per node, c10d rendezvous on the first node
-# (the sandbox's n1 and n2 both resolve to 127.0.0.1, through /etc/hosts).
+# (the sandbox's nodes all resolve to 127.0.0.1, through /etc/hosts).
 BATCH = """#!/bin/bash
 #SBATCH --job-name={name}
 #SBATCH --nodes=2

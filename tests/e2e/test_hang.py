@@ -3,12 +3,12 @@ a long declared checkpoint and slow but regular steps are not taken for a hang.
 
 The example trainer calls portal_metrics.heartbeat every step and wraps its
 checkpoints in portal_metrics.pause; the batch script's sitecustomize installs
-the stack-dump hook. The restart runs on one node x 2 GPUs: the sandbox has two
-nodes, and a 2-node job could not run with one excluded (bench/hang.py stops a
-rank of the 2-node example).
+the stack-dump hook. The hung job is the 2-node DDP example (1 GPU a node): the
+sandbox's third node lets its second attempt run on two nodes without the culprit's.
 """
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -19,8 +19,11 @@ from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
+from monitoring.failures import expand_nodes
 from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard
+from projects.models import UsageCharge
 from tests.factories import spec
+from tests.fixtures.servers import POLL_INTERVAL
 from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, wait_for
 
 # Its waits add up past the default 300 s when the machine is busy (a queue, a 15 s floor,
@@ -50,8 +53,8 @@ def test_a_stopped_rank_is_named_with_stacks_and_the_job_resumes_without_its_nod
             name="hangs when a rank stops",
             template=Template.TORCHRUN,
             command=f"{example_trainer} --steps {STEPS} --checkpoint-every 4 --sleep 0.3",
-            nodes=1,
-            gpus_per_node=2,
+            nodes=2,
+            gpus_per_node=1,
             max_restarts=1,
             restart_on=(FailureClass.HANG,),
             # A short floor, so that the test is quick: 3 x 0.3 s steps is under it.
@@ -60,7 +63,7 @@ def test_a_stopped_rank_is_named_with_stacks_and_the_job_resumes_without_its_nod
         ),
     )
     first = Attempt.objects.get(job=job, number=1)
-    wait_for(  # the job asks for a whole node's GPUs: it may queue behind others' jobs
+    wait_for(  # the job asks for two nodes: it may queue behind others' jobs
         lambda: Checkpoint.objects.filter(attempt=first, complete=True, step__gte=8).exists(),
         QUEUE_WAIT,
         "a checkpoint at step 8 or later",
@@ -79,6 +82,7 @@ def test_a_stopped_rank_is_named_with_stacks_and_the_job_resumes_without_its_nod
     assert 'id="hang-1"' in page and f'data-culprit-node="{node}"' in page
     assert 'class="hang-stack" data-rank="0"' in page and "ddp_train.py" in page
     assert 'class="hang-stack" data-rank="1"' in page  # the culprit's place, dump or not
+    _card_splits_the_ledger(first)
 
 
 def _caught_and_resumed(job: Job, first: Attempt, node: str, *, stopped_at: float) -> None:
@@ -103,12 +107,13 @@ def _caught_and_resumed(job: Job, first: Attempt, node: str, *, stopped_at: floa
     # Rank 0 waits for rank 1 in the step's collective, inside the trainer's main().
     assert "most recent call first" in stack and "ddp_train.py" in stack, stack[:2000]
 
-    # The restart policy cancels it, and attempt 2 resumes from the checkpoint, elsewhere.
+    # The restart policy cancels it, and attempt 2 resumes from the checkpoint on two
+    # nodes without the culprit's (it may queue for them behind others' jobs).
     wait_for(
         lambda: Attempt.objects.filter(
             job=job, number=2, state__in=[State.COMPLETED, State.FAILED], files_complete=True
         ).exists(),
-        240,
+        QUEUE_WAIT,
         "attempt 2 to finish",
     )
     first.refresh_from_db()
@@ -119,7 +124,10 @@ def _caught_and_resumed(job: Job, first: Attempt, node: str, *, stopped_at: floa
     assert first.failure_class == FailureClass.HANG, first.diagnosis
     assert first.diagnosis is not None
     assert (first.diagnosis["rank"], first.diagnosis["node"]) == (1, node)
-    assert second.excluded_nodes == node and second.node_list != node
+    assert second.excluded_nodes == node
+    assert f"#SBATCH --exclude={node}" in run_file(second, "job.sbatch")
+    ran_on = expand_nodes(second.node_list)
+    assert len(ran_on) == 2 and node not in ran_on, second.node_list
     latest = Checkpoint.objects.filter(attempt=first, complete=True).order_by("-step").first()
     assert latest is not None and latest.step is not None
     assert second.resume_from == f"{first.run_dir}/checkpoints/step-{latest.step}.pt"
@@ -192,3 +200,34 @@ def test_a_long_declared_checkpoint_and_slow_regular_steps_are_not_a_hang(
     card = EfficiencyCard.objects.get(attempt=attempt)
     declared = card.data["parts"]["declared_pauses"] * 3600  # one GPU: GPU-seconds are seconds
     assert 0.95 * 2 * 25 <= declared < 2 * 25 + 15, card.data
+
+
+def _card_splits_the_ledger(first: Attempt) -> None:
+    """Attempt 1's card: its parts sum to the ledger's GPU-hours; "lost" is the work attempt 2
+    redid, from the resumed step to the hang (its last step), and "hung" the rest."""
+    wait_for(
+        lambda: EfficiencyCard.objects.filter(attempt=first, from_ledger=True).exists(),
+        120,
+        "attempt 1's card to be computed against its ledger charge",
+    )
+    card = EfficiencyCard.objects.get(attempt=first).data
+    charge = UsageCharge.objects.get(attempt=first)
+    gpus = first.job.total_gpus
+    assert sum(card["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
+    assert all(hours >= 0 for hours in card["parts"].values())
+    resumed = card["resumed_step"]
+    # When rank 0 reached the resumed step, by its own clock (metrics.jsonl), and the last
+    # step any rank made before the hang, as the detector saw it. Slurm's cancel sends
+    # SIGCONT before SIGTERM: the stopped rank finishes its step and the trainer saves a
+    # checkpoint as it stops, so attempt 2 may resume from the very step of the hang and
+    # redo nothing; or the kill comes first, and it redoes the steps since the last one.
+    records = [json.loads(line) for line in run_file(first, "metrics.jsonl").splitlines() if line]
+    reached = next(r["time"] for r in records if r["step"] == resumed)
+    progress = AttemptProgress.objects.get(attempt=first)
+    last_step_at = max(r["step_at"] for r in progress.ranks.values() if r["step_at"])
+    lost_seconds = card["parts"]["lost"] * 3600 / gpus
+    expected_lost = max(last_step_at - reached, 0.0)
+    assert abs(lost_seconds - expected_lost) <= POLL_INTERVAL, (lost_seconds, expected_lost, card)
+    hung_seconds = card["parts"]["hung"] * 3600 / gpus
+    expected_hung = charge.ended_at.timestamp() - last_step_at
+    assert abs(hung_seconds - expected_hung) <= POLL_INTERVAL, (hung_seconds, card)

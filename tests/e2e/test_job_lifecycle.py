@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from clusters.models import Cluster
+from clusters.sandbox.config import NODES
 from clusters.ssh import Connection
 from jobs.models import Attempt, Job, JobEvent, State
 from jobs.services import job_cancel, job_submit
@@ -45,7 +46,7 @@ def test_command_job_runs_to_completion(
     assert attempt.submitted_at and attempt.started_at and attempt.ended_at
     # Slurm's times have whole seconds.
     assert attempt.submitted_at.replace(microsecond=0) <= attempt.started_at <= attempt.ended_at
-    assert attempt.node_list in ("n1", "n2")
+    assert attempt.node_list in NODES
     states = list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True))
     assert states[:3] == [State.QUEUED, State.SUBMITTING, State.PENDING]
     assert states[-1] == State.COMPLETED

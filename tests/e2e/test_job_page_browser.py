@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from clusters.sandbox.config import NODES
 from jobs.models import Attempt, State
+from monitoring.failures import expand_nodes
 from monitoring.series import series_names, series_read
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for
 
@@ -85,7 +87,8 @@ def test_ddp_job_trains_on_two_nodes_and_its_page_grows_live(
     attempt = Attempt.objects.get(job=job)
     log = alice.run(f"cat {shlex.quote(attempt.run_dir + '/stdout.log')}").text
     assert attempt.state == State.COMPLETED, log[-3000:]
-    assert attempt.node_list == "n[1-2]"
+    nodes = expand_nodes(attempt.node_list)
+    assert len(nodes) == 2 and set(nodes) <= set(NODES), attempt.node_list
     assert "world_size=2" in log
     losses = [float(x) for x in re.findall(r"step \d+, loss=([0-9.]+)", log)]
     assert len(losses) >= 3 and losses[-1] < losses[0]
@@ -95,7 +98,7 @@ def test_ddp_job_trains_on_two_nodes_and_its_page_grows_live(
     names = set(series_names(attempt_id=attempt.pk))
     assert {"loss", "samples"} <= names
     # Each node's GPU, whichever index Slurm gave the job (other jobs may hold GPU 0).
-    for node in ("n1", "n2"):
+    for node in nodes:
         assert any(re.fullmatch(rf"gpu/{node}/[01]/utilization", name) for name in names), names
     listing = alice.run(f"ls {shlex.quote(attempt.run_dir + '/checkpoints')}").text.split()
     assert f"step-{STEPS}.pt" in listing

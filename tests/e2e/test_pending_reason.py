@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
+from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from clusters.selectors import portal_endpoint
 from clusters.slurm import Slurm
 from clusters.ssh import Connection
@@ -86,8 +87,8 @@ def test_a_job_behind_one_holding_every_gpu_shows_slurms_start_estimate(
     researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
 ) -> None:
     blocker = alice.run(
-        "sbatch --parsable --nodes=2 --ntasks-per-node=1 --gres=gpu:2 --time=3 "
-        "--job-name=blocker --wrap 'sleep 170'"
+        f"sbatch --parsable --nodes={len(NODES)} --ntasks-per-node=1 --gres=gpu:{GPUS_PER_NODE} "
+        "--time=3 --job-name=blocker --wrap 'sleep 170'"
     )
     assert blocker.exit_status == 0, blocker.text
     blocker_id = blocker.text.strip().split(";")[0]

@@ -37,7 +37,7 @@ def _wait_for_state(conn: Connection, job_id: str, timeout: float = 90) -> str:
     pytest.fail(f"job {job_id} still {state or 'unknown'} after {timeout} s")
 
 
-def test_two_node_gpu_job_runs_on_both_nodes(alice: Connection) -> None:
+def test_two_node_gpu_job_runs_on_two_nodes(alice: Connection) -> None:
     name = slurm_name("e2e")
     script = f"""#!/bin/bash
 #SBATCH --job-name={name}
@@ -61,7 +61,7 @@ srun bash -c 'PORTAL_FAKE_NVSMI_NA=power.draw nvidia-smi --query-gpu={QUERY} --f
 
     output = alice.run(f"cat {shlex.quote(name + '.out')}").text
     nodes = set(re.findall(r"node=(n\d) visible=\d", output))
-    assert nodes == {"n1", "n2"}
+    assert len(nodes) == 2 and nodes <= set(config.NODES), output
     gpu_lines = "\n".join(line for line in output.splitlines() if line.startswith("20"))
     samples, rejected = parse_gpu_csv(gpu_lines)
     assert rejected == []
@@ -144,12 +144,13 @@ def test_up_again_restarts_nothing_and_registers_the_cluster(
     assert "Example trainer for bob: ~/portal-examples" in out
     # Up and taking jobs (other tests' jobs may be on them: mixed, allocated, completing).
     up = r"\s+\S+\s+(idle|mixed|allocated|completing)\b"
-    assert re.search("n1" + up, out) and re.search("n2" + up, out), out
+    assert all(re.search(node + up, out) for node in config.NODES), out
 
 
 def test_status_names_daemons_and_gpus(sandbox_info) -> None:
     report = sandbox.status(settings.SANDBOX_STATE_DIR)
-    for daemon in ("slurmctld", "slurmd n1", "slurmd n2", "sshd", "munged"):
+    slurmds = [f"slurmd {node}" for node in config.NODES]
+    for daemon in ("slurmctld", *slurmds, "sshd", "munged"):
         assert re.search(rf"{daemon}\s*:?\s+running", report), report
     assert "gpu:2" in report
 

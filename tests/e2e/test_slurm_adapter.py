@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from clusters.sandbox.config import Paths
+from clusters.sandbox.config import NODES, Paths
 from clusters.slurm import Slurm, SlurmError, SlurmTools, SqueueRow
 from clusters.ssh import Connection
 from tests.helpers import slurm_name
@@ -91,10 +91,10 @@ def test_partitions_and_nodes(alice: Connection) -> None:
     slurm = _slurm(alice)
     (partition,) = slurm.partitions()
     assert (partition.name, partition.is_default, partition.state) == ("gpu", True, "UP")
-    assert partition.total_nodes == 2 and partition.max_time is None
+    assert partition.total_nodes == len(NODES) and partition.max_time is None
 
     nodes = {node.name: node for node in slurm.nodes()}
-    assert set(nodes) == {"n1", "n2"}
+    assert set(nodes) == set(NODES)
     for node in nodes.values():
         assert (node.gpus, node.cpus, node.partitions) == (2, 2, ("gpu",))
         assert 0 <= node.gpus_used <= 2 and node.is_available

@@ -250,6 +250,8 @@ def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: P
     train(job_bin, tmp_path / "slow", *slow, SLURMD_NODENAME="nx")
     other = (*args, "--throttle-node", "elsewhere", "--throttle-seconds", "0.3")
     train(job_bin, tmp_path / "other", *other, SLURMD_NODENAME="nx")
+    by_rank = (*args, "--throttle-rank", "0", "--throttle-seconds", "0.3")  # rank 0 is on nx
+    train(job_bin, tmp_path / "by_rank", *by_rank, SLURMD_NODENAME="nx")
 
     def pace(name: str) -> float:
         lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
@@ -258,3 +260,4 @@ def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: P
 
     assert pace("slow") < 1 / 0.3  # at least 0.35 s of work per step
     assert pace("other") > 2 * pace("slow")  # another node's throttle leaves this one alone
+    assert pace("by_rank") < 1 / 0.3  # the node of the rank named

@@ -53,6 +53,29 @@ def test_hung_and_declared_pauses_are_inputs_taken_out_of_the_idle_part():
     assert sum(parts.values()) == pytest.approx(1000 / 3600)
 
 
+def test_a_hung_attempt_that_was_resumed_loses_the_work_up_to_the_hang_and_hangs_after():
+    # 2 GPUs, 1000 s: first step at 100 s, the checkpoint resumed from at 700 s, the last
+    # step at 760 s, cancelled for the hang at 1000 s. The hung 240 s are not lost work too.
+    span = Span(start=0, end=1000, first_step=100, lost_from=700)
+    util = samples(0, [90.0] * 760 + [0.0] * 241)  # the hung GPUs read idle
+    traces = [GpuTrace("n1", 0, utilization=util), GpuTrace("n2", 0, utilization=util)]
+    card = build_card(
+        traces=traces,
+        span=span,
+        gpus=2,
+        total_gpu_hours=2000 / 3600,
+        threshold_percent=10,
+        hung_seconds=240,
+    )
+    parts = {part: hours * 3600 / 2 for part, hours in card.parts.items()}  # wall seconds
+    assert parts["lost"] == pytest.approx(60)
+    assert parts["hung"] == pytest.approx(240)
+    assert parts["idle"] == pytest.approx(0, abs=1)  # the hang's idle GPUs are its hung part
+    assert parts["startup"] == pytest.approx(100)
+    assert parts["productive"] == pytest.approx(1000 - 100 - 60 - 240, abs=1)
+    assert sum(card.parts.values()) == pytest.approx(2000 / 3600)
+
+
 def test_a_ledger_shorter_than_the_portal_span_still_gets_parts_that_sum_to_it():
     span = Span(start=0, end=1000, first_step=600, lost_from=900)
     charged = 900 / 3600  # sacct's elapsed a little shorter than the portal saw

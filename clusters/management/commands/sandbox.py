@@ -14,7 +14,7 @@ EXAMPLE_FILES = ("ddp_train.py",)
 
 
 class Command(BaseCommand):
-    help = "Start, stop or show the sandbox Slurm cluster (two GPU nodes, sshd on 2222)."
+    help = "Start, stop or show the sandbox Slurm cluster (three GPU nodes, sshd on 2222)."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("action", choices=["up", "down", "status"])

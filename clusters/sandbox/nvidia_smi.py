@@ -10,25 +10,18 @@ Like the real tool it ignores ``CUDA_VISIBLE_DEVICES`` and lists every GPU of
 the node. The node comes from ``SLURMD_NODENAME`` (set inside Slurm jobs),
 falling back to the host name.
 
-Utilisation is honest: it follows what the processes bound to that GPU do. A
-process is bound to GPU ``i`` of node ``N`` when its environment (``/proc/<pid>/
-environ``, readable for the caller's own processes) has ``SLURMD_NODENAME=N``, a
-``SLURM_JOB_ID`` and ``i`` among its job's GPUs (``SLURM_STEP_GPUS``, else
-``SLURM_JOB_GPUS``, else ``CUDA_VISIBLE_DEVICES``: Slurm's indexes of the gres
-device files in gres.conf, the same list the batch script passes to ``-i``); a
-process with ``LOCAL_RANK`` (a torchrun worker) is bound to the job's
-``LOCAL_RANK``-th GPU of the node only. Between two samples (the ``-l`` interval,
-or 0.2 s for a single query) the time the bound processes wanted the CPU
-(on it or waiting in the run queue, ``/proc/<pid>/schedstat``; utime + stime
-from ``/proc/<pid>/stat`` where the kernel keeps no schedstat) divided by the
-wall time is the GPU's busy share, so a computing job reads busy however busy
-the machine is: utilisation is that share in %, capped at 100; power, temperature and SM
-clock follow it; memory used is a plausible synthetic value while any process is
-bound, 0 MiB when none is. A GPU no process is bound to reads 0 %, as a free GPU
-does. Stand-in processes themselves are never counted.
+Utilisation is honest: it follows what the processes bound to that GPU do. A process
+is bound to GPU ``i`` of node ``N`` when its environment (``/proc/<pid>/environ``) has
+``SLURMD_NODENAME=N``, a ``SLURM_JOB_ID`` and ``i`` among its job's GPUs
+(``SLURM_STEP_GPUS``, else ``SLURM_JOB_GPUS``, else ``CUDA_VISIBLE_DEVICES``); a torchrun
+worker (``LOCAL_RANK``) only to the job's ``LOCAL_RANK``-th GPU of the node. The time the
+bound processes wanted the CPU between two samples (``/proc/<pid>/schedstat``: on it or
+in the run queue), per second of wall time, is the GPU's busy share, so a computing job
+reads busy however busy the machine is; power, temperature and SM clock follow it;
+memory is a plausible value while a process is bound. An unbound GPU reads 0 %, as a
+free GPU does. Stand-in processes themselves are never counted.
 
-Test hook: ``PORTAL_FAKE_NVSMI_NA=power.draw,clocks.sm`` makes those fields
-read ``[N/A]``.
+Test hook: ``PORTAL_FAKE_NVSMI_NA=power.draw,clocks.sm`` makes those fields ``[N/A]``.
 """
 
 from __future__ import annotations
@@ -178,9 +171,8 @@ class ProcessTable:
             if found is None or not found[2]:
                 continue
             key, ticks, gpus = found
-            # Each process's own read time: on a busy machine one scan of /proc takes a
-            # while, and the scan's start time would misjudge the window of a process read
-            # late in one scan and early in the next.
+            # Each process's own read time: a slow scan of /proc (a busy machine) would
+            # misjudge a process read late in one scan and early in the next.
             read_at = time.monotonic()
             current[key] = (ticks, read_at)
             bound.update(gpus)

@@ -1,10 +1,12 @@
 """Plain functions and constants that tests share (fixtures live in tests/fixtures/)."""
 
+import json
 import os
 import shlex
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -18,7 +20,8 @@ from devtools.servers import wait_until
 from jobs.models import Attempt, Job, Template
 from jobs.services import job_submit
 from monitoring.logs import Delivery, log_files, log_store
-from projects.models import Project
+from monitoring.models import EfficiencyCard
+from projects.models import Project, UsageCharge
 from tests.factories import spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,6 +124,28 @@ def attempt_shell(attempt: Attempt) -> Connection:
 def run_file(attempt: Attempt, name: str) -> str:
     with attempt_shell(attempt) as shell:
         return shell.run(f"cat {shlex.quote(attempt.run_dir + '/' + name)}").text
+
+
+def step_reached_at(attempt: Attempt, step: int) -> float:
+    """When rank 0 reached `step`, by its own clock (the example's metrics.jsonl)."""
+    records = [json.loads(line) for line in run_file(attempt, "metrics.jsonl").splitlines() if line]
+    # log_params writes a settings record, which has no step.
+    return next(float(r["time"]) for r in records if r.get("step") == step)
+
+
+def card_against_ledger(attempt: Attempt) -> tuple[dict[str, Any], UsageCharge]:
+    """The attempt's efficiency card once it is computed against the ledger's charge, and the
+    charge; its parts sum to the charge's GPU-hours (within 1 %) and none is negative."""
+    wait_for(
+        lambda: EfficiencyCard.objects.filter(attempt=attempt, from_ledger=True).exists(),
+        120,
+        f"attempt {attempt.number}'s card to be computed against its ledger charge",
+    )
+    card: dict[str, Any] = EfficiencyCard.objects.get(attempt=attempt).data
+    charge = UsageCharge.objects.get(attempt=attempt)
+    assert sum(card["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
+    assert all(hours >= 0 for hours in card["parts"].values())
+    return card, charge
 
 
 def store_log(attempt: Attempt, data: bytes, name: str = "stdout.log") -> None:

@@ -8,7 +8,6 @@ sandbox's third node lets its second attempt run on two nodes without the culpri
 """
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -21,10 +20,16 @@ from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.failures import expand_nodes
 from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard
-from projects.models import UsageCharge
 from tests.factories import spec
 from tests.fixtures.servers import POLL_INTERVAL
-from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, wait_for
+from tests.helpers import (
+    QUEUE_WAIT,
+    attempt_processes,
+    card_against_ledger,
+    run_file,
+    step_reached_at,
+    wait_for,
+)
 
 # Its waits add up past the default 300 s when the machine is busy (a queue, a 15 s floor,
 # the stacks, a second attempt).
@@ -205,24 +210,15 @@ def test_a_long_declared_checkpoint_and_slow_regular_steps_are_not_a_hang(
 def _card_splits_the_ledger(first: Attempt) -> None:
     """Attempt 1's card: its parts sum to the ledger's GPU-hours; "lost" is the work attempt 2
     redid, from the resumed step to the hang (its last step), and "hung" the rest."""
-    wait_for(
-        lambda: EfficiencyCard.objects.filter(attempt=first, from_ledger=True).exists(),
-        120,
-        "attempt 1's card to be computed against its ledger charge",
-    )
-    card = EfficiencyCard.objects.get(attempt=first).data
-    charge = UsageCharge.objects.get(attempt=first)
+    card, charge = card_against_ledger(first)
     gpus = first.job.total_gpus
-    assert sum(card["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
-    assert all(hours >= 0 for hours in card["parts"].values())
     resumed = card["resumed_step"]
     # When rank 0 reached the resumed step, by its own clock (metrics.jsonl), and the last
     # step any rank made before the hang, as the detector saw it. Slurm's cancel sends
     # SIGCONT before SIGTERM: the stopped rank finishes its step and the trainer saves a
     # checkpoint as it stops, so attempt 2 may resume from the very step of the hang and
     # redo nothing; or the kill comes first, and it redoes the steps since the last one.
-    records = [json.loads(line) for line in run_file(first, "metrics.jsonl").splitlines() if line]
-    reached = next(r["time"] for r in records if r["step"] == resumed)
+    reached = step_reached_at(first, resumed)
     progress = AttemptProgress.objects.get(attempt=first)
     last_step_at = max(r["step_at"] for r in progress.ranks.values() if r["step_at"])
     lost_seconds = card["parts"]["lost"] * 3600 / gpus

@@ -6,7 +6,6 @@ killed and the portal diagnoses it, restarts from the latest checkpoint, and
 the job completes with its step count continuing from there.
 """
 
-import json
 import os
 import re
 import signal
@@ -16,11 +15,18 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
-from monitoring.models import Checkpoint, EfficiencyCard
+from monitoring.models import Checkpoint
 from monitoring.series import series_read
 from monitoring.stragglers import STEP_RATE, attempt_stragglers
-from projects.models import UsageCharge
-from tests.helpers import QUEUE_WAIT, attempt_processes, run_file, submit_ddp_example, wait_for
+from tests.helpers import (
+    QUEUE_WAIT,
+    attempt_processes,
+    card_against_ledger,
+    run_file,
+    step_reached_at,
+    submit_ddp_example,
+    wait_for,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -154,21 +160,11 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
 
     # 5. Attempt 1's efficiency card: its parts sum to the ledger's GPU-hours, and "lost" is
     # the work attempt 2 redid, from the resumed step to the failure.
-    wait_for(
-        lambda: EfficiencyCard.objects.filter(attempt=first, from_ledger=True).exists(),
-        120,
-        "attempt 1's card to be computed against its ledger charge",
-    )
-    card = EfficiencyCard.objects.get(attempt=first).data
-    charge = UsageCharge.objects.get(attempt=first)
-    assert sum(card["parts"].values()) == pytest.approx(float(charge.gpu_hours), rel=0.01)
-    assert all(hours >= 0 for hours in card["parts"].values())
+    card, charge = card_against_ledger(first)
     assert card["resumed_step"] == resumed
     # When the trainer reached the resumed step, by its own clock (rank 0's metrics.jsonl),
     # and the failure as Slurm's accounting ended the attempt.
-    records = [json.loads(line) for line in run_file(first, "metrics.jsonl").splitlines() if line]
-    # (log_params writes a settings record without a step.)
-    reached = next(r["time"] for r in records if r.get("step") == resumed)
+    reached = step_reached_at(first, resumed)
     expected = charge.ended_at.timestamp() - reached
     lost_seconds = card["parts"]["lost"] * 3600 / job.total_gpus
     assert expected >= 0.5, (expected, card)  # four steps and the dying, sacct's whole seconds

@@ -41,7 +41,7 @@ def _fill() -> list[int]:
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
     from jobs.models import Job
-    from monitoring.series import series_append
+    from monitoring.series_write import series_append
     from projects.models import Project
 
     user, _ = User.objects.get_or_create(username="bench-user")

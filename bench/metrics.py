@@ -39,7 +39,7 @@ def main() -> None:
     from jobs.models import Attempt, Job, State
     from monitoring.metrics import metrics_text
     from monitoring.models import AttemptProgress
-    from monitoring.series import series_append
+    from monitoring.series_write import series_append
     from projects.models import Project
 
     call_command("migrate", verbosity=0)

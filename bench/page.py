@@ -56,7 +56,7 @@ def _seed() -> int:
     from devtools.keys import new_key_pair
     from jobs.models import Attempt, Job, State
     from monitoring.logs import Delivery, log_files, log_store
-    from monitoring.series import series_append
+    from monitoring.series_write import series_append
     from projects.models import Membership, Project
 
     user, _ = User.objects.get_or_create(username=USER)

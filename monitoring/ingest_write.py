@@ -13,8 +13,8 @@ from django.db import DatabaseError, transaction
 
 from monitoring.ingest_parse import AttemptParse, Point
 from monitoring.models import AttemptIngest, LogFile, Series
-from monitoring.series import series_append
 from monitoring.series_overwrite import series_overwrite
+from monitoring.series_write import series_append
 from portal_lib.bulk import bulk_update
 
 logger = logging.getLogger(__name__)

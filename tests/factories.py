@@ -12,7 +12,7 @@ from jobs.models import Attempt, Job, State, Template
 from jobs.specs import JobSpec
 from monitoring.efficiency import PARTS
 from monitoring.models import AttemptProgress, EfficiencyCard
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from projects.models import Project
 
 GPU_PARTITION = PartitionLimits(

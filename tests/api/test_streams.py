@@ -10,7 +10,7 @@ from django.test import Client
 
 from jobs.models import Attempt, Job, State
 from monitoring import streams
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from monitoring.stream_slots import slots_clear
 from monitoring.streams import utf8_complete
 from tests.helpers import LOG, Tokens, bearer

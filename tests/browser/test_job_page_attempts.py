@@ -17,7 +17,8 @@ from jobs.models import Attempt, JobEvent, State
 from jobs.rundir import job_group
 from monitoring.diagnosis import diagnose
 from monitoring.models import LogFile
-from monitoring.series import series_append, series_read
+from monitoring.series import series_read
+from monitoring.series_write import series_append
 from tests import factories
 from tests.helpers import PASSWORD, screenshot, store_log, wait_for
 

@@ -8,7 +8,7 @@ import pytest
 
 from jobs.params import params_for_spec
 from monitoring.run_summary import runs_record
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from tests import factories
 from tests.browser.test_page_facts import _log_in
 from tests.helpers import screenshot, wait_for

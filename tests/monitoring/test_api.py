@@ -11,7 +11,7 @@ from jobs.access import can_view_job, job_for_viewer
 from jobs.models import Attempt, Job
 from monitoring import api
 from monitoring.logs import Delivery, log_files, log_store
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from projects.models import Membership, Project
 from tests import factories
 

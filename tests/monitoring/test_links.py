@@ -7,7 +7,7 @@ import pytest
 
 from jobs.models import Job
 from monitoring.links import series_url
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from tests.helpers import Tokens, bearer
 
 HOSTILE = ["a/../../cancel?x=1#frag", "100%", "<b>loss</b>", "loss 2", "ü/δ", "..x"]

@@ -20,7 +20,7 @@ from jobs.polling import PollResult
 from monitoring import metrics_health
 from monitoring.ingest_figures import ingest_record
 from monitoring.models import Series
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from monitoring.stream_slots import slot_give_back, slot_take
 from portal_lib.health import HEALTH_KEY, health_redis
 from projects.models import Project

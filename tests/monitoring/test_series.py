@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Attempt
-from monitoring import series
+from monitoring import series, series_write
 from monitoring.models import Series, SeriesChunk
 from monitoring.models.series import CHUNK_SIZE
 from projects.models import Project
@@ -47,7 +47,7 @@ def check_chunks() -> None:
 
 def test_points_come_back_per_attempt_and_name(attempts: list[Attempt]) -> None:
     one, two, _ = attempts
-    stored = series.series_append(
+    stored = series_write.series_append(
         points=[
             (one.pk, "loss", 1.0, 2.5),
             (one.pk, "lr", 1.0, 0.1),
@@ -66,7 +66,7 @@ def test_points_come_back_per_attempt_and_name(attempts: list[Attempt]) -> None:
 
 def test_nan_and_infinite_points_are_not_stored(attempts: list[Attempt]) -> None:
     one = attempts[0]
-    stored = series.series_append(
+    stored = series_write.series_append(
         points=[
             (one.pk, "loss", 1.0, 1.0),
             (one.pk, "loss", 2.0, math.nan),
@@ -79,19 +79,21 @@ def test_nan_and_infinite_points_are_not_stored(attempts: list[Attempt]) -> None
     assert stored == 2
     assert everything(one, "loss").ys == [1.0, 5.0]
     assert series.series_names(attempt_id=one.pk) == ["loss"]
-    assert series.series_append(points=[]) == 0
+    assert series_write.series_append(points=[]) == 0
 
 
 def test_over_long_names_are_skipped_not_fatal(attempts: list[Attempt]) -> None:
     one = attempts[0]
-    stored = series.series_append(points=[(one.pk, "x" * 201, 1.0, 1.0), (one.pk, "ok", 1.0, 1.0)])
+    stored = series_write.series_append(
+        points=[(one.pk, "x" * 201, 1.0, 1.0), (one.pk, "ok", 1.0, 1.0)]
+    )
     assert stored == 1
     assert series.series_names(attempt_id=one.pk) == ["ok"]
 
 
 def count_queries(batch: list) -> int:
     with CaptureQueriesContext(connection) as queries:
-        series.series_append(points=batch)
+        series_write.series_append(points=batch)
     return len(queries)
 
 
@@ -108,12 +110,12 @@ def test_append_costs_the_same_queries_for_one_series_or_hundreds(
     # however many, adds a listing, a read and a delete of their small chunks.
     counts = [
         count_queries([(x[0], x[1], float(step), 1.0) for x in many])
-        for step in range(2, 2 + series.FANOUT)
+        for step in range(2, 2 + series_write.FANOUT)
     ]
     assert set(counts) == {6, 9}
     compacted = SeriesChunk.objects.filter(series__name__startswith="gpu/", level=1)
     assert compacted.count() == 150  # each series once, within FANOUT appends
-    assert everything(attempts[2], names[-1]).xs == [*range(1, 2 + series.FANOUT)]
+    assert everything(attempts[2], names[-1]).xs == [*range(1, 2 + series_write.FANOUT)]
 
 
 @pytest.mark.parametrize("copy", [True, False], ids=["binary COPY", "plain SQL"])
@@ -123,17 +125,17 @@ def test_both_write_paths_store_the_same_points(
     """COPY on PostgreSQL; the plain statements SQLite gets, here on the same tables."""
     settings.BULK_COPY = copy
     one, two, _ = attempts
-    for step in range(2 * series.FANOUT):  # through a compaction of every series
+    for step in range(2 * series_write.FANOUT):  # through a compaction of every series
         batch = [(one.pk, "loss", float(step), step / 2), (two.pk, "lr", float(step), 1.0)]
         batch += [(one.pk, "loss", float(step), math.nan)] if step % 3 == 0 else []
-        series.series_append(points=batch)
+        series_write.series_append(points=batch)
     check_chunks()
     loss = everything(one, "loss")
-    assert loss.xs == [float(s) for s in range(2 * series.FANOUT)]
-    assert loss.ys == [s / 2 for s in range(2 * series.FANOUT)]
-    assert everything(two, "lr").ys == [1.0] * 2 * series.FANOUT
+    assert loss.xs == [float(s) for s in range(2 * series_write.FANOUT)]
+    assert loss.ys == [s / 2 for s in range(2 * series_write.FANOUT)]
+    assert everything(two, "lr").ys == [1.0] * 2 * series_write.FANOUT
     last = series.series_last(attempt_ids=[one.pk], names=["loss"])
-    assert last == {(one.pk, "loss"): (2.0 * series.FANOUT - 1, series.FANOUT - 0.5)}
+    assert last == {(one.pk, "loss"): (2.0 * series_write.FANOUT - 1, series_write.FANOUT - 0.5)}
 
 
 def test_compaction_keeps_every_point_and_few_small_chunks(attempts: list[Attempt]) -> None:
@@ -144,11 +146,11 @@ def test_compaction_keeps_every_point_and_few_small_chunks(attempts: list[Attemp
     start = 0
     while start < len(xs):  # batches of 1 to 500 points, mostly small
         size = int(rng.choice([1, 1, 1, 7, 60, 500]))
-        series.series_append(
+        series_write.series_append(
             points=points(one, "loss", xs[start : start + size], ys[start : start + size])
         )
         start += size
-        assert SeriesChunk.objects.filter(count__lt=CHUNK_SIZE).count() <= 3 * series.FANOUT
+        assert SeriesChunk.objects.filter(count__lt=CHUNK_SIZE).count() <= 3 * series_write.FANOUT
     check_chunks()
     read = everything(one, "loss")
     assert read.xs == xs.tolist() and read.ys == ys.tolist() and read.total == len(xs)
@@ -156,8 +158,8 @@ def test_compaction_keeps_every_point_and_few_small_chunks(attempts: list[Attemp
 
 def test_repeated_steps_after_a_resume_keep_both_values(attempts: list[Attempt]) -> None:
     one = attempts[0]
-    series.series_append(points=points(one, "loss", np.arange(0.0, 100.0), np.zeros(100)))
-    series.series_append(points=points(one, "loss", np.arange(50.0, 150.0), np.ones(100)))
+    series_write.series_append(points=points(one, "loss", np.arange(0.0, 100.0), np.zeros(100)))
+    series_write.series_append(points=points(one, "loss", np.arange(50.0, 150.0), np.ones(100)))
     read = everything(one, "loss")
     assert read.total == 200
     assert read.xs == sorted([*range(100), *range(50, 150)])
@@ -169,7 +171,7 @@ def test_repeated_steps_after_a_resume_keep_both_values(attempts: list[Attempt])
 
 def test_range_bounds_are_inclusive(attempts: list[Attempt]) -> None:
     one = attempts[0]
-    series.series_append(points=points(one, "loss", np.arange(10.0), np.arange(10.0) * 2))
+    series_write.series_append(points=points(one, "loss", np.arange(10.0), np.arange(10.0) * 2))
     assert everything(one, "loss", x_from=3, x_to=5).xs == [3.0, 4.0, 5.0]
     assert everything(one, "loss", x_from=8.5).xs == [9.0]
     assert everything(one, "loss", x_to=0).ys == [0.0]
@@ -179,7 +181,7 @@ def test_range_bounds_are_inclusive(attempts: list[Attempt]) -> None:
 
 def test_last_points_for_many_series_in_one_query(attempts: list[Attempt]) -> None:
     one, two, three = attempts
-    series.series_append(
+    series_write.series_append(
         points=[
             (one.pk, "loss", 10.0, 0.5),
             (one.pk, "loss", 9.0, 0.7),  # arrived last: the live number, though x is smaller
@@ -202,7 +204,7 @@ def test_last_points_for_many_series_in_one_query(attempts: list[Attempt]) -> No
 
 def test_series_go_with_their_attempt(attempts: list[Attempt]) -> None:
     one, two, _ = attempts
-    series.series_append(points=[(one.pk, "loss", 1.0, 1.0), (two.pk, "loss", 1.0, 1.0)])
+    series_write.series_append(points=[(one.pk, "loss", 1.0, 1.0), (two.pk, "loss", 1.0, 1.0)])
     one.job.delete()
     assert list(Series.objects.values_list("attempt_id", flat=True)) == [two.pk]
     assert SeriesChunk.objects.count() == 1
@@ -216,7 +218,7 @@ def test_a_million_points_read_downsampled_with_spikes_kept(attempts: list[Attem
     ys = rng.normal(size=n)
     ys[123_457] = 1000.0  # a loss spike inside a summarised chunk
     ys[876_543] = -1000.0
-    series.series_append(points=points(one, "loss", xs, ys))
+    series_write.series_append(points=points(one, "loss", xs, ys))
 
     series.series_read(attempt_id=one.pk, name="loss")  # warm
     # How fast: bench/series.py measures it.
@@ -253,7 +255,7 @@ def test_a_read_planned_before_a_compaction_plans_again(
     """The job page crashed when a poll compacted the chunks a read had just planned."""
     attempt = attempts[0]
     for step in range(0, 40 * CHUNK_SIZE // 8, CHUNK_SIZE // 8):
-        series.series_append(
+        series_write.series_append(
             points=[
                 (attempt.pk, "loss", float(x), 1.0) for x in range(step, step + CHUNK_SIZE // 8)
             ]

@@ -18,8 +18,9 @@ from monitoring import ingest as ingest_module
 from monitoring.models import SeriesChunk
 from monitoring.models.series import CHUNK_SIZE
 from monitoring.overwrite import newest_per_step
-from monitoring.series import series_append, series_read
+from monitoring.series import series_read
 from monitoring.series_overwrite import series_overwrite
+from monitoring.series_write import series_append
 from tests import factories
 from tests.corpus.loader import load_metric_cases
 from tests.corpus.runner import ingest_polls

@@ -3,7 +3,7 @@
 import math
 
 from jobs.models import State
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from monitoring.stragglers import (
     HOT,
     STEP_RATE,

@@ -18,7 +18,7 @@ from monitoring.compare import (
     group_bands,
     settings_diff,
 )
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from projects.models import Project
 from tests import factories
 

@@ -16,7 +16,7 @@ from monitoring.models import EfficiencyCard, RunSummary
 from monitoring.parse_worker import parse_request
 from monitoring.run_summary import job_params_log, run_summary_finish, runs_record
 from monitoring.runs import RunsQueryError, parse_filter
-from monitoring.series import series_append
+from monitoring.series_write import series_append
 from projects.models import Project
 from tests import factories
 

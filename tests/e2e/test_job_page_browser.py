@@ -18,7 +18,8 @@ from monitoring.failures import expand_nodes
 from monitoring.series import series_names, series_read
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
+# The 2-node example to its end in a browser: 147-221 s under load, then the teardown.
+pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 150  # enough to watch it grow; it must also end (the two-node checks), so not more

@@ -28,7 +28,8 @@ from tests.helpers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.sandbox
+# Two attempts of the 2-node example: 177-242 s under load, then the teardown's flush.
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
 STEPS = 30
 

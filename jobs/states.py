@@ -48,6 +48,7 @@ def attempt_note(*, attempt: Attempt, reason: str, at: datetime | None = None) -
     )
 
 
+@transaction.atomic
 def attempt_transition(
     *,
     attempt: Attempt,
@@ -56,7 +57,7 @@ def attempt_transition(
     at: datetime | None = None,
     **fields: Any,
 ) -> bool:
-    """Move an attempt (and its job) to a new state, recording the event, atomically.
+    """Move an attempt (and its job) to a new state, recording the event, in one transaction.
 
     Guarded by the state the caller saw: if another worker changed it
     meanwhile, nothing is written and False is returned. Staying in the same

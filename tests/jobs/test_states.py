@@ -66,3 +66,23 @@ def test_an_older_attempt_does_not_move_the_job(member, project, db) -> None:
     attempt_transition(attempt=first, to=State.FAILED)
     job.refresh_from_db()
     assert job.state == State.QUEUED
+
+
+def test_a_transition_is_all_or_nothing(member, project, db, monkeypatch) -> None:
+    # The attempt, its event, the job's state and the settlement commit together: a
+    # reader never sees a finished attempt under a job that still shows it running,
+    # and a settlement that fails leaves the attempt as it was.
+    job, attempt = factories.job(project, member, factories.cluster())
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.RUNNING)
+    attempt.state = State.RUNNING
+
+    def fail(**_: object) -> None:
+        raise RuntimeError("the settlement failed")
+
+    monkeypatch.setattr("jobs.states.attempt_settle", fail)
+    with pytest.raises(RuntimeError):
+        attempt_transition(attempt=attempt, to=State.COMPLETED, exit_code=0)
+    assert Attempt.objects.get(pk=attempt.pk).state == State.RUNNING
+    assert not JobEvent.objects.filter(to_state=State.COMPLETED).exists()
+    job.refresh_from_db()
+    assert job.state == State.QUEUED

@@ -141,9 +141,10 @@ def test_a_flood_of_names_and_fake_gpus_costs_only_its_job(
     assert gpu_nodes <= {attempt.node_list}  # its own sampler's node, no fake one
     assert len([n for n in names if not n.startswith("gpu/")]) <= MAX_SERIES_PER_ATTEMPT
     note = AttemptIngest.objects.get(attempt=attempt)
-    # The run directory is listed until the job's own GPU file turns up, which on a busy
-    # machine can be while the fakes are still being written: some were seen and refused
-    # (the exact count is the unit test's above), and none is followed.
-    assert note.dropped_gpu_files >= 1 and note.dropped_names >= 1000 - MAX_NAMES_PER_LINE
+    # The run directory is listed only until the job's own GPU file turns up, which can be
+    # before or while the fakes are written: whether a listing saw them depends on the
+    # poll's timing (a listing that does is refused and counted: the unit test above).
+    # Whatever the timing, none is followed.
+    assert note.dropped_names >= 1000 - MAX_NAMES_PER_LINE
     assert not LogFile.objects.filter(attempt=attempt, name__startswith="gpu-fake").exists()
     assert note.dropped_series > 0

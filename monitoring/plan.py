@@ -189,7 +189,7 @@ def run_plan(
 ) -> Plan:
     """The target `request` (GPUs, nodes, CPUs; its time limit is replaced) run for `steps`."""
     if steps < 1:
-        raise CannotPlan("Give the number of steps to plan for (total steps).")
+        raise CannotPlan("Give the number of steps to plan for: the last step, in Monitoring.")
     if batch not in (GLOBAL_BATCH, PER_GPU_BATCH):
         raise CannotPlan("Choose whether the global batch or each GPU's batch stays.")
     gpus, e = request.gpus, efficiency.value
@@ -230,14 +230,14 @@ def target_steps(
 ) -> tuple[int, str]:
     """The steps to plan for and where they came from: the form, the command, the run."""
     if given:
-        return given, "total steps"
+        return given, "the last step entered"
     for key in STEP_KEYS:
         value = params.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
             return int(value), f"the command's --{key}"
     if measured.steps:
         return measured.steps, f"as many as job #{measured.job_id} ran"
-    raise CannotPlan("Give the number of steps to plan for (total steps).")
+    raise CannotPlan("Give the number of steps to plan for: the last step, in Monitoring.")
 
 
 def _figure(value: float) -> str:

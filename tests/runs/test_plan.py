@@ -200,7 +200,10 @@ def test_step_time_falls_back_to_the_run_time_over_the_steps() -> None:
 
 
 def test_steps_come_from_the_form_then_the_command_then_the_run() -> None:
-    assert target_steps(given=900, params={"steps": 5}, measured=SMALL) == (900, "total steps")
+    assert target_steps(given=900, params={"steps": 5}, measured=SMALL) == (
+        900,
+        "the last step entered",
+    )
     assert target_steps(given=None, params={"max_steps": 5000}, measured=SMALL) == (
         5000,
         "the command's --max_steps",
@@ -260,7 +263,7 @@ def test_the_form_plans_the_bigger_run_beside_the_estimate(
     assert data["estimate"]["gpu_hours"] == "2.00"  # the form's own: 4 GPUs x 30 min
     assert plan["ok"] and plan["duration_seconds"] == 800 and plan["duration"] == "13 min"
     assert (plan["gpu_hours"], plan["cost"], plan["left_after"]) == ("0.89", "2.67", "99.11")
-    assert plan["steps_from"] == "total steps" and plan["efficiency_source"] == "given"
+    assert plan["steps_from"] == "the last step entered" and plan["efficiency_source"] == "given"
     assert plan["fits"] and plan["short_limit"] == ""
 
 

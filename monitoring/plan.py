@@ -165,6 +165,7 @@ class Plan:
     steps: int
     batch: str
     efficiency: Efficiency
+    measured_step_seconds: float
     step_seconds: float  # the target's
     throughput: float  # the target's, whole job, units per second
     duration: timedelta  # whole seconds, rounded up
@@ -215,6 +216,7 @@ def run_plan(
         steps=steps,
         batch=batch,
         efficiency=efficiency,
+        measured_step_seconds=measured_step,
         step_seconds=step_seconds,
         throughput=measured.per_gpu * e * gpus,
         duration=duration,

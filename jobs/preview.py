@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 from clusters.models import Cluster
-from jobs.estimate import job_estimate
+from jobs.estimate import Room, job_estimate
 from jobs.models import Attempt, Job
 from jobs.rundir import RunDir
 from jobs.scripts import render_batch_script
@@ -45,15 +45,16 @@ def estimate_for(
     spec: JobSpec,
     others: list[Cluster] | None = None,
     now: datetime | None = None,
+    room: Room | None = None,
 ) -> dict[str, Any]:
     """The quota estimate as JSON: hours reserved, cost, budgets left before and after,
     how long similar jobs waited on this cluster ("typical_wait"), and on it and each of
     `others` (the other clusters the project may use) with the one they started soonest
     on ("waits", "sooner").
 
-    A CPU- or node-hour budget left of None is no limit.
+    A CPU- or node-hour budget left of None is no limit. `room`: the project's, if read.
     """
-    estimate = job_estimate(project=project, cluster=cluster, spec=spec)
+    estimate = job_estimate(project=project, cluster=cluster, spec=spec, room=room)
     clusters = {c.pk: c for c in [cluster, *(others or [])]}
     waits = waits_by_cluster(
         cluster_ids=list(clusters),
@@ -64,17 +65,17 @@ def estimate_for(
     )
     chosen = waits[cluster.pk]
     return {
-        "gpu_hours": _number(estimate.gpu_hours),
+        "gpu_hours": amount_text(estimate.gpu_hours),
         "cpus": estimate.cpus,
-        "cpu_hours": _number(estimate.cpu_hours),
-        "node_hours": _number(estimate.node_hours),
-        "cost": _number(estimate.cost),
-        "price_per_gpu_hour": _number(cluster.price_per_gpu_hour),
-        "price_per_cpu_hour": _number(cluster.price_per_cpu_hour),
-        "cpu_left_before": _number(estimate.cpu_left_before),
-        "node_left_before": _number(estimate.node_left_before),
-        "left_before": _number(estimate.left_before),
-        "left_after": _number(estimate.left_after),
+        "cpu_hours": amount_text(estimate.cpu_hours),
+        "node_hours": amount_text(estimate.node_hours),
+        "cost": amount_text(estimate.cost),
+        "price_per_gpu_hour": amount_text(cluster.price_per_gpu_hour),
+        "price_per_cpu_hour": amount_text(cluster.price_per_cpu_hour),
+        "cpu_left_before": amount_text(estimate.cpu_left_before),
+        "node_left_before": amount_text(estimate.node_left_before),
+        "left_before": amount_text(estimate.left_before),
+        "left_after": amount_text(estimate.left_after),
         "fits": bool(estimate.fits),
         "message": estimate.message,
         "typical_wait": f"{chosen.typical} ({chosen.spec_text})",
@@ -123,7 +124,8 @@ def _seconds(history: WaitHistory) -> float | None:
     return history.median.total_seconds() if history.median is not None else None
 
 
-def _number(value: Decimal | float | int | None) -> str | None:
+def amount_text(value: Decimal | float | int | None) -> str | None:
+    """Hours and money as the form shows them: 1,234.50."""
     if value is None:
         return None
     return f"{Decimal(value).quantize(Decimal('0.01')):,}"

@@ -1,5 +1,6 @@
 """Job pages: the list (with bulk cancel), the submit form with its live preview, cancel."""
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -17,6 +18,7 @@ from clusters.selectors import account_for
 from jobs.access import job_for_viewer, jobs_visible_to
 from jobs.code import snapshot_store
 from jobs.errors import JobError
+from jobs.estimate import Room, project_room
 from jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
 from jobs.listing import (
     COUNT_CAP,
@@ -29,7 +31,7 @@ from jobs.listing import (
 from jobs.models import FINAL_STATES, Job, State
 from jobs.preview import estimate_for, script_preview
 from jobs.services import job_cancel, job_submit
-from jobs.specs import code_of, spec_from_job, validate_spec
+from jobs.specs import JobSpec, code_of, spec_from_job, validate_spec
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import clusters_for_project
 from projects.models import Project, Quota
@@ -193,7 +195,11 @@ def _partition_rows(partitions: dict[str, PartitionLimits]) -> list[dict[str, An
 
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
-    """The submit form (GET, `?clone=<id>` prefills it) and the submission (POST)."""
+    """The submit form (GET, `?clone=<id>` prefills it) and the submission (POST).
+
+    `?plan_from=<id>` clones a finished job and shows, beside the estimate, the plan of
+    the run being entered from that job's measured throughput (monitoring.plan_views).
+    """
     user = _user(request)
     if request.method == "POST":
         form = JobForm(request.POST, request.FILES, user=user)
@@ -228,7 +234,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
             "form": form,
             "partitions": _partition_rows(_partitions_for(user, selected)),
             "run_base": selected.base_run_dir if selected else "",
-            "code_from": _code_source(user, form["code_from"].value()),
+            "code_from": _job_named(user, form["code_from"].value()),
+            "plan_from": _job_named(user, _plan_from(request)),
             "no_projects": not form.fields["project"].queryset.exists(),  # type: ignore[attr-defined]
         },
     )
@@ -251,8 +258,14 @@ def _code_for(form: JobForm, user: User) -> dict[str, Any] | None:
     return None
 
 
+def _plan_from(request: HttpRequest) -> str:
+    """The finished job a plan measures from (the link's, then the form's hidden field)."""
+    source = request.POST if request.method == "POST" else request.GET
+    return source.get("plan_from", "")
+
+
 def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
-    clone_id = request.GET.get("clone", "")
+    clone_id = request.GET.get("clone", "") or request.GET.get("plan_from", "")
     if not clone_id:
         return {}
     job = job_for_viewer(user=user, job_id=int(clone_id)) if clone_id.isdigit() else None
@@ -265,8 +278,8 @@ def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
     return initial
 
 
-def _code_source(user: User, value: Any) -> Job | None:
-    """The job whose code a clone runs, for the form's note."""
+def _job_named(user: User, value: Any) -> Job | None:
+    """The job an id names, if the user may see it: the code a clone runs, a plan's run."""
     job_id = str(value or "")
     return job_for_viewer(user=user, job_id=int(job_id)) if job_id.isdigit() else None
 
@@ -282,12 +295,22 @@ def _selected_cluster_named(user: User, value: Any) -> Cluster | None:
     return found or clusters.first()
 
 
-@login_required
-@require_POST
-def job_preview(request: HttpRequest) -> JsonResponse:
-    """The live side of the form: errors by field, the batch script, the estimate.
+@dataclass(frozen=True)
+class FormPreview:
+    """The submit form's live side, and what a caller may add to it (monitoring's plan)."""
 
-    Writes nothing; the script is rendered for an unsaved job.
+    payload: dict[str, Any]
+    project: Project | None
+    cluster: Cluster | None
+    spec: JobSpec | None  # None while the form has errors
+    room: Room | None  # the project's quota and usage, when the estimate read them
+
+
+def form_preview(request: HttpRequest) -> FormPreview:
+    """Errors by field, the batch script and the estimate for the posted form.
+
+    Writes nothing; the script is rendered for an unsaved job. The URL is routed to
+    monitoring.plan_views, which adds the plan from a measured run.
     """
     user = _user(request)
     form = JobForm(request.POST, user=user)
@@ -310,13 +333,15 @@ def job_preview(request: HttpRequest) -> JsonResponse:
     for name, messages_ in validate_spec(spec=spec, partitions=partitions, quota=quota).items():
         if name not in form.errors:
             errors.setdefault(name, []).extend(messages_)
+    room = None
     if valid and project is not None and cluster is not None:
         payload["script"] = script_preview(project=project, cluster=cluster, spec=spec)
         others = usable_clusters(user=user).filter(
             pk__in=clusters_for_project(project=project).values("pk")
         )
+        room = project_room(project=project)
         payload["estimate"] = estimate_for(
-            project=project, cluster=cluster, spec=spec, others=list(others)
+            project=project, cluster=cluster, spec=spec, others=list(others), room=room
         )
     payload["errors"] = errors
-    return JsonResponse(payload)
+    return FormPreview(payload, project, cluster, spec if valid else None, room)

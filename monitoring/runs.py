@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import OrderBy
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.utils.dateparse import parse_date, parse_datetime
 
 from jobs.models import Job, State
 from jobs.params import param_from_text
@@ -56,7 +57,14 @@ _FILTER = re.compile(r"^\s*([\w.\-/]+?)\s*(<=|>=|!=|=|<|>|~)\s*(.*?)\s*$")
 
 
 class RunsQueryError(ValueError):
-    """A column or filter the table cannot read; the message says what to write."""
+    """A column or filter the table cannot read; the message says what to write.
+
+    `param` is the query parameter at fault: f (a filter), sort, page or size.
+    """
+
+    def __init__(self, message: str, *, param: str = "f") -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -77,14 +85,16 @@ class RunsQuery:
 
 
 def parse_filter(text: str) -> Filter:
-    """`loss_best<2.5`, `p.lr=0.001`, `name~llama` into a Filter."""
+    """`loss_best<2.5`, `p.lr=0.001`, `name~llama` into a Filter, its value checked too."""
     found = _FILTER.match(text)
     if found is None or not _known(found.group(1)):
         raise RunsQueryError(
             f"Cannot read the filter {text[:80]!r}: write column, operator (= != < <= > >= ~) "
             "and value, e.g. loss_best<2.5 or p.lr=0.001."
         )
-    return Filter(*found.groups())
+    flt = Filter(*found.groups())
+    _condition(flt, "_p")  # a value the column cannot compare with fails here, not in SQL
+    return flt
 
 
 def _known(column: str) -> bool:
@@ -99,13 +109,13 @@ def runs_query_from(params: Any, *, param_keys: list[str]) -> RunsQuery:
     descending = sort.startswith("-")
     sort = sort.lstrip("-")
     if not _known(sort):
-        raise RunsQueryError(f"Cannot sort by {sort[:80]!r}: choose a column.")
+        raise RunsQueryError(f"Cannot sort by {sort[:80]!r}: choose a column.", param="sort")
     filters = [parse_filter(f) for f in params.getlist("f")[:MAX_FILTERS] if f.strip()]
     try:
         page = max(int(params.get("page") or 1), 1)
         size = min(max(int(params.get("size") or PAGE_SIZE), 1), MAX_PAGE_SIZE)
     except ValueError as exc:
-        raise RunsQueryError("Give page and size as whole numbers.") from exc
+        raise RunsQueryError("Give page and size as whole numbers.", param="page") from exc
     return RunsQuery(columns, sort, descending, filters, page, size)
 
 
@@ -154,7 +164,11 @@ def _condition(flt: Filter, alias: str) -> Q:
         raise RunsQueryError(f"Compare {flt.column} with =, != or ~.")
     if flt.column == "created":
         lookups = {"<": "lt", "<=": "lte", ">": "gt", ">=": "gte", "=": "date"}
-        if flt.op not in lookups:
+        try:
+            readable = parse_datetime(flt.value) or parse_date(flt.value)
+        except ValueError:  # well formed, no such day: 2026-02-30
+            readable = None
+        if flt.op not in lookups or readable is None:
             raise RunsQueryError("Compare created with a date: created>=2026-11-01.")
         return Q(**{f"{path}__{lookups[flt.op]}": flt.value})
     number = _number(flt.value)

@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, path
 
-from monitoring import api, api_goodput, streams
+from monitoring import api, api_goodput, api_runs, streams
 
 _ATTEMPT = "jobs/<int:job_id>/attempts/<int:number>"
 
@@ -25,4 +25,5 @@ urlpatterns: list[URLPattern] = [
         api_goodput.ProjectGoodputView.as_view(),
         name="project-goodput",
     ),
+    path("projects/<slug:slug>/runs/", api_runs.ProjectRunsView.as_view(), name="api-project-runs"),
 ]

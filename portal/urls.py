@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from clusters.drain import node_drain_view
 from monitoring.metrics import metrics_view
+from monitoring.plan_views import job_preview
 from monitoring.runs_views import compare_curves, compare_page, runs_table
 from monitoring.views import job_page
 from portal import views
@@ -14,6 +15,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),
+    # The submit form's preview: jobs.views.form_preview, with monitoring's plan.
+    path("jobs/new/preview/", job_preview, name="job-preview"),
     path("jobs/", include("jobs.urls")),
     path("alerts/", include("monitoring.alert_urls")),
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),

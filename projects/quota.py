@@ -8,6 +8,7 @@ estimate (room left) and the reservation (all of them) ask the same rules.
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Protocol
 
 from clusters.models import Cluster
 from portal_lib.errors import PortalError
@@ -57,6 +58,21 @@ def hours_for(*, count: int, time_limit: timedelta) -> Decimal:
 
 def gpu_hours_for(*, gpus: int, time_limit: timedelta) -> Decimal:
     return hours_for(count=gpus, time_limit=time_limit)
+
+
+class Prices(Protocol):
+    """A cluster's prices (a Cluster, or the Payer a charge is made for)."""
+
+    @property
+    def price_per_gpu_hour(self) -> Decimal: ...
+
+    @property
+    def price_per_cpu_hour(self) -> Decimal: ...
+
+
+def price_of(*, gpu_hours: Decimal, cpu_hours: Decimal, prices: Prices) -> Decimal:
+    """What GPU- and CPU-hours cost (unrounded): the estimate, a plan and a charge alike."""
+    return gpu_hours * prices.price_per_gpu_hour + cpu_hours * prices.price_per_cpu_hour
 
 
 def fmt_hours(value: Decimal) -> str:

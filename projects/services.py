@@ -29,6 +29,7 @@ from projects.quota import (
     QuotaRequest,
     fmt_hours,
     no_budget_refusal,
+    price_of,
     quota_refusal,
 )
 from projects.selectors import (
@@ -189,7 +190,7 @@ def usage_charge(*, payer: Payer, measured: Measured) -> UsageCharge:
         (Decimal(count * seconds) / 3600).quantize(Decimal("0.0001"), ROUND_HALF_UP)
         for count in (measured.gpus, measured.cpus, measured.nodes)
     )
-    cost = gpu_hours * payer.price_per_gpu_hour + cpu_hours * payer.price_per_cpu_hour
+    cost = price_of(gpu_hours=gpu_hours, cpu_hours=cpu_hours, prices=payer)
     charge, created = UsageCharge.objects.get_or_create(
         attempt_id=payer.attempt_id,
         defaults={

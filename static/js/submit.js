@@ -90,6 +90,34 @@
     message.className = e.fits ? "muted" : "error";
   }
 
+  // The plan from a measured run ("Plan a bigger run"): what the run entered would take at
+  // that run's throughput per GPU; or why it cannot be planned, never a guessed number.
+  function showPlan(p) {
+    if (!document.getElementById("plan")) return;
+    const figures = ["plan-duration", "plan-gpu-hours", "plan-cost", "plan-left-after", "plan-throughput", "plan-efficiency"];
+    const message = document.getElementById("plan-message");
+    if (!p || !p.ok) {
+      figures.forEach((id) => text(id, null));
+      text("plan-measured", "");
+      text("plan-basis", "");
+      message.textContent = p ? p.message : "";
+      message.className = "error";
+      return;
+    }
+    const m = p.measured;
+    text("plan-measured", "Measured: " + m.throughput + " " + p.unit + "/s on " + m.gpus + " GPU" + (m.gpus === 1 ? "" : "s") + " (" + m.per_gpu + " per GPU), " + m.step_seconds + " s per step.");
+    text("plan-duration", p.duration + " (" + p.steps + " steps, " + p.steps_from + ")");
+    text("plan-gpu-hours", p.gpu_hours + " on " + p.gpus + " GPU" + (p.gpus === 1 ? "" : "s"));
+    text("plan-cost", p.cost);
+    text("plan-left-after", p.left_after === null ? "unlimited" : p.left_after + " of " + p.left_before + " GPU-h");
+    text("plan-throughput", p.throughput + " " + p.unit + "/s (" + p.per_gpu + " per GPU)");
+    text("plan-efficiency", p.efficiency + " (" + p.efficiency_note + ")");
+    text("plan-basis", "Step time from " + p.measured.basis + "; " + p.step_seconds + " s per step planned.");
+    const notes = [p.message, p.short_limit].filter(Boolean);
+    message.textContent = notes.length ? notes.join(" ") : "Fits the budget left.";
+    message.className = p.fits && !p.short_limit ? "muted" : "error";
+  }
+
   async function preview() {
     const mine = ++sequence;
     status.textContent = "updating…";
@@ -109,6 +137,7 @@
       showErrors(data.errors);
       document.getElementById("script").textContent = data.script || "Fix the fields marked in red to see the script.";
       showEstimate(data.estimate);
+      showPlan(data.plan);
       status.textContent = Object.keys(data.errors).length ? "needs changes" : "ready";
       form.dataset.previewed = String(mine);
     } catch (err) {

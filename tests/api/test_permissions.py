@@ -85,6 +85,7 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("projects", get("/api/v1/projects/"), LIST),
     ("project", get("/api/v1/projects/vision/"), READ),
     ("project goodput", get("/api/v1/projects/vision/goodput"), READ),
+    ("project runs", get("/api/v1/projects/vision/runs/", sort="-loss_best"), READ),
     ("clusters", get("/api/v1/clusters/"), {**LIST, "outsider": FORBID}),
     ("jobs", get("/api/v1/jobs/"), LIST),
     ("jobs filtered", get("/api/v1/jobs/", project="vision", state="QUEUED"), LIST),

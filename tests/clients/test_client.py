@@ -18,6 +18,7 @@ from portal_client.sse import parse_events
 from jobs.models import Attempt, Job, State
 from monitoring import streams
 from tests.helpers import LOG, Tokens, store_log
+from tests.runs.test_runs_table import _run
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous"),
@@ -102,6 +103,18 @@ def test_lists(portal: Portal, job: Job) -> None:
     assert [j.id for j in portal.jobs(project="vision")] == [job.pk]
     assert list(portal.jobs(state="RUNNING")) == []
     assert portal.job(job.pk).name == "resnet"
+
+
+def test_runs_table_rows(portal: Portal, project, owner, cluster) -> None:
+    for i, lr in enumerate(("0.3", "0.03", "0.003")):
+        _run(project, owner, cluster, f"lr-{i}", f"t.py --lr {lr}", [2.0, 1.2 - 0.3 * i])
+    rows = list(portal.runs("vision", columns=["name", "loss_best"], sort="loss_best", size=2))
+    assert [r["name"] for r in rows] == ["lr-2", "lr-1", "lr-0"]
+    assert set(rows[0]) == {"id", "name", "loss_best"}
+    assert [r["name"] for r in portal.runs("vision", filters=["p.lr=0.03"])] == ["lr-1"]
+    assert len(list(portal.runs("vision", limit=1))) == 1
+    with pytest.raises(PortalError, match="not a number"):
+        list(portal.runs("vision", filters=["loss_best<abc"]))
 
 
 def test_logs_whole_tail_and_followed(portal: Portal, job: Job) -> None:

@@ -114,6 +114,9 @@ def test_sort_and_filter_by_summary_and_parameter_columns(
     html = _table(client, cols="name,p.seed,gpu_hours")
     assert 'data-col="p.seed"' in html and 'data-col="loss_best"' not in html
     assert "Cannot read the filter" in _table(client, f="lr<<1")
+    # A value the column cannot compare with is the form's message, not a server error.
+    assert "is not a number" in _table(client, f="loss_best<abc")
+    assert "Compare created with a date" in _table(client, f="created<2026-02-30")
 
 
 def test_filters_say_what_to_write() -> None:

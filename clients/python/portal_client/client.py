@@ -139,14 +139,44 @@ class Portal:
         params: dict[str, Any] = {"project": project, "cluster": cluster, "state": state}
         if mine:
             params["mine"] = "true"
-        page = self.get("jobs/", **params)
+        for row in self._rows(self.get("jobs/", **params), limit):
+            yield Job(self, row)
+
+    def runs(
+        self,
+        project: str,
+        *,
+        columns: list[str] | None = None,
+        sort: str | None = None,
+        filters: list[str] | None = None,
+        size: int | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """The project's runs table, one dict per run ({"id": ..., column: value}), fetched a
+        page (`size`, at most 200) at a time as you iterate.
+
+        The page's parameters: `columns` (name, user, state, created, loss_last, loss_best,
+        eval_best, throughput, mfu, gpu_hours, duration, p.<setting>; default the page's),
+        `sort` ("-loss_best", "p.lr"), `filters` (["loss_best<2.5", "p.lr=0.001",
+        "name~llama"]). `pandas.DataFrame(portal.runs("vision"))` makes it a table.
+        """
+        params = {
+            "cols": ",".join(columns) if columns else None,
+            "sort": sort,
+            "f": list(filters) if filters else None,
+            "size": size,
+        }
+        yield from self._rows(self.get(f"projects/{quote(project)}/runs/", **params), limit)
+
+    def _rows(self, page: dict[str, Any], limit: int | None) -> Iterator[dict[str, Any]]:
+        """The rows of a page and of every `next` page after it, at most `limit`."""
         count = 0
         while True:
             for row in page["results"]:
                 if limit is not None and count >= limit:
                     return
                 count += 1
-                yield Job(self, row)
+                yield row
             if not page["next"]:
                 return
             page = self.request("GET", page["next"]).json()

@@ -274,7 +274,9 @@
   function onHello(message) {
     const rows = message.attempts || [];
     rows.forEach((a) => {
-      attempts[a.attempt] = Object.assign(attempts[a.attempt] || {}, { state: a.state });
+      // A state that changed between the page's rendering and this hello: later deltas
+      // repeat it, so it reaches the badge and the timeline here.
+      if (a.state) onState(a.attempt, a.state);
       log.addTab(a.attempt);
       log.announce(a.attempt, (a.log_sizes || {})[config.formats.logFile] || 0);
     });

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from jobs.models import Attempt, JobEvent, State
+from jobs.models import Attempt, Job, JobEvent, State
 from jobs.rundir import job_group
 from monitoring.diagnosis import diagnose
 from monitoring.models import LogFile
@@ -247,3 +247,30 @@ def test_the_progress_bar_appears_when_the_log_says_the_total(
         20,
         "the progress bar from the log's total",
     )
+
+
+def test_a_state_that_changed_before_the_socket_joined_reaches_the_badge(
+    asgi_server, project, member, page
+) -> None:
+    # The page is rendered while the job is pending and the job starts before the socket's
+    # hello: later deltas repeat RUNNING, so the hello itself must move the badge.
+    job, attempt = factories.job(project, member, factories.cluster())
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.PENDING)
+    Job.objects.filter(pk=job.pk).update(state=State.PENDING)
+
+    def starts_before_the_hello(ws) -> None:
+        Attempt.objects.filter(pk=attempt.pk).update(
+            state=State.RUNNING, started_at=datetime.now(UTC)
+        )
+        Job.objects.filter(pk=job.pk).update(state=State.RUNNING)
+        _event(attempt, State.PENDING, State.RUNNING)
+        ws.connect_to_server()
+
+    page.route_web_socket(f"**/ws/jobs/{job.pk}/", starts_before_the_hello)
+    _log_in(page, asgi_server, member, job.pk)
+    wait_for(
+        lambda: page.locator("#job-state").get_attribute("data-state") == State.RUNNING,
+        30,
+        "the hello's state on the badge",
+    )
+    assert page.locator("#job-state").inner_text() == State.RUNNING

@@ -160,8 +160,14 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
         spec=spec(name="hide", command=f"bash {shlex.quote(str(script))}", gpus_per_node=1),
     )
     attempt = Attempt.objects.get(job=job, number=1)
-    wait_for(lambda: (carol_home / DECOY_ID).exists(), QUEUE_WAIT, "the forged sbatch to answer")
-    decoy_id = (carol_home / DECOY_ID).read_text().split(";")[0].strip()
+
+    # tee creates the file before sbatch's answer is in it.
+    def decoy_answer() -> str:
+        path = carol_home / DECOY_ID
+        return path.read_text().split(";")[0].strip() if path.exists() else ""
+
+    wait_for(lambda: decoy_answer() != "", QUEUE_WAIT, "the forged sbatch to answer")
+    decoy_id = decoy_answer()
 
     # The portal took the decoy's id from sbatch, then followed the job of the attempt's name.
     def real_id() -> str:

@@ -7,6 +7,7 @@ A space maps each setting to a range or to choices:
 The command names a setting as {lr}; its value goes in shell-quoted.
 """
 
+import itertools
 import math
 import re
 import shlex
@@ -106,6 +107,13 @@ def grid(dists: Mapping[str, BaseDistribution]) -> dict[str, list[Choice]]:
 
 def grid_size(dists: Mapping[str, BaseDistribution]) -> int:
     return math.prod(len(points) for points in grid(dists).values())
+
+
+def grid_points(dists: Mapping[str, BaseDistribution]) -> list[dict[str, Choice]]:
+    """Every point of the grid, in the order the choices are given (the first varies slowest)."""
+    points = grid(dists)
+    names = list(points)
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*points.values())]
 
 
 def first_trials_checked(

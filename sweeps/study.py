@@ -12,12 +12,12 @@ from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner, MedianPruner, NopPruner, SuccessiveHalvingPruner
-from optuna.samplers import BaseSampler, GridSampler, RandomSampler, TPESampler
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from sweeps.models import Sweep, Trial
-from sweeps.space import NODES_KEY, Choice, distributions, first_trials_checked, grid
+from sweeps.space import NODES_KEY, Choice, distributions, first_trials_checked, grid_points
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -35,10 +35,8 @@ _STATES = {
 
 def sampler_for(sweep: Sweep, number: int) -> BaseSampler:
     seed = (sweep.seed * _SEED_STRIDE + number) % 2**32
-    dists = distributions(sweep.space)
-    if sweep.sampler == Sweep.Sampler.GRID:
-        return GridSampler(grid(dists), seed=seed)
-    if sweep.sampler == Sweep.Sampler.RANDOM:
+    if sweep.sampler in (Sweep.Sampler.GRID, Sweep.Sampler.RANDOM):
+        # A grid's points are chosen by `suggest`, in order; the sampler only ever sees them fixed.
         return RandomSampler(seed=seed)
     return TPESampler(seed=seed, n_startup_trials=max(sweep.startup_trials, 2))
 
@@ -91,7 +89,8 @@ class Suggestion:
 
 
 def suggest(sweep: Sweep, trials: list[Trial]) -> Suggestion:
-    """The next trial's settings: the next first trial if any is left, else the sampler's."""
+    """The next trial's settings: the next first trial if any is left, else the next grid
+    point not run yet, else the sampler's."""
     number = len(trials)
     study = study_from(sweep, trials, number=number)
     dists = distributions(sweep.space)
@@ -101,6 +100,11 @@ def suggest(sweep: Sweep, trials: list[Trial]) -> Suggestion:
         fixed = dict(firsts[number])
         nodes = int(fixed.pop(NODES_KEY, nodes))
         study.enqueue_trial(fixed)
+    elif sweep.sampler == Sweep.Sampler.GRID:
+        tried = [{name: t.params.get(name) for name in dists} for t in trials]
+        # Not run yet, or every point has been: the grid's size caps max_trials.
+        fresh = [p for p in grid_points(dists) if p not in tried]
+        study.enqueue_trial(fresh[0] if fresh else grid_points(dists)[0])
     asked = study.ask(dists)
     frozen = study.trials[asked.number]
     return Suggestion(

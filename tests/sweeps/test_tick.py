@@ -159,3 +159,23 @@ def test_a_sweep_is_done_when_its_last_trial_ends(
     trials = _tick(sweep)
     assert sweep.state == Sweep.State.DONE
     assert trials[1].state == Trial.State.FAILED and trials[1].note == "The job ended failed."
+
+
+def test_a_grid_runs_every_point_once_its_first_trials_included(
+    submitter: User, project: Project, cluster: Cluster
+) -> None:
+    grid = {"lr": [0.1, 0.01, 0.001, 0.0001]}
+    sweep = new_sweep(
+        submitter,
+        project,
+        cluster,
+        sampler=Sweep.Sampler.GRID,
+        space=grid,
+        max_trials=4,
+        max_concurrent=4,
+        first_trials=[{"lr": 0.001, "nodes": 2}],
+    )
+    trials = _tick(sweep)
+    # The first trial first, then the grid in order, skipping what it covered.
+    assert [t.params["lr"] for t in trials] == [0.001, 0.1, 0.01, 0.0001]
+    assert [t.nodes for t in trials] == [2, 1, 1, 1]

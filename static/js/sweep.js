@@ -29,7 +29,7 @@
       },
       dimensions: dimensions,
     }],
-    { margin: { l: 60, r: 60, t: 40, b: 20 }, height: 360 },
+    { margin: { l: 70, r: 70, t: 50, b: 30 }, height: 400 },
     { displaylogo: false, responsive: true },
   ).then(() => div.setAttribute("data-ready", "1"));
 })();

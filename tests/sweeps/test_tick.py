@@ -1,8 +1,11 @@
 """The tick: trials start up to the cap, losers are pruned and cancelled, ended trials are
 recorded, and every decision lives in the rows, so a tick after a crash duplicates nothing."""
 
+import threading
+
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection, transaction
 
 from clusters.models import Cluster
 from jobs.models import Attempt, Job, State
@@ -179,3 +182,31 @@ def test_a_grid_runs_every_point_once_its_first_trials_included(
     # The first trial first, then the grid in order, skipping what it covered.
     assert [t.params["lr"] for t in trials] == [0.001, 0.1, 0.01, 0.0001]
     assert [t.nodes for t in trials] == [2, 1, 1, 1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_another_worker_is_ticking_is_passed_by(
+    submitter: User, project: Project, cluster: Cluster
+) -> None:
+    sweep = new_sweep(submitter, project, cluster)
+    held, done = threading.Event(), threading.Event()
+
+    def other_worker() -> None:
+        try:
+            with transaction.atomic():
+                Sweep.objects.select_for_update().get(pk=sweep.pk)
+                held.set()
+                done.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other_worker)
+    thread.start()
+    try:
+        assert held.wait(30)
+        assert sweep.pk is not None and not sweep_advance(sweep_id=sweep.pk)
+        assert not Trial.objects.exists()  # nothing started twice
+    finally:
+        done.set()
+        thread.join()
+    assert len(_tick(sweep)) == 2

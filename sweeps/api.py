@@ -10,17 +10,15 @@ from django.contrib.auth.models import User
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from clusters.models import Cluster
-from jobs.api import JobCursorPagination
+from jobs.api import JobCursorPagination, submission_target
 from jobs.models import Template
 from jobs.specs import MAX_TIME_LIMIT
 from portal_lib.bounds import INT_MAX
-from projects.access import projects_of_member
 from sweeps.access import sweep_for_viewer, sweeps_visible_to
 from sweeps.models import MAX_TRIALS_LIMIT, Sweep, Trial
 from sweeps.services import sweep_create
@@ -137,14 +135,7 @@ class SweepListCreateView(generics.GenericAPIView[Sweep]):
         values = dict(data.validated_data)
         values["first_trials"] = values.get("first_trials") or []
         user: User = request.user  # type: ignore[assignment]
-        project = projects_of_member(user=user).filter(slug=values.pop("project")).first()
-        if project is None:
-            raise ValidationError({"project": ["No such project among yours; give its slug."]})
-        cluster = Cluster.objects.filter(name=values.pop("cluster")).first()
-        if cluster is None:
-            raise ValidationError(
-                {"cluster": ["No such cluster; GET /api/v1/clusters/ lists them."]}
-            )
+        project, cluster = submission_target(user=user, values=values)
         sweep = sweep_create(user=user, sweep=Sweep(project=project, cluster=cluster, **values))
         return Response(SweepSerializer(sweep).data, status=status.HTTP_201_CREATED)
 

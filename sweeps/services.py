@@ -6,10 +6,9 @@ from django.utils import timezone
 from optuna.distributions import CategoricalDistribution
 
 from clusters.inventory import cluster_partitions
-from clusters.selectors import account_for
 from jobs.access import require_submitter
 from jobs.models import FINAL_STATES, Attempt
-from jobs.services import attempt_cancel_by_portal
+from jobs.services import attempt_cancel_by_portal, submit_account
 from jobs.specs import JobSpec, validate_spec
 from projects.models import Quota
 from sweeps.access import require_steerer
@@ -86,14 +85,7 @@ def sweep_create(*, user: User, sweep: Sweep) -> Sweep:
     project, cluster = sweep.project, sweep.cluster
     require_submitter(user=user, project=project)
     sweep.user = user
-    if not cluster.is_active:
-        raise SweepError(f"Cluster {cluster.name} is not taking jobs; choose another cluster.")
-    account = account_for(user=user, cluster=cluster)
-    if account is None:
-        raise SweepError(
-            f"You have no account on cluster {cluster.name}, and it has no shared one: "
-            "ask an admin to add your cluster account."
-        )
+    account = submit_account(user=user, cluster=cluster)
     if sweep.max_concurrent < 1 or sweep.max_trials < 1:
         raise SweepError("Run at least one trial, at least one at a time.")
     firsts, errors = _space_errors(sweep)

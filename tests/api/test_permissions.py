@@ -19,7 +19,7 @@ from django.test import Client
 
 from jobs.models import CodeSnapshot, Job
 from portal import api_urls
-from sweeps.models import Sweep
+from tests import factories
 from tests.helpers import Tokens, bearer
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
@@ -199,15 +199,7 @@ def test_permission_matrix(
     persona: str, job: Job, other_job: Job, tokens: Tokens, code_snapshot: CodeSnapshot
 ) -> None:
     client = bearer(_token(tokens, persona))
-    sweep = Sweep.objects.create(
-        project=job.project,
-        user=job.user,
-        cluster=job.cluster,
-        name="lr",
-        command="python train.py --lr {lr}",
-        space={"lr": [0.1]},
-        max_trials=1,
-    )
+    sweep = factories.sweep(job)
     wrong = []
     for name, request, expected in MATRIX:
         response = request(client, job, sweep.pk)

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from jobs.models import Job
-from sweeps.models import Sweep
+from tests import factories
 from tests.helpers import Tokens
 
 MAX_EXAMPLES = 10
@@ -62,15 +62,7 @@ def test_api_matches_its_schema(case, job: Job, tokens: Tokens, same_connection)
     if "job_id" in (case.path_parameters or {}):
         case.path_parameters["job_id"] = job.pk
     if "sweep_id" in (case.path_parameters or {}):
-        case.path_parameters["sweep_id"] = Sweep.objects.create(
-            project=job.project,
-            user=job.user,
-            cluster=job.cluster,
-            name="lr",
-            command="python train.py --lr {lr}",
-            space={"lr": [0.1]},
-            max_trials=1,
-        ).pk
+        case.path_parameters["sweep_id"] = factories.sweep(job).pk
     if "number" in (case.path_parameters or {}):
         case.path_parameters["number"] = 1
     if "slug" in (case.path_parameters or {}):

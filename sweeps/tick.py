@@ -11,6 +11,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from clusters.errors import ClusterError
 from jobs.models import FINAL_STATES, Attempt, State
 from jobs.services import job_submit
 from monitoring.series import series_last, series_read
@@ -29,7 +30,14 @@ LIVE_SWEEPS = (Sweep.State.RUNNING, Sweep.State.PAUSED)
 def sweeps_tick() -> int:
     """Advance every running or paused sweep once; how many this worker advanced."""
     ids = list(Sweep.objects.filter(state__in=LIVE_SWEEPS).values_list("pk", flat=True))
-    return sum(sweep_advance(sweep_id=sweep_id) for sweep_id in ids)
+    advanced = 0
+    for sweep_id in ids:
+        try:
+            advanced += sweep_advance(sweep_id=sweep_id)
+        except Exception:
+            # One sweep's failure (its tick rolled back whole) must not stop the others'.
+            logger.exception("sweep %s: the tick failed; the next one tries again", sweep_id)
+    return advanced
 
 
 def sweep_advance(*, sweep_id: int) -> bool:
@@ -80,6 +88,12 @@ def _new_values(sweep: Sweep, trial: Trial, attempt: Attempt) -> dict[int, float
 
 
 def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
+    if trial.job_id is None:
+        trial.state = Trial.State.FAILED
+        trial.note = "Its job was deleted."
+        trial.ended_at = timezone.now()
+        trial.save(update_fields=["state", "note", "ended_at"])
+        return
     attempt = _latest_attempt(trial)
     if attempt is None:
         return
@@ -149,6 +163,11 @@ def _start_trials(sweep: Sweep, trials: list[Trial]) -> None:
             # A full quota or a busy queue: tried again next tick, said on the sweep's page.
             sweep.message = f"Trial {number} could not start: {exc.message}"
             logger.info("sweep %s: %s", sweep.pk, sweep.message)
+            return
+        except ClusterError as exc:
+            # Reading the cluster's partitions failed; its words name hosts: logged, not shown.
+            sweep.message = f"Trial {number} could not start: the cluster did not answer."
+            logger.warning("sweep %s: trial %s could not start: %s", sweep.pk, number, exc)
             return
         trials.append(trial)
         running += 1

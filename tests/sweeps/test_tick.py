@@ -210,3 +210,15 @@ def test_a_sweep_another_worker_is_ticking_is_passed_by(
         done.set()
         thread.join()
     assert len(_tick(sweep)) == 2
+
+
+def test_a_trial_whose_job_was_deleted_fails_and_the_sweep_goes_on(
+    submitter: User, project: Project, cluster: Cluster
+) -> None:
+    sweep = new_sweep(submitter, project, cluster)
+    first, _ = _tick(sweep)
+    assert first.job_id is not None
+    Job.objects.filter(pk=first.job_id).delete()
+    trials = _tick(sweep)
+    assert trials[0].state == Trial.State.FAILED and trials[0].note == "Its job was deleted."
+    assert len(trials) == 3

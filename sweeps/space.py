@@ -24,6 +24,7 @@ from optuna.distributions import (
 MAX_SETTINGS = 20
 MAX_CHOICES = 100
 MAX_GRID = 10_000
+MAX_FIRST_TRIALS = 100
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # A first trial may give its own node count beside its settings.
@@ -124,6 +125,8 @@ def first_trials_checked(
         return []
     if not isinstance(raw, list):
         raise SpaceError('Give the first trials as a JSON list, e.g. [{"lr": 0.01}].')
+    if len(raw) > MAX_FIRST_TRIALS:
+        raise SpaceError(f"Give at most {MAX_FIRST_TRIALS} first trials.")
     checked = []
     for index, trial in enumerate(raw, start=1):
         if not isinstance(trial, Mapping):

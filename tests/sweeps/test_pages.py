@@ -151,6 +151,8 @@ def test_the_form_starts_a_sweep_and_refuses_one_over_the_budget(
     client: Client, submitter: User, cluster: Cluster, project: Project
 ) -> None:
     client.force_login(submitter)
+    blank = client.get(reverse("sweep-new", args=["vision"])).content.decode()
+    assert 'id="sweep-form"' in blank and f'<option value="{cluster.pk}">' in blank
     form = {**FORM, "cluster": str(cluster.pk)}
     response = client.post(reverse("sweep-new", args=["vision"]), form)
     sweep = Sweep.objects.get()

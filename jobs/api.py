@@ -160,6 +160,19 @@ def _job_or_404(request: Request, job_id: int) -> Job:
     return job
 
 
+def submission_target(*, user: User, values: dict[str, Any]) -> tuple[Project, Cluster]:
+    """The project (one of the caller's, where they may submit) and the cluster a request
+    names, taken out of `values`; a 400 (or 403) naming the field otherwise."""
+    project = projects_of_member(user=user).filter(slug=values.pop("project")).first()
+    if project is None:
+        raise ValidationError({"project": ["No such project among yours; give its slug."]})
+    require_submitter(user=user, project=project)
+    cluster = Cluster.objects.filter(name=values.pop("cluster")).first()
+    if cluster is None:
+        raise ValidationError({"cluster": ["No such cluster; GET /api/v1/clusters/ lists them."]})
+    return project, cluster
+
+
 def _submit(*, user: User, project: Project, cluster: Cluster, spec: JobSpec) -> Job:
     # A refusal (JobError) answers through the API's one exception handler.
     job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
@@ -239,15 +252,7 @@ class JobListCreateView(generics.GenericAPIView[Job]):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         user: User = request.user  # type: ignore[assignment]
-        project = projects_of_member(user=user).filter(slug=values.pop("project")).first()
-        if project is None:
-            raise ValidationError({"project": ["No such project among yours; give its slug."]})
-        require_submitter(user=user, project=project)
-        cluster = Cluster.objects.filter(name=values.pop("cluster")).first()
-        if cluster is None:
-            raise ValidationError(
-                {"cluster": ["No such cluster; GET /api/v1/clusters/ lists them."]}
-            )
+        project, cluster = submission_target(user=user, values=values)
         if values["code"] is not None:
             values["code"] = code_in_project(user=user, project=project, sha256=values["code"])
         job = _submit(user=user, project=project, cluster=cluster, spec=JobSpec(**values))

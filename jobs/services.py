@@ -37,14 +37,7 @@ def job_submit(
 ) -> Job:
     """Check the request, record the job and its first attempt, and queue the submission."""
     require_submitter(user=user, project=project)
-    if not cluster.is_active:
-        raise JobError(f"Cluster {cluster.name} is not taking jobs; choose another cluster.")
-    account = account_for(user=user, cluster=cluster)
-    if account is None:
-        raise JobError(
-            f"You have no account on cluster {cluster.name}, and it has no shared one: "
-            "ask an admin to add your cluster account."
-        )
+    account = submit_account(user=user, cluster=cluster)
     if partitions is None:
         partitions = cluster_partitions(cluster=cluster, account=account)
     quota = Quota.objects.filter(project=project).first()
@@ -66,6 +59,19 @@ def job_submit(
             job=job, number=1, account=account, reason=f"Submitted by {user.get_username()}."
         )
     return job
+
+
+def submit_account(*, user: User, cluster: Cluster) -> ClusterAccount:
+    """The account the user's jobs run as on the cluster, or why none can run there."""
+    if not cluster.is_active:
+        raise JobError(f"Cluster {cluster.name} is not taking jobs; choose another cluster.")
+    account = account_for(user=user, cluster=cluster)
+    if account is None:
+        raise JobError(
+            f"You have no account on cluster {cluster.name}, and it has no shared one: "
+            "ask an admin to add your cluster account."
+        )
+    return account
 
 
 def attempt_start(

@@ -6,6 +6,7 @@ from jobs import api as jobs_api
 from jobs import code_api
 from projects import api as projects_api
 from projects import cluster_api as clusters_api
+from sweeps import api as sweeps_api
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("projects/", projects_api.ProjectListView.as_view(), name="api-projects"),
@@ -25,5 +26,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         "jobs/<int:job_id>/attempts/", jobs_api.AttemptListView.as_view(), name="api-job-attempts"
     ),
     path("jobs/<int:job_id>/events/", jobs_api.JobEventListView.as_view(), name="api-job-events"),
+    path("sweeps/", sweeps_api.SweepListCreateView.as_view(), name="api-sweeps"),
+    path("sweeps/<int:sweep_id>/", sweeps_api.SweepDetailView.as_view(), name="api-sweep"),
     path("", include("monitoring.urls")),
 ]

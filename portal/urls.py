@@ -9,6 +9,7 @@ from monitoring.plan_views import job_preview
 from monitoring.runs_views import compare_curves, compare_page, runs_table
 from monitoring.views import job_page
 from portal import views
+from sweeps.views import sweep_list, sweep_new
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -25,6 +26,9 @@ urlpatterns = [
     path("projects/<slug:slug>/runs/", runs_table, name="project-runs"),
     path("projects/<slug:slug>/compare/", compare_page, name="project-compare"),
     path("projects/<slug:slug>/compare/curves", compare_curves, name="project-compare-curves"),
+    path("projects/<slug:slug>/sweeps/", sweep_list, name="project-sweeps"),
+    path("projects/<slug:slug>/sweeps/new/", sweep_new, name="sweep-new"),
+    path("sweeps/", include("sweeps.urls")),
     path("healthz", views.healthz, name="healthz"),
     # Prometheus's scrape, with the metrics token (monitoring.metrics).
     path("metrics", metrics_view, name="metrics"),

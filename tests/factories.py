@@ -14,6 +14,7 @@ from monitoring.efficiency import PARTS
 from monitoring.models import AttemptProgress, EfficiencyCard
 from monitoring.series_write import series_append
 from projects.models import Project
+from sweeps.models import Sweep
 
 GPU_PARTITION = PartitionLimits(
     name="gpu",
@@ -108,4 +109,17 @@ def efficiency_card(
         gpu_hours=total,
         queued_gpu_hours=queued,
         **{f"{part}_gpu_hours": value for part, value in hours.items()},
+    )
+
+
+def sweep(job: Job) -> Sweep:
+    """A one-trial sweep beside the job (same project, user and cluster), as a row."""
+    return Sweep.objects.create(
+        project=job.project,
+        user=job.user,
+        cluster=job.cluster,
+        name="lr",
+        command="python train.py --lr {lr}",
+        space={"lr": [0.1]},
+        max_trials=1,
     )

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "clusters",
     "jobs",
     "monitoring",
+    "sweeps",
     "accounts",
     # Login throttling: failed logins per username and address (web login and admin).
     "axes",
@@ -174,6 +175,12 @@ POLL_INTERVAL: float = env.float("POLL_INTERVAL", default=1.0)
 # Slurm's start estimates of pending jobs are stored at most this often per cluster.
 QUEUE_ESTIMATE_INTERVAL: float = env.float("QUEUE_ESTIMATE_INTERVAL", default=180.0)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    # Sweeps: prune losing trials, record ended ones, start the next (sweeps.tick).
+    "advance-sweeps": {
+        "task": "sweeps.tasks.advance_sweeps",
+        "schedule": env.float("SWEEP_TICK_INTERVAL", default=2.0),
+        "options": {"expires": 10.0},
+    },
     "poll-active-clusters": {
         "task": "jobs.tasks.poll_active_clusters",
         "schedule": POLL_INTERVAL,

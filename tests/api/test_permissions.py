@@ -19,6 +19,7 @@ from django.test import Client
 
 from jobs.models import CodeSnapshot, Job
 from portal import api_urls
+from tests import factories
 from tests.helpers import Tokens, bearer
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
@@ -36,13 +37,13 @@ LIST = {**READ, "outsider": OK}
 @dataclass(frozen=True)
 class Request:
     method: str
-    path: str  # with {job} for the job's id
+    path: str  # with {job} for the job's id, {sweep} for the sweep's
     params: dict[str, str | int] = field(default_factory=dict)
     body: dict[str, object] | None = None
     upload: bytes | None = None  # sent as the multipart file `archive`
 
-    def __call__(self, client: Client, job: Job) -> Any:
-        path = self.path.format(job=job.pk)
+    def __call__(self, client: Client, job: Job, sweep_id: int = 0) -> Any:
+        path = self.path.format(job=job.pk, sweep=sweep_id)
         if self.method == "GET":
             return client.get(path, self.params)
         if self.upload is not None:
@@ -80,6 +81,17 @@ SUBMIT = {
     "cpus_per_task": 1,
     "time_limit": "00:10:00",
 }
+SWEEP = {
+    "project": "vision",
+    "cluster": "alps",
+    "name": "matrix sweep",
+    "command": "python train.py --lr {lr}",
+    "partition": "gpu",
+    "time_limit": "00:10:00",
+    "space": {"lr": [0.1, 0.01]},
+    "sampler": "grid",
+    "max_trials": 2,
+}
 # (name, request, expected status per persona); writes last, cancel at the very end.
 MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("projects", get("/api/v1/projects/"), LIST),
@@ -102,6 +114,8 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("failures", get("/api/v1/jobs/{job}/failures"), READ),
     ("code snapshot", get(f"/api/v1/projects/vision/code/{CODE_SHA}/"), READ),
     ("efficiency", get("/api/v1/jobs/{job}/efficiency"), READ),
+    ("sweeps", get("/api/v1/sweeps/"), LIST),
+    ("sweep", get("/api/v1/sweeps/{sweep}/"), READ),
     ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
     ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
     (
@@ -115,6 +129,19 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
             "outsider": BAD,
             "read": FORBID,
             **NO_AUTH,
+        },
+    ),
+    (
+        "start a sweep",
+        post("/api/v1/sweeps/", SWEEP),
+        # As for a job: not one of theirs is answered as a project that does not exist.
+        {
+            **READ,
+            "owner": CREATED,
+            "member": CREATED,
+            "viewer": FORBID,
+            "outsider": BAD,
+            "read": FORBID,
         },
     ),
     (
@@ -173,9 +200,10 @@ def test_permission_matrix(
     persona: str, job: Job, other_job: Job, tokens: Tokens, code_snapshot: CodeSnapshot
 ) -> None:
     client = bearer(_token(tokens, persona))
+    sweep = factories.sweep(job)
     wrong = []
     for name, request, expected in MATRIX:
-        response = request(client, job)
+        response = request(client, job, sweep.pk)
         status = response.status_code
         body = _body(response)
         if status != expected[persona]:
@@ -218,7 +246,7 @@ def _routes(patterns: list[Any], prefix: str) -> list[str]:
 def test_the_matrix_covers_every_api_route() -> None:
     """A new endpoint under /api/v1/ must join the matrix (or this fails)."""
     converters = {"int": r"\d+", "slug": r"[-\w]+", "path": r".+", "str": r"[^/]+"}
-    tried = [request.path.format(job=1) for _, request, _ in MATRIX]
+    tried = [request.path.format(job=1, sweep=1) for _, request, _ in MATRIX]
     missing = []
     for route in _routes(api_urls.urlpatterns, "/api/v1/"):
         regex = re.sub(r"<(\w+):\w+>", lambda m: converters[m[1]], route)

@@ -2,7 +2,7 @@
 
 Every operation of the schema is fuzzed in-process (WSGI, on the test database)
 with a submit-scoped token of the project's owner. Path parameters point at real
-rows (a job with a log, a loss series and GPU samples) so the fuzzing reaches
+rows (a job with a log, a loss series and GPU samples; a sweep) so the fuzzing reaches
 past the 404; query strings and bodies are generated. Bounded: a few examples
 per operation (MAX_EXAMPLES), no shrinking, so the whole module takes seconds.
 The SSE streams are plain Django views outside the schema (tests/api/test_streams.py).
@@ -27,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from jobs.models import Job
+from tests import factories
 from tests.helpers import Tokens
 
 MAX_EXAMPLES = 10
@@ -60,6 +61,8 @@ def same_connection() -> Iterator[None]:
 def test_api_matches_its_schema(case, job: Job, tokens: Tokens, same_connection) -> None:
     if "job_id" in (case.path_parameters or {}):
         case.path_parameters["job_id"] = job.pk
+    if "sweep_id" in (case.path_parameters or {}):
+        case.path_parameters["sweep_id"] = factories.sweep(job).pk
     if "number" in (case.path_parameters or {}):
         case.path_parameters["number"] = 1
     if "slug" in (case.path_parameters or {}):

@@ -12,7 +12,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("accounts", "clusters", "jobs", "monitoring", "portal", "portal_lib", "projects")
+APPS = ("accounts", "clusters", "jobs", "monitoring", "portal", "portal_lib", "projects", "sweeps")
 # Sent to the cluster and run there by the job's own Python (stdlib only): the agent, and
 # the metrics helper and sitecustomize put into each run directory.
 NOT_IMPORTED_HERE = {

@@ -1,0 +1,173 @@
+"""The sweep's heartbeat: follow running trials, prune losers, finish ended ones, start more.
+
+One tick per sweep at a time: the sweep's row is locked for the tick (`skip_locked`, so a
+second worker passes it by), and a trial's row and its job commit together, so a worker
+killed mid-tick leaves either both or neither. Everything is read back from the rows on
+the next tick (`sweeps.study`), so nothing lives in memory between ticks.
+"""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.errors import ClusterError
+from jobs.models import FINAL_STATES, Attempt, State
+from jobs.services import job_submit
+from monitoring.series import series_last, series_read
+from portal_lib.errors import PortalError
+from sweeps.models import Sweep, Trial
+from sweeps.services import trial_job_cancel, trial_spec
+from sweeps.study import prune_check, suggest
+
+logger = logging.getLogger(__name__)
+
+# Points read per trial and tick; a trial logs far fewer between two ticks.
+MAX_POINTS = 5000
+LIVE_SWEEPS = (Sweep.State.RUNNING, Sweep.State.PAUSED)
+
+
+def sweeps_tick() -> int:
+    """Advance every running or paused sweep once; how many this worker advanced."""
+    ids = list(Sweep.objects.filter(state__in=LIVE_SWEEPS).values_list("pk", flat=True))
+    advanced = 0
+    for sweep_id in ids:
+        try:
+            advanced += sweep_advance(sweep_id=sweep_id)
+        except Exception:
+            # One sweep's failure (its tick rolled back whole) must not stop the others'.
+            logger.exception("sweep %s: the tick failed; the next one tries again", sweep_id)
+    return advanced
+
+
+def sweep_advance(*, sweep_id: int) -> bool:
+    """One tick of one sweep; False when another worker holds it or it has ended."""
+    with transaction.atomic():
+        sweep = (
+            Sweep.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("project", "cluster", "user")
+            .filter(pk=sweep_id, state__in=LIVE_SWEEPS)
+            .first()
+        )
+        if sweep is None:
+            return False
+        trials = list(sweep.trials.select_related("job").order_by("number"))
+        for trial in trials:
+            if trial.state == Trial.State.RUNNING:
+                _follow(sweep, trials, trial)
+        if sweep.state == Sweep.State.RUNNING:
+            _start_trials(sweep, trials)
+        running = any(t.state == Trial.State.RUNNING for t in trials)
+        if len(trials) >= sweep.max_trials and not running:
+            sweep.state = Sweep.State.DONE
+        sweep.ticked_at = timezone.now()
+        sweep.save(update_fields=["state", "message", "ticked_at"])
+    return True
+
+
+def _latest_attempt(trial: Trial) -> Attempt | None:
+    if trial.job_id is None:
+        return None
+    return Attempt.objects.filter(job_id=trial.job_id).order_by("-number").first()
+
+
+def _new_values(sweep: Sweep, trial: Trial, attempt: Attempt) -> dict[int, float]:
+    """The metric at each multiple of `report_every` past the last step reported."""
+    last = trial.last_step
+    data = series_read(
+        attempt_id=attempt.pk,
+        name=sweep.metric,
+        x_from=None if last is None else last + 1,
+        max_points=MAX_POINTS,
+    )
+    return {
+        int(x): y
+        for x, y in zip(data.xs, data.ys, strict=True)
+        if x == int(x) and x > 0 and int(x) % sweep.report_every == 0
+    }
+
+
+def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
+    if trial.job_id is None:
+        trial.state = Trial.State.FAILED
+        trial.note = "Its job was deleted."
+        trial.ended_at = timezone.now()
+        trial.save(update_fields=["state", "note", "ended_at"])
+        return
+    attempt = _latest_attempt(trial)
+    if attempt is None:
+        return
+    ended = attempt.state in FINAL_STATES and trial.job is not None
+    if ended and attempt.state == State.COMPLETED and not attempt.files_complete:
+        return  # the poll has not read its output to the end yet
+    new = _new_values(sweep, trial, attempt)
+    if ended:
+        trial.intermediate = {**trial.intermediate, **{str(s): v for s, v in new.items()}}
+        _finish(sweep, trial, attempt)
+        return
+    if not new:
+        return
+    check = prune_check(sweep, trials, trial, new)
+    kept = {s: v for s, v in new.items() if check.step is None or s <= check.step}
+    trial.intermediate = {**trial.intermediate, **{str(s): v for s, v in kept.items()}}
+    trial.system_attrs = check.system_attrs
+    fields = ["intermediate", "system_attrs"]
+    if check.pruned:
+        value = kept[check.step] if check.step is not None else None
+        trial.state = Trial.State.PRUNED
+        trial.note = f"Pruned at step {check.step}: {sweep.metric} {value:.6g}."
+        trial.ended_at = timezone.now()
+        fields += ["state", "note", "ended_at"]
+        trial_job_cancel(trial, reason=f"Pruned by sweep {sweep.name}: {trial.note}")
+    trial.save(update_fields=fields)
+
+
+def _finish(sweep: Sweep, trial: Trial, attempt: Attempt) -> None:
+    trial.ended_at = timezone.now()
+    last = series_last(attempt_ids=[attempt.pk], names=[sweep.metric]).get(
+        (attempt.pk, sweep.metric)
+    )
+    if attempt.state != State.COMPLETED:
+        trial.state = Trial.State.FAILED
+        trial.note = f"The job ended {attempt.get_state_display().lower()}."
+    elif last is None:
+        trial.state = Trial.State.FAILED
+        trial.note = f"The job completed without reporting {sweep.metric}."
+    else:
+        trial.state = Trial.State.COMPLETE
+        trial.value = last[1]
+    trial.save(update_fields=["intermediate", "state", "note", "value", "ended_at"])
+
+
+def _start_trials(sweep: Sweep, trials: list[Trial]) -> None:
+    running = sum(1 for t in trials if t.state == Trial.State.RUNNING)
+    sweep.message = ""
+    while running < sweep.max_concurrent and len(trials) < sweep.max_trials:
+        number = len(trials)
+        suggestion = suggest(sweep, trials)
+        spec = trial_spec(sweep, number=number, params=suggestion.params, nodes=suggestion.nodes)
+        try:
+            with transaction.atomic():
+                job = job_submit(
+                    user=sweep.user, project=sweep.project, cluster=sweep.cluster, spec=spec
+                )
+                trial = Trial.objects.create(
+                    sweep=sweep,
+                    number=number,
+                    params=suggestion.params,
+                    nodes=suggestion.nodes,
+                    job=job,
+                    system_attrs=suggestion.system_attrs,
+                )
+        except PortalError as exc:
+            # A full quota or a busy queue: tried again next tick, said on the sweep's page.
+            sweep.message = f"Trial {number} could not start: {exc.message}"
+            logger.info("sweep %s: %s", sweep.pk, sweep.message)
+            return
+        except ClusterError as exc:
+            # Reading the cluster's partitions failed; its words name hosts: logged, not shown.
+            sweep.message = f"Trial {number} could not start: the cluster did not answer."
+            logger.warning("sweep %s: trial %s could not start: %s", sweep.pk, number, exc)
+            return
+        trials.append(trial)
+        running += 1

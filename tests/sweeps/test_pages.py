@@ -41,6 +41,18 @@ FORM = {
     "max_concurrent": "2",
 }
 
+API_BODY = {
+    "project": "vision",
+    "cluster": "alps",
+    "name": "api search",
+    "command": "python train.py --lr {lr}",
+    "partition": "gpu",
+    "time_limit": "00:30:00",
+    "space": {"lr": [0.1, 0.01, 0.001]},
+    "sampler": "grid",
+    "max_trials": 3,
+}
+
 
 @pytest.fixture
 def sweep(submitter: User, project: Project, cluster: Cluster) -> Sweep:
@@ -168,18 +180,7 @@ def test_the_api_starts_and_reads_a_sweep(
     tokens: Tokens, submitter: User, cluster: Cluster
 ) -> None:
     api = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.member}")
-    body = {
-        "project": "vision",
-        "cluster": "alps",
-        "name": "api search",
-        "command": "python train.py --lr {lr}",
-        "partition": "gpu",
-        "time_limit": "00:30:00",
-        "space": {"lr": [0.1, 0.01, 0.001]},
-        "sampler": "grid",
-        "max_trials": 3,
-    }
-    made = api.post(reverse("api-sweeps"), body, "application/json")
+    made = api.post(reverse("api-sweeps"), API_BODY, "application/json")
     assert made.status_code == 201, made.json()
     sweep_id = made.json()["id"]
     sweep_advance(sweep_id=sweep_id)

@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from jobs.models import Job, State
 from jobs.params import param_from_text
 from monitoring.models.runs import SUMMARY_COLUMNS
+from portal_lib.bounds import INT_MAX
 from projects.models import Project
 
 PAGE_SIZE = 50
@@ -116,6 +117,8 @@ def runs_query_from(params: Any, *, param_keys: list[str]) -> RunsQuery:
         size = min(max(int(params.get("size") or PAGE_SIZE), 1), MAX_PAGE_SIZE)
     except ValueError as exc:
         raise RunsQueryError("Give page and size as whole numbers.", param="page") from exc
+    if page > INT_MAX:  # its offset must fit the database's integers
+        raise RunsQueryError(f"Ensure this value is less than or equal to {INT_MAX}.", param="page")
     return RunsQuery(columns, sort, descending, filters, page, size)
 
 

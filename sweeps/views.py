@@ -14,7 +14,13 @@ from projects.models import Project
 from sweeps.access import can_steer, sweep_for_viewer
 from sweeps.forms import SweepForm
 from sweeps.models import Sweep
-from sweeps.selectors import best_trial, parallel_coordinates, sweep_trials, sweeps_of_project
+from sweeps.selectors import (
+    best_trial,
+    compare_url,
+    parallel_coordinates,
+    sweep_trials,
+    sweeps_of_project,
+)
 from sweeps.services import sweep_create, sweep_pause, sweep_resume, sweep_stop, trial_stop
 
 ACTIONS = {"pause": sweep_pause, "resume": sweep_resume, "stop": sweep_stop}
@@ -95,6 +101,7 @@ def sweep_page(request: HttpRequest, sweep_id: int) -> HttpResponse:
             "trials": trials,
             "best": best_trial(sweep, trials),
             "chart": parallel_coordinates(sweep, trials),
+            "compare_url": compare_url(sweep, trials),
             "may_steer": can_steer(user=request.user, sweep=sweep),
         },
     )

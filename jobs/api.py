@@ -9,7 +9,8 @@ import dataclasses
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
@@ -56,6 +57,11 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     latest_attempt = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="Number of the job's latest attempt."
     )
+    output_complete = serializers.BooleanField(
+        read_only=True,
+        help_text="The latest attempt has ended and all it wrote has been read: until then "
+        "an ended job's logs and metrics can still grow.",
+    )
     code = CodeSnapshotSerializer(
         read_only=True, allow_null=True, help_text="The code snapshot the command runs in."
     )
@@ -86,6 +92,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             *_present(Job, _JOB_EXTRA),
             *CODE_FIELDS,
             "latest_attempt",
+            "output_complete",
             "created_at",
             "updated_at",
         ]
@@ -134,9 +141,9 @@ class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
 # --- reads ------------------------------------------------------------------------------
 
 
-def _latest_attempt() -> Subquery:
+def _latest_attempt(field: str) -> Subquery:
     return Subquery(
-        Attempt.objects.filter(job=OuterRef("pk")).order_by("-number").values("number")[:1]
+        Attempt.objects.filter(job=OuterRef("pk")).order_by("-number").values(field)[:1]
     )
 
 
@@ -145,7 +152,10 @@ def jobs_listed(*, user: User) -> QuerySet[Job]:
     return (
         jobs_visible_to(user=user)
         .select_related("project", "cluster", "user", "code")
-        .annotate(latest_attempt=_latest_attempt())
+        .annotate(
+            latest_attempt=_latest_attempt("number"),
+            output_complete=Coalesce(_latest_attempt("files_complete"), Value(False)),
+        )
     )
 
 
@@ -154,9 +164,13 @@ def _job_or_404(request: Request, job_id: int) -> Job:
     job = job_for_viewer(user=request.user, job_id=job_id)
     if job is None:
         raise NotFound()
-    job.latest_attempt = (  # type: ignore[attr-defined]
-        Attempt.objects.filter(job=job).order_by("-number").values_list("number", flat=True).first()
+    latest = (
+        Attempt.objects.filter(job=job)
+        .order_by("-number")
+        .values_list("number", "files_complete")
+        .first()
     )
+    job.latest_attempt, job.output_complete = latest or (None, False)  # type: ignore[attr-defined]
     return job
 
 
@@ -176,7 +190,7 @@ def submission_target(*, user: User, values: dict[str, Any]) -> tuple[Project, C
 def _submit(*, user: User, project: Project, cluster: Cluster, spec: JobSpec) -> Job:
     # A refusal (JobError) answers through the API's one exception handler.
     job = job_submit(user=user, project=project, cluster=cluster, spec=spec)
-    job.latest_attempt = 1  # type: ignore[attr-defined]
+    job.latest_attempt, job.output_complete = 1, False  # type: ignore[attr-defined]
     return job
 
 
@@ -270,10 +284,10 @@ class JobCancelView(APIView):
     @extend_schema(operation_id="jobs_cancel", request=None, responses={202: JobSerializer})
     def post(self, request: Request, job_id: int) -> Response:
         """Cancel the job's live attempt (its submitter or a project owner)."""
-        job = _job_or_404(request, job_id)
-        job_cancel(job=job, user=request.user)  # type: ignore[arg-type]
-        job.refresh_from_db(fields=["state", "updated_at"])
-        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+        job_cancel(job=_job_or_404(request, job_id), user=request.user)  # type: ignore[arg-type]
+        return Response(
+            JobSerializer(_job_or_404(request, job_id)).data, status=status.HTTP_202_ACCEPTED
+        )
 
 
 class JobCloneView(APIView):

@@ -74,6 +74,9 @@ def attempt_transition(
     if not can_transition(current, to):
         raise IllegalTransition(f"attempt {attempt.pk}: {current} -> {to} is not allowed")
     values = {"state": to, "state_changed_at": at, "reason": reason, **fields}
+    if to in FINAL_STATES and not values.get("slurm_job_id", attempt.slurm_job_id):
+        # Never given to Slurm (or its id never came back): no poll will read anything of it.
+        values["files_complete"] = True
     updated = Attempt.objects.filter(pk=attempt.pk, state=current).update(**values)
     if not updated:
         return False

@@ -8,17 +8,17 @@ import redis
 from celery import shared_task
 from django.conf import settings
 
-from clusters.models import Cluster
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm
 from clusters.ssh import pool
 from jobs.accounting import AccountingNotReady, attempt_charge_from_accounting
 from jobs.billing import charges_reconcile
-from jobs.models import LIVE_STATES, Attempt
+from jobs.models import Attempt
 from jobs.notifications import job_end_send
 from jobs.poll_health import poll_record
 from jobs.poll_lease import poll_lease
 from jobs.polling import PollResult, cluster_poll
+from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
 
@@ -70,11 +70,7 @@ def poll_cluster(cluster_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def poll_active_clusters() -> None:
-    cluster_ids = (
-        Cluster.objects.filter(is_active=True, jobs__attempts__state__in=LIVE_STATES)
-        .values_list("pk", flat=True)
-        .distinct()
-    )
+    cluster_ids = clusters_to_poll().values_list("pk", flat=True)
     for cluster_id in cluster_ids:
         poll_cluster.apply_async((cluster_id,), expires=max(settings.POLL_INTERVAL * 2, 2.0))
 

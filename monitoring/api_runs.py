@@ -25,6 +25,7 @@ from monitoring.runs import (
     runs_page,
     runs_query_from,
 )
+from portal_lib.bounds import INT_MAX
 from projects.access import projects_visible_to
 
 
@@ -44,7 +45,7 @@ class RunsQuerySerializer(serializers.Serializer[Any]):
         required=False,
         help_text="Filters, repeated: loss_best<2.5, p.lr=0.001, state!=FAILED, name~llama.",
     )
-    page = serializers.IntegerField(required=False, min_value=1, default=1)
+    page = serializers.IntegerField(required=False, min_value=1, max_value=INT_MAX, default=1)
     size = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_PAGE_SIZE, default=PAGE_SIZE
     )

@@ -117,8 +117,8 @@ def runs_query_from(params: Any, *, param_keys: list[str]) -> RunsQuery:
         size = min(max(int(params.get("size") or PAGE_SIZE), 1), MAX_PAGE_SIZE)
     except ValueError as exc:
         raise RunsQueryError("Give page and size as whole numbers.", param="page") from exc
-    if page > INT_MAX:  # its offset must fit the database's integers
-        raise RunsQueryError(f"Ensure this value is less than or equal to {INT_MAX}.", param="page")
+    if page > INT_MAX:
+        raise RunsQueryError(f"Give a page number up to {INT_MAX}.", param="page")
     return RunsQuery(columns, sort, descending, filters, page, size)
 
 

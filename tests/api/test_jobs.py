@@ -119,6 +119,24 @@ def test_cancel_before_submission_ends_the_job(job: Job, tokens: Tokens) -> None
     assert response.status_code == 202
     assert response.json()["state"] == State.CANCELLED
     assert Attempt.objects.get(job=job).state == State.CANCELLED
+    # Nothing ran, so nothing is left to read: the job is finished for a client.
+    assert response.json()["output_complete"] is True
+
+
+def test_an_ended_job_shows_whether_its_output_is_all_read(job: Job, tokens: Tokens) -> None:
+    Attempt.objects.filter(job=job).update(state=State.COMPLETED, slurm_job_id="7")
+    Job.objects.filter(pk=job.pk).update(state=State.COMPLETED)
+    client = bearer(tokens.owner)
+
+    def shown() -> list[bool]:
+        listed = client.get("/api/v1/jobs/").json()["results"]
+        return [client.get(f"/api/v1/jobs/{job.pk}/").json()["output_complete"]] + [
+            row["output_complete"] for row in listed if row["id"] == job.pk
+        ]
+
+    assert shown() == [False, False]  # the last polls are still reading what it wrote
+    Attempt.objects.filter(job=job).update(files_complete=True)
+    assert shown() == [True, True]
 
 
 def test_a_member_cannot_cancel_anothers_job(job: Job, tokens: Tokens) -> None:

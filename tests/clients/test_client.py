@@ -72,6 +72,17 @@ def test_submit_wait_cancel_clone(portal: Portal, job: Job) -> None:
     assert [e["to_state"] for e in submitted.events()] == ["QUEUED", "CANCELLED"]
 
 
+def test_wait_returns_once_the_ended_jobs_output_is_read(portal: Portal, job: Job) -> None:
+    Attempt.objects.filter(job=job).update(state=State.COMPLETED, slurm_job_id="7")
+    Job.objects.filter(pk=job.pk).update(state=State.COMPLETED)
+    followed = portal.job(job.pk)
+    assert not followed.is_finished  # ended in Slurm, its last output not yet read
+    with pytest.raises(TimeoutError, match="reading output"):
+        followed.wait(timeout=0.1, poll=0.05, progress=False)
+    _finish(job)
+    assert followed.wait(timeout=5, poll=0.05, progress=False).is_finished
+
+
 def test_submit_with_settings(portal: Portal, job: Job) -> None:
     submitted = portal.submit(
         project="vision",

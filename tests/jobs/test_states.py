@@ -86,3 +86,17 @@ def test_a_transition_is_all_or_nothing(member, project, db, monkeypatch) -> Non
     assert not JobEvent.objects.filter(to_state=State.COMPLETED).exists()
     job.refresh_from_db()
     assert job.state == State.QUEUED
+
+
+def test_an_attempt_that_ends_without_a_slurm_job_has_nothing_left_to_read(
+    member, project, db
+) -> None:
+    _, never = factories.job(project, member, factories.cluster())
+    attempt_transition(attempt=never, to=State.CANCELLED, reason="cancelled while queued")
+    assert Attempt.objects.get(pk=never.pk).files_complete
+    # One that Slurm ran is read to its end by the polls first.
+    _, ran = factories.job(project, member, never.job.cluster)
+    Attempt.objects.filter(pk=ran.pk).update(state=State.RUNNING, slurm_job_id="41")
+    ran.refresh_from_db()
+    attempt_transition(attempt=ran, to=State.COMPLETED, exit_code=0)
+    assert not Attempt.objects.get(pk=ran.pk).files_complete

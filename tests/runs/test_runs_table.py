@@ -117,6 +117,7 @@ def test_sort_and_filter_by_summary_and_parameter_columns(
     # A value the column cannot compare with is the form's message, not a server error.
     assert "is not a number" in _table(client, f="loss_best<abc")
     assert "Compare created with a date" in _table(client, f="created<2026-02-30")
+    assert "page number up to" in _table(client, page="9" * 30)  # past any SQL offset
 
 
 def test_filters_say_what_to_write() -> None:

@@ -44,7 +44,8 @@ class Job:
 
     @property
     def is_finished(self) -> bool:
-        return self.state in FINAL_STATES
+        """Ended, and all it wrote read by the portal (its logs and metrics are whole)."""
+        return self.state in FINAL_STATES and bool(self.data.get("output_complete", True))
 
     @property
     def attempt(self) -> int:
@@ -69,7 +70,8 @@ class Job:
     def wait(
         self, timeout: float | None = None, *, poll: float = 2.0, progress: bool | None = None
     ) -> "Job":
-        """Wait until the job ends, showing its state and step; TimeoutError after `timeout` s."""
+        """Wait until the job ends and its output is read, showing its state and step;
+        TimeoutError after `timeout` s."""
         deadline = None if timeout is None else time.monotonic() + timeout
         display = Progress(enabled=progress)
         try:
@@ -79,7 +81,8 @@ class Job:
                 if self.is_finished:
                     return self
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"job {self.id} is still {self.state} after {timeout} s")
+                    still = self.state if self.state not in FINAL_STATES else "reading output"
+                    raise TimeoutError(f"job {self.id} is still {still} after {timeout} s")
                 time.sleep(poll)
         finally:
             display.close()

@@ -16,7 +16,40 @@ from jobs.specs import MAX_TIME_LIMIT
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
 
 
-class SpecSerializer(serializers.Serializer[Any]):
+class CodeInputSerializer(serializers.Serializer[Any]):
+    """The code a submission brings: the job API's and the sweep API's."""
+
+    # The code: a snapshot uploaded to the project (POST /projects/<slug>/code/) named by
+    # its hash, with the git checkout it came from; or a git URL and ref to fetch.
+    code = serializers.RegexField(
+        r"^[0-9a-f]{64}$",
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="SHA-256 of a code snapshot of the project; the command runs in it.",
+    )
+    code_commit = serializers.CharField(required=False, allow_blank=True, default="")
+    code_branch = serializers.CharField(required=False, allow_blank=True, default="")
+    code_diff = serializers.CharField(
+        required=False, allow_blank=True, default="", trim_whitespace=False
+    )
+    code_diff_truncated = serializers.BooleanField(required=False, default=False)
+    code_git_url = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="https URL of a git repository."
+    )
+    code_git_ref = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Branch, tag or commit."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("code") and attrs.get("code_git_url"):
+            raise ValidationError(
+                {"code_git_url": ["Give either a code snapshot or a git URL, not both."]}
+            )
+        return attrs
+
+
+class SpecSerializer(CodeInputSerializer):
     """What a job asks for; the checks against the cluster and quota are job_submit's."""
 
     name = serializers.CharField(max_length=128)
@@ -75,27 +108,6 @@ class SpecSerializer(serializers.Serializer[Any]):
         help_text="The run's settings, {name: number | bool | text}; the command's "
         "--key value flags are added to them.",
     )
-    # The code: a snapshot uploaded to the project (POST /projects/<slug>/code/) named by
-    # its hash, with the git checkout it came from; or a git URL and ref to fetch.
-    code = serializers.RegexField(
-        r"^[0-9a-f]{64}$",
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="SHA-256 of a code snapshot of the project; the command runs in it.",
-    )
-    code_commit = serializers.CharField(required=False, allow_blank=True, default="")
-    code_branch = serializers.CharField(required=False, allow_blank=True, default="")
-    code_diff = serializers.CharField(
-        required=False, allow_blank=True, default="", trim_whitespace=False
-    )
-    code_diff_truncated = serializers.BooleanField(required=False, default=False)
-    code_git_url = serializers.CharField(
-        required=False, allow_blank=True, default="", help_text="https URL of a git repository."
-    )
-    code_git_ref = serializers.CharField(
-        required=False, allow_blank=True, default="", help_text="Branch, tag or commit."
-    )
 
     def validate_restart_on(self, value: list[str]) -> tuple[str, ...]:
         return tuple(value)
@@ -104,13 +116,6 @@ class SpecSerializer(serializers.Serializer[Any]):
 class JobCreateSerializer(SpecSerializer):
     project = serializers.SlugField(help_text="The project's slug (one of yours).")
     cluster = serializers.SlugField(help_text="The cluster's name.")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("code") and attrs.get("code_git_url"):
-            raise ValidationError(
-                {"code_git_url": ["Give either a code snapshot or a git URL, not both."]}
-            )
-        return attrs
 
 
 class JobCloneSerializer(SpecSerializer):

@@ -12,16 +12,19 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from clusters.agent.code_unpack import UnsafeArchive, check_archive
-from jobs.access import code_snapshots_visible_to, require_submitter
+from jobs.access import code_snapshots_visible_to, job_for_viewer, require_submitter
 from jobs.code_fetch import git_fetch
 from jobs.errors import JobError
 from jobs.models import CodeSnapshot, Job
+from jobs.specs import code_of
 from portal_lib.viewers import Viewer
 from projects.models import Project
 
@@ -112,6 +115,17 @@ def snapshot_for(*, user: Viewer | None, project: Project, sha256: str) -> CodeS
     return code_snapshots_visible_to(user=user).filter(project=project, sha256=sha256).first()
 
 
+def git_snapshot(*, user: User, project: Project, url: str, ref: str) -> dict[str, Any]:
+    """Fetch a git URL and ref into a stored snapshot: the code fields that name it."""
+
+    def store(chunks: Iterable[bytes]) -> CodeSnapshot:
+        return snapshot_store(user=user, project=project, chunks=chunks)[0]
+
+    commit, snapshot = git_fetch(url=url, ref=ref, store=store)
+    branch = "" if not ref or commit.startswith(ref) else ref.removeprefix("refs/heads/")
+    return {"code": snapshot, "code_commit": commit, "code_branch": branch}
+
+
 def job_code_fetch(*, job: Job) -> Job:
     """Fetch the job's git URL and ref into a snapshot, once: the first fetch is kept.
 
@@ -120,15 +134,24 @@ def job_code_fetch(*, job: Job) -> Job:
     """
     if job.code_id is not None or not job.code_git_url:
         return job
-
-    def store(chunks: Iterable[bytes]) -> CodeSnapshot:
-        return snapshot_store(user=job.user, project=job.project, chunks=chunks)[0]
-
-    commit, snapshot = git_fetch(url=job.code_git_url, ref=job.code_git_ref, store=store)
-    ref = job.code_git_ref
-    branch = "" if not ref or commit.startswith(ref) else ref.removeprefix("refs/heads/")
-    Job.objects.filter(pk=job.pk, code__isnull=True).update(
-        code=snapshot, code_commit=commit, code_branch=branch
+    fetched = git_snapshot(
+        user=job.user, project=job.project, url=job.code_git_url, ref=job.code_git_ref
     )
+    Job.objects.filter(pk=job.pk, code__isnull=True).update(**fetched)
     job.refresh_from_db(fields=["code", "code_commit", "code_branch"])
     return job
+
+
+def code_inputs(
+    *, user: User, project: Project, archive: UploadedFile | None, code_from: int | None
+) -> dict[str, Any] | None:
+    """The code fields a form gives: an uploaded archive (stored once), else the snapshot
+    of the job `code_from` names (one of the project's that the user may see); None: none."""
+    if archive is not None:
+        snapshot, _ = snapshot_store(user=user, project=project, chunks=archive.chunks())
+        return {"code": snapshot}
+    if code_from:
+        original = job_for_viewer(user=user, job_id=code_from)
+        if original is not None and original.project_id == project.pk:
+            return code_of(original)
+    return None

@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.slurm import parse_time_limit
+from jobs.code import code_inputs
 from jobs.models import (
     DEFAULT_RESTART_ON,
     MAX_RESTARTS_LIMIT,
@@ -158,7 +159,55 @@ _NEUTRAL: dict[str, Any] = {
 }
 
 
-class JobForm(forms.Form):
+class CodeInputs(forms.Form):
+    """The code a submission brings: an archive, a git URL and ref, or (a clone) the
+    original job's snapshot. The job form's and the sweep form's."""
+
+    code_archive = forms.FileField(
+        label="Code archive",
+        required=False,
+        help_text="A .tar.gz of your code directory: unpacked into the run directory, where "
+        "the set-up and command then start.",
+    )
+    code_git_url = forms.CharField(
+        label="or a git URL", required=False, max_length=1024, help_text="https:// only."
+    )
+    code_git_ref = forms.CharField(
+        label="Branch, tag or commit", required=False, max_length=255, help_text="Blank: default."
+    )
+    # A job id; bounded, so that a forged 30-digit value is a form error, not a 500.
+    code_from = forms.IntegerField(
+        required=False, min_value=1, max_value=BIGINT_MAX, widget=forms.HiddenInput
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("code_archive") and (data.get("code_git_url") or "").strip():
+            self.add_error("code_git_url", "Give either a code archive or a git URL, not both.")
+        return data
+
+    def typed_git(self) -> dict[str, Any]:
+        """The git URL and ref typed in (call after is_valid())."""
+        data = self.cleaned_data
+        return {
+            "code_git_url": data.get("code_git_url", "").strip(),
+            "code_git_ref": data.get("code_git_ref", "").strip(),
+        }
+
+    def code_fields(self, *, user: User, project: Project) -> dict[str, Any]:
+        """The code fields (call after is_valid()): an uploaded archive (stored once), else
+        the original job's snapshot unless a git URL was typed, else that URL and ref."""
+        data = self.cleaned_data
+        code = code_inputs(
+            user=user,
+            project=project,
+            archive=data.get("code_archive"),
+            code_from=None if data.get("code_git_url") else data.get("code_from"),
+        )
+        return code if code is not None else self.typed_git()
+
+
+class JobForm(CodeInputs):
     name = forms.CharField(
         max_length=128, initial="train", widget=forms.TextInput(attrs={"autofocus": True})
     )
@@ -242,24 +291,6 @@ class JobForm(forms.Form):
         "First step within (seconds)", 1, HANG_SECONDS_MAX, None, required=False
     )
 
-    # The code: an archive, a git URL and ref, or (a clone) the original job's snapshot.
-    code_archive = forms.FileField(
-        label="Code archive",
-        required=False,
-        help_text="A .tar.gz of your code directory: unpacked into the run directory, where "
-        "the set-up and command then start.",
-    )
-    code_git_url = forms.CharField(
-        label="or a git URL", required=False, max_length=1024, help_text="https:// only."
-    )
-    code_git_ref = forms.CharField(
-        label="Branch, tag or commit", required=False, max_length=255, help_text="Blank: default."
-    )
-    # A job id; bounded, so that a forged 30-digit value is a form error, not a 500.
-    code_from = forms.IntegerField(
-        required=False, min_value=1, max_value=BIGINT_MAX, widget=forms.HiddenInput
-    )
-
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
@@ -274,21 +305,12 @@ class JobForm(forms.Form):
         )
         cluster_field.error_messages["invalid_choice"] = "Choose a cluster you have an account on."
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("code_archive") and (data.get("code_git_url") or "").strip():
-            self.add_error("code_git_url", "Give either a code archive or a git URL, not both.")
-        return data
-
     def spec(self, code: dict[str, Any] | None = None) -> JobSpec:
         """The spec from cleaned data (call after is_valid()); `code`: the code fields, resolved
         by the view (an uploaded snapshot, or the clone's), else the git URL typed in."""
         data = self.cleaned_data
         if code is None:
-            code = {
-                "code_git_url": data.get("code_git_url", "").strip(),
-                "code_git_ref": data.get("code_git_ref", "").strip(),
-            }
+            code = self.typed_git()
         return JobSpec(
             name=data["name"].strip(),
             template=data["template"],

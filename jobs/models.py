@@ -121,8 +121,38 @@ class CodeSnapshot(models.Model):
         return f"{self.sha256[:12]} ({self.project})"
 
 
-class Job(models.Model):
+class CodeSource(models.Model):
+    """The code a command runs in, and where it came from: a job's, or a sweep's for all
+    of its trials."""
+
+    # `code`, the snapshot, is each concrete model's own foreign key (its reverse name).
+    code_id: int | None
+    # A git checkout's commit, branch and uncommitted diff (from the client), or a git URL
+    # and ref the portal fetches before the first attempt.
+    code_commit = models.CharField(max_length=64, blank=True)
+    code_branch = models.CharField(max_length=255, blank=True)
+    code_diff = models.TextField(blank=True)
+    code_diff_truncated = models.BooleanField(default=False)
+    code_git_url = models.CharField(max_length=1024, blank=True)
+    code_git_ref = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def has_code(self) -> bool:
+        """Whether the command runs in a code snapshot (uploaded, or fetched from a git URL)."""
+        return self.code_id is not None or bool(self.code_git_url)
+
+
+class Job(CodeSource):
     """What the researcher asked for; each submission to Slurm is an Attempt."""
+
+    # Unpacked into each attempt's run directory, the command's working directory; every
+    # attempt and every clone uses this one snapshot.
+    code = models.ForeignKey(
+        CodeSnapshot, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="jobs")
     user = models.ForeignKey(
@@ -204,19 +234,6 @@ class Job(models.Model):
         validators=[MinValueValidator(1)],
         help_text="A startup stall when no first step comes within this many seconds.",
     )
-    # The code the command runs in (unpacked into each attempt's run directory, the
-    # command's working directory); every attempt and every clone uses this one snapshot.
-    code = models.ForeignKey(
-        CodeSnapshot, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
-    )
-    # Where the code came from: a git checkout's commit, branch and uncommitted diff
-    # (from the client), or a git URL and ref the portal fetches before the first attempt.
-    code_commit = models.CharField(max_length=64, blank=True)
-    code_branch = models.CharField(max_length=255, blank=True)
-    code_diff = models.TextField(blank=True)
-    code_diff_truncated = models.BooleanField(default=False)
-    code_git_url = models.CharField(max_length=1024, blank=True)
-    code_git_ref = models.CharField(max_length=255, blank=True)
     # The run's parameter table (jobs.params): {key: number | bool | text}, and per key
     # where it came from ("command", "given", "logged"). On PostgreSQL a GIN index
     # (jsonb_path_ops, made by migration 0011 there only) serves `params @> {...}`.
@@ -259,11 +276,6 @@ class Job(models.Model):
     @property
     def gpus_requested(self) -> int:
         return self.total_gpus
-
-    @property
-    def has_code(self) -> bool:
-        """Whether the command runs in a code snapshot (uploaded, or fetched from a git URL)."""
-        return self.code_id is not None or bool(self.code_git_url)
 
 
 class Attempt(models.Model):

@@ -19,6 +19,7 @@ from jobs.models import (
     MAX_RESTARTS_LIMIT,
     NEVER_RESTART,
     CodeSnapshot,
+    CodeSource,
     FailureClass,
     Job,
     Template,
@@ -102,9 +103,10 @@ CODE_FIELDS = (
 )
 
 
-def code_of(job: Job) -> dict[str, Any]:
-    """The job's code fields, as a clone takes them: the same snapshot, never a new one."""
-    return {name: getattr(job, name) for name in CODE_FIELDS}
+def code_of(source: CodeSource) -> dict[str, Any]:
+    """A job's (or sweep's) code fields, as a clone or a trial takes them: the same
+    snapshot, never a new one."""
+    return {name: getattr(source, name) for name in CODE_FIELDS}
 
 
 def _text_errors(spec: JobSpec) -> dict[str, list[str]]:

@@ -16,7 +16,6 @@ from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster
 from clusters.selectors import account_for
 from jobs.access import job_for_viewer, jobs_visible_to
-from jobs.code import snapshot_store
 from jobs.errors import JobError
 from jobs.estimate import Room, project_room
 from jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
@@ -31,7 +30,7 @@ from jobs.listing import (
 from jobs.models import FINAL_STATES, Job, State
 from jobs.preview import estimate_for, script_preview
 from jobs.services import job_cancel, job_submit
-from jobs.specs import JobSpec, code_of, spec_from_job, validate_spec
+from jobs.specs import JobSpec, spec_from_job, validate_spec
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import clusters_for_project
 from projects.models import Project, Quota
@@ -209,7 +208,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
                     user=user,
                     project=form.cleaned_data["project"],
                     cluster=form.cleaned_data["cluster"],
-                    spec=form.spec(_code_for(form, user)),
+                    spec=form.spec(
+                        form.code_fields(user=user, project=form.cleaned_data["project"])
+                    ),
                 )
             except PortalError as exc:
                 form_add_error(form, exc)
@@ -239,23 +240,6 @@ def job_new(request: HttpRequest) -> HttpResponse:
             "no_projects": not form.fields["project"].queryset.exists(),  # type: ignore[attr-defined]
         },
     )
-
-
-def _code_for(form: JobForm, user: User) -> dict[str, Any] | None:
-    """The code fields of a submission: an uploaded archive (stored once), else the cloned
-    job's snapshot; None: the git URL typed in, if any."""
-    data = form.cleaned_data
-    project: Project = data["project"]
-    archive = data.get("code_archive")
-    if archive is not None:
-        snapshot, _ = snapshot_store(user=user, project=project, chunks=archive.chunks())
-        return {"code": snapshot}
-    source = data.get("code_from")
-    if source and not data.get("code_git_url"):
-        original = job_for_viewer(user=user, job_id=source)
-        if original is not None and original.project_id == project.pk:
-            return code_of(original)
-    return None
 
 
 def _plan_from(request: HttpRequest) -> str:

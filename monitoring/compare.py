@@ -5,7 +5,8 @@ Each curve keeps the first and last point and the minimum and maximum of every x
 (a one-step spike survives), read from the chunks' min/max summaries where a bucket
 spans many points (monitoring.series' layout): the server never reads every point of a
 long run, and all runs are read in two queries. A job's attempts are one curve (a
-restart continues the run).
+restart continues the run). On a time axis each attempt's points go through its clock
+(monitoring.step_clock, one query more) before the downsampling.
 """
 
 from collections import defaultdict
@@ -15,12 +16,15 @@ from typing import Any
 
 import numpy as np
 from django.db.models import BinaryField, Case, F, When
+from django.utils import timezone
 
 from jobs.models import Attempt, Job
+from jobs.rundir import gpu_series
 from monitoring.chunks import decode
 from monitoring.downsample import Floats, downsample
 from monitoring.models import SeriesChunk
 from monitoring.series import series_read
+from monitoring.step_clock import STEP, AttemptTimes, attempt_times, on_axis, run_starts
 
 MAX_RUNS = 50
 MIN_WIDTH, MAX_WIDTH = 50, 4000
@@ -39,19 +43,50 @@ def chart_points(width: int) -> int:
     return 2 * min(max(width, MIN_WIDTH), MAX_WIDTH) + 2
 
 
-def curves_read(*, jobs: Iterable[Job], metric: str, width: int) -> list[Curve]:
+@dataclass(frozen=True)
+class Axis:
+    """How each attempt's xs become the chart's: by step, or through the attempts' clocks."""
+
+    name: str
+    times: dict[int, AttemptTimes] | None = None
+    starts: dict[int, float] | None = None
+    now: float = 0.0
+
+    def xs(self, attempt_id: int, job_id: int, metric: str, xs: Floats) -> Floats | None:
+        return on_axis(
+            xs,
+            name=metric,
+            axis=self.name,
+            times=(self.times or {}).get(attempt_id),
+            start=(self.starts or {}).get(job_id),
+            now=self.now,
+        )
+
+
+def axis_for(*, jobs: list[Job], metric: str, axis: str) -> Axis:
+    """The axis for these runs' `metric`; unless both are by step, it reads their attempts'
+    times (one query)."""
+    if axis == STEP and gpu_series(metric) is None:
+        return Axis(axis)
+    times = attempt_times(job_ids=[job.pk for job in jobs])
+    return Axis(axis, times, run_starts(times), timezone.now().timestamp())
+
+
+def curves_read(*, jobs: Iterable[Job], metric: str, width: int, axis: str = STEP) -> list[Curve]:
     """Each job's `metric`, all its attempts in one curve, downsampled to `width` columns.
 
-    Two queries for any number of runs (the chunks' bounds, then their blobs); a
-    compaction between the two makes it read run by run through `series_read` instead.
+    Two queries for any number of runs (the chunks' bounds, then their blobs), and one
+    more on a time axis; a compaction between the two makes it read run by run through
+    `series_read` instead.
     """
     points = chart_points(width)
     job_list = list(jobs)
+    on = axis_for(jobs=job_list, metric=metric, axis=axis)
     for _ in range(READ_TRIES):
-        curves = _read_batched(job_list, metric, points)
+        curves = _read_batched(job_list, metric, points, on)
         if curves is not None:
             return curves
-    return [_read_one(job.pk, metric, points) for job in job_list]
+    return [_read_one(job.pk, metric, points, on) for job in job_list]
 
 
 READ_TRIES = 2
@@ -61,13 +96,15 @@ READ_TRIES = 2
 POINTS_PER_COLUMN = 8
 
 
-def _read_batched(jobs: list[Job], metric: str, points: int) -> list[Curve] | None:
+def _read_batched(jobs: list[Job], metric: str, points: int, axis: Axis) -> list[Curve] | None:
     rows = SeriesChunk.objects.filter(
         series__attempt__job_id__in=[job.pk for job in jobs], series__name=metric
-    ).values_list("id", "series__attempt__job_id", "x_min", "x_max", "count")
+    ).values_list("id", "series__attempt__job_id", "x_min", "x_max", "count", "series__attempt_id")
     chunks: dict[int, list[tuple[int, float, float, int]]] = defaultdict(list)
-    for chunk_id, job_id, x_min, x_max, count in rows:
+    attempt_of: dict[int, int] = {}
+    for chunk_id, job_id, x_min, x_max, count, attempt_id in rows:
         chunks[job_id].append((chunk_id, x_min, x_max, count))
+        attempt_of[chunk_id] = attempt_id
     raw: set[int] = set()
     summarised: set[int] = set()
     totals = {}
@@ -95,30 +132,53 @@ def _read_batched(jobs: list[Job], metric: str, points: int) -> list[Curve] | No
         return None  # compacted meanwhile: plan again
     curves = []
     for job in jobs:
-        parts = [decoded[c[0]] for c in chunks.get(job.pk, [])]
-        if not parts:
-            curves.append(Curve(job.pk, [], [], 0))
-            continue
-        xs = np.concatenate([p[0] for p in parts])
-        ys = np.concatenate([p[1] for p in parts])
-        down_x, down_y = downsample(xs, ys, points)  # sorts by x
-        curves.append(Curve(job.pk, down_x.tolist(), down_y.tolist(), totals[job.pk]))
+        by_attempt: dict[int, list[tuple[Floats, Floats]]] = defaultdict(list)
+        for chunk in chunks.get(job.pk, []):
+            by_attempt[attempt_of[chunk[0]]].append(decoded[chunk[0]])
+        parts = {
+            attempt_id: (
+                np.concatenate([p[0] for p in found]),
+                np.concatenate([p[1] for p in found]),
+            )
+            for attempt_id, found in by_attempt.items()
+        }
+        curves.append(_curve(job.pk, metric, parts, points, totals.get(job.pk, 0), axis))
     return curves
 
 
-def _read_one(job_id: int, metric: str, points: int) -> Curve:
+def _curve(
+    job_id: int,
+    metric: str,
+    parts: dict[int, tuple[Floats, Floats]],
+    points: int,
+    total: int,
+    axis: Axis,
+) -> Curve:
+    """One run's curve from its attempts' points, on the axis, downsampled."""
+    xs_parts, ys_parts = [], []
+    for attempt_id, (xs, ys) in parts.items():
+        on = axis.xs(attempt_id, job_id, metric, xs)
+        if on is not None:
+            xs_parts.append(on)
+            ys_parts.append(ys)
+    if not xs_parts:
+        return Curve(job_id, [], [], total)
+    down_x, down_y = downsample(np.concatenate(xs_parts), np.concatenate(ys_parts), points)
+    return Curve(job_id, down_x.tolist(), down_y.tolist(), total)
+
+
+def _read_one(job_id: int, metric: str, points: int, axis: Axis) -> Curve:
     """One run read attempt by attempt, each read retried by `series_read` itself."""
     attempts = Attempt.objects.filter(job_id=job_id, series__name=metric).order_by("number")
-    parts = [
-        series_read(attempt_id=a, name=metric, max_points=points)
+    reads = {
+        a: series_read(attempt_id=a, name=metric, max_points=points)
         for a in attempts.values_list("id", flat=True)
-    ]
-    if not parts:
-        return Curve(job_id, [], [], 0)
-    xs = np.concatenate([np.asarray(p.xs, dtype=np.float64) for p in parts])
-    ys = np.concatenate([np.asarray(p.ys, dtype=np.float64) for p in parts])
-    down_x, down_y = downsample(xs, ys, points)
-    return Curve(job_id, down_x.tolist(), down_y.tolist(), sum(p.total for p in parts))
+    }
+    parts = {
+        a: (np.asarray(r.xs, dtype=np.float64), np.asarray(r.ys, dtype=np.float64))
+        for a, r in reads.items()
+    }
+    return _curve(job_id, metric, parts, points, sum(r.total for r in reads.values()), axis)
 
 
 def group_bands(curves: list[Curve], labels: dict[int, Any], *, width: int) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from monitoring.runs import (
     runs_page,
     runs_query_from,
 )
+from monitoring.step_clock import AXES, AXIS_TITLES, STEP
 from projects.access import projects_visible_to
 from projects.models import Project
 
@@ -108,6 +109,12 @@ def _selected(request: HttpRequest, project: Project) -> list[Job]:
     return [found[i] for i in ids if i in found]
 
 
+def _axis(request: HttpRequest) -> str:
+    """The chart's x axis: step, elapsed (since the run's start) or wall (clock time)."""
+    axis = request.GET.get("axis", STEP)
+    return axis if axis in AXES else STEP
+
+
 @login_required
 @require_GET
 def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
@@ -118,6 +125,7 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
     for metrics in RunSummary.objects.filter(job__in=jobs).values_list("metrics", flat=True):
         names.update(metrics or {})
     keys = sorted({key for job in jobs for key in (job.params or {})})
+    axis = _axis(request)
     metric = request.GET.get("metric") or (
         "loss" if "loss" in names or not names else sorted(names)[0]
     )
@@ -130,6 +138,9 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "metric": metric,
             "metrics": sorted(names),
             "group": request.GET.get("group", ""),
+            "axis": axis,
+            "axis_title": AXIS_TITLES[axis],
+            "axes": AXIS_TITLES,
             "keys": keys,
             "diff": settings_diff(jobs),
             "runs": ",".join(str(job.pk) for job in jobs),
@@ -148,10 +159,12 @@ def compare_curves(request: HttpRequest, slug: str) -> JsonResponse:
         width = int(request.GET.get("width") or DEFAULT_WIDTH)
     except ValueError:
         width = DEFAULT_WIDTH
-    curves = curves_read(jobs=jobs, metric=metric, width=width)
+    axis = _axis(request)
+    curves = curves_read(jobs=jobs, metric=metric, width=width, axis=axis)
     names = {job.pk: job.name for job in jobs}
     body: dict[str, Any] = {
         "metric": metric,
+        "axis": axis,
         "runs": [
             {"id": c.job_id, "name": names[c.job_id], "x": c.xs, "y": c.ys, "total": c.total}
             for c in curves

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from clusters.access import can_drain
 from jobs.access import job_for_viewer
-from jobs.models import Attempt, JobEvent
+from jobs.models import Attempt, Job, JobEvent
 from monitoring.goodput_selectors import idle_ladder, job_efficiency
 from monitoring.header import header_facts
 from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT
@@ -37,11 +37,18 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             **banner,
             "tail": banner_lines(attempt_id=attempts[-1].pk, diagnosis=banner["diagnosis"]),
         }
+    # The sweep trial the job is, if any: read by relation name (sweeps sit above this layer).
+    trial = (
+        Job.objects.filter(pk=job.pk, sweep_trial__isnull=False)
+        .values("sweep_trial__number", "sweep_trial__sweep_id", "sweep_trial__sweep__name")
+        .first()
+    )
     return render(
         request,
         "monitoring/job.html",
         {
             "job": job,
+            "trial": trial,
             "ingest": ingest if ingest is not None and ingest.has_notice else None,
             "series_cap": MAX_SERIES_PER_ATTEMPT,
             "names_cap": MAX_NAMES_PER_LINE,

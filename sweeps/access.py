@@ -15,7 +15,7 @@ def sweeps_visible_to(*, user: Viewer | None) -> QuerySet[Sweep]:
 def sweep_for_viewer(*, user: Viewer | None, sweep_id: int) -> Sweep | None:
     return (
         sweeps_visible_to(user=user)
-        .select_related("project", "user", "cluster")
+        .select_related("project", "user", "cluster", "code")
         .filter(pk=sweep_id)
         .first()
     )

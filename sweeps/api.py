@@ -16,6 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.api import JobCursorPagination, submission_target
+from jobs.api_inputs import CodeInputSerializer
+from jobs.code_api import CodeSnapshotSerializer, code_in_project
 from jobs.models import Template
 from jobs.specs import MAX_TIME_LIMIT
 from portal_lib.bounds import INT_MAX
@@ -37,6 +39,9 @@ class SweepSerializer(serializers.ModelSerializer[Sweep]):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     user = serializers.CharField(source="user.username", read_only=True)
     trials = TrialSerializer(many=True, read_only=True)
+    code = CodeSnapshotSerializer(
+        read_only=True, allow_null=True, help_text="The snapshot every trial runs from."
+    )
 
     class Meta:
         model = Sweep
@@ -61,11 +66,16 @@ class SweepSerializer(serializers.ModelSerializer[Sweep]):
             "direction",
             "max_trials",
             "max_concurrent",
+            "code",
+            "code_commit",
+            "code_branch",
+            "code_git_url",
+            "code_git_ref",
             "trials",
         ]
 
 
-class SweepCreateSerializer(serializers.Serializer[Any]):
+class SweepCreateSerializer(CodeInputSerializer):
     """Shapes and ranges; the search, the trials' spec and the budget are sweep_create's."""
 
     project = serializers.SlugField()
@@ -103,7 +113,7 @@ class SweepCreateSerializer(serializers.Serializer[Any]):
 def sweeps_listed(*, user: User) -> QuerySet[Sweep]:
     return (
         sweeps_visible_to(user=user)
-        .select_related("project", "cluster", "user")
+        .select_related("project", "cluster", "user", "code")
         .prefetch_related(Prefetch("trials", Trial.objects.order_by("number")))
     )
 
@@ -136,6 +146,8 @@ class SweepListCreateView(generics.GenericAPIView[Sweep]):
         values["first_trials"] = values.get("first_trials") or []
         user: User = request.user  # type: ignore[assignment]
         project, cluster = submission_target(user=user, values=values)
+        if values["code"] is not None:
+            values["code"] = code_in_project(user=user, project=project, sha256=values["code"])
         sweep = sweep_create(user=user, sweep=Sweep(project=project, cluster=cluster, **values))
         return Response(SweepSerializer(sweep).data, status=status.HTTP_201_CREATED)
 

@@ -15,12 +15,13 @@ def trial_nodes(sweep: Sweep, firsts: list[dict[str, Choice]]) -> list[int]:
     return nodes + [sweep.nodes] * (sweep.max_trials - len(nodes))
 
 
-def sweep_gpu_hours(sweep: Sweep, firsts: list[dict[str, Choice]]) -> Decimal:
-    """Every trial's GPUs x time limit: what the sweep reserves if no trial is pruned."""
+def sweep_gpu_hours(sweep: Sweep, firsts: list[dict[str, Choice]], *, started: int = 0) -> Decimal:
+    """The GPUs x time limit of every trial after the first `started`: what the sweep
+    reserves if no trial is pruned."""
     return sum(
         (
             gpu_hours_for(gpus=n * sweep.gpus_per_node, time_limit=sweep.time_limit)
-            for n in trial_nodes(sweep, firsts)
+            for n in trial_nodes(sweep, firsts)[started:]
         ),
         Decimal(0),
     )
@@ -39,3 +40,23 @@ def budget_check(sweep: Sweep, firsts: list[dict[str, Choice]]) -> Decimal:
         "the time limit or the GPUs per trial."
     )
     raise SweepError(message, errors={"max_trials": [message]})
+
+
+def resume_budget_check(sweep: Sweep, firsts: list[dict[str, Choice]], *, started: int) -> None:
+    """A SweepError when the trials not started yet no longer fit the budget left.
+
+    The running trials' attempts hold their own reservations, counted in what is left.
+    """
+    needed = sweep_gpu_hours(sweep, firsts, started=started)
+    if not needed:
+        return
+    usage = project_usage(project=sweep.project)
+    if usage.has_quota and needed <= usage.left_gpu_hours:
+        return
+    refusal = budget_refusal(project=sweep.project, needed=needed, usage=usage)
+    left = sweep.max_trials - started
+    raise SweepError(
+        f"The sweep cannot resume: what it has still to run ({left} trial"
+        f"{'s' if left != 1 else ''}) {refusal}. Stop it and start a smaller sweep, or ask "
+        "an owner for more budget."
+    )

@@ -6,7 +6,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import User
 
-from jobs.forms import TIME_LIMIT_HELP, TimeLimitField, usable_clusters
+from jobs.forms import TIME_LIMIT_HELP, CodeInputs, TimeLimitField, usable_clusters
 from portal_lib.bounds import INT_MAX
 from sweeps.models import MAX_TRIALS_LIMIT, Sweep
 
@@ -36,7 +36,7 @@ class JSONTextField(forms.CharField):
         return value if isinstance(value, str) or value is None else json.dumps(value)
 
 
-class SweepForm(forms.ModelForm):
+class SweepForm(CodeInputs, forms.ModelForm):
     space = JSONTextField(widget=forms.Textarea(attrs={"rows": 4}), help_text=SPACE_HELP)
     first_trials = JSONTextField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=FIRST_HELP

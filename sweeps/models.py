@@ -11,13 +11,15 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from clusters.models import Cluster
-from jobs.models import Job, Template
+from jobs.models import CodeSnapshot, CodeSource, Job, Template
 from projects.models import Project
 
 MAX_TRIALS_LIMIT = 1000
 
 
-class Sweep(models.Model):
+class Sweep(CodeSource):
+    """A search over settings; every trial's job runs from the sweep's code (CodeSource)."""
+
     class Sampler(models.TextChoices):
         GRID = "grid", "Grid (every combination of the choices)"
         RANDOM = "random", "Random"
@@ -39,6 +41,10 @@ class Sweep(models.Model):
         DONE = "done", "Done"
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="sweeps")
+    # Every trial's job runs from this snapshot (a git URL is fetched into it once).
+    code = models.ForeignKey(
+        CodeSnapshot, null=True, blank=True, on_delete=models.PROTECT, related_name="sweeps"
+    )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="sweeps"
     )

@@ -2,10 +2,13 @@
 
 import math
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db.models import Count, Q, QuerySet
+from django.urls import reverse
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from monitoring.compare import MAX_RUNS
 from projects.models import Project
 from sweeps.models import Sweep, Trial
 from sweeps.space import SpaceError, distributions
@@ -45,6 +48,26 @@ def best_trial(sweep: Sweep, trials: list[Trial]) -> Trial | None:
         return None
     sign = -1.0 if sweep.direction == Sweep.Direction.MAXIMIZE else 1.0
     return min(done, key=lambda t: (sign * (t.value or 0.0), t.number))
+
+
+def compare_url(sweep: Sweep, trials: list[Trial]) -> str:
+    """The compare page with the trials' runs on the sweep's metric; "" when none has a job.
+
+    At most the compare page's MAX_RUNS: the best scored first, then the newest others.
+    """
+    sign = -1.0 if sweep.direction == Sweep.Direction.MAXIMIZE else 1.0
+    with_jobs = [t for t in trials if t.job_id is not None]
+    scored = [
+        (sign * score, t.number, t) for t in with_jobs if (score := trial_score(t)) is not None
+    ]
+    rest = sorted((t for t in with_jobs if trial_score(t) is None), key=lambda t: -t.number)
+    chosen = [t for *_, t in sorted(scored, key=lambda row: row[:2])] + rest
+    if not chosen:
+        return ""
+    query = urlencode(
+        {"runs": ",".join(str(t.job_id) for t in chosen[:MAX_RUNS]), "metric": sweep.metric}
+    )
+    return f"{reverse('project-compare', args=[sweep.project.slug])}?{query}"
 
 
 def _axis(name: str, dist: Any, trials: list[Trial]) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from clusters.inventory import cluster_partitions
 from jobs.access import require_submitter
 from jobs.models import FINAL_STATES, Attempt
 from jobs.services import attempt_cancel_by_portal, submit_account
-from jobs.specs import JobSpec, validate_spec
+from jobs.specs import JobSpec, code_of, validate_spec
 from projects.models import Quota
 from sweeps.access import require_steerer
-from sweeps.budget import budget_check, trial_nodes
+from sweeps.budget import budget_check, resume_budget_check, trial_nodes
 from sweeps.errors import SweepError
 from sweeps.models import Sweep, Trial
 from sweeps.space import (
@@ -40,6 +40,7 @@ def trial_spec(sweep: Sweep, *, number: int, params: dict[str, Choice], nodes: i
         partition=sweep.partition,
         setup=sweep.setup,
         params=dict(params),
+        **code_of(sweep),
     )
 
 
@@ -119,7 +120,11 @@ def sweep_pause(*, user: User, sweep: Sweep) -> None:
 
 
 def sweep_resume(*, user: User, sweep: Sweep) -> None:
+    """Start trials again, if the ones still to run fit the budget left (it may have shrunk)."""
     require_steerer(user=user, sweep=sweep)
+    if sweep.state == Sweep.State.PAUSED:
+        firsts, _ = _space_errors(sweep)
+        resume_budget_check(sweep, firsts, started=sweep.trials.count())
     _set_state(sweep, frm=(Sweep.State.PAUSED,), to=Sweep.State.RUNNING)
 
 

@@ -12,6 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.errors import ClusterError
+from jobs.code import git_snapshot
+from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, State
 from jobs.services import job_submit
 from monitoring.series import series_last, series_read
@@ -139,9 +141,32 @@ def _finish(sweep: Sweep, trial: Trial, attempt: Attempt) -> None:
     trial.save(update_fields=["intermediate", "state", "note", "value", "ended_at"])
 
 
+def _code_ready(sweep: Sweep) -> bool:
+    """Fetch the sweep's git URL into its snapshot once, before its first trial, so that
+    every trial runs the same bytes however the branch moves; a failed fetch stops it."""
+    if sweep.code_id is not None or not sweep.code_git_url:
+        return True
+    try:
+        fetched = git_snapshot(
+            user=sweep.user, project=sweep.project, url=sweep.code_git_url, ref=sweep.code_git_ref
+        )
+    except JobError as exc:
+        sweep.state = Sweep.State.STOPPED
+        sweep.message = f"The sweep stopped before its first trial: {exc.message}"
+        return False
+    for field, value in fetched.items():
+        setattr(sweep, field, value)
+    sweep.save(update_fields=list(fetched))
+    return True
+
+
 def _start_trials(sweep: Sweep, trials: list[Trial]) -> None:
     running = sum(1 for t in trials if t.state == Trial.State.RUNNING)
     sweep.message = ""
+    if running >= sweep.max_concurrent or len(trials) >= sweep.max_trials:
+        return
+    if not _code_ready(sweep):
+        return
     while running < sweep.max_concurrent and len(trials) < sweep.max_trials:
         number = len(trials)
         suggestion = suggest(sweep, trials)

@@ -7,14 +7,20 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from jobs.access import can_submit
+from jobs.access import can_submit, job_for_viewer
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import projects_visible_to
 from projects.models import Project
 from sweeps.access import can_steer, sweep_for_viewer
 from sweeps.forms import SweepForm
 from sweeps.models import Sweep
-from sweeps.selectors import best_trial, parallel_coordinates, sweep_trials, sweeps_of_project
+from sweeps.selectors import (
+    best_trial,
+    compare_url,
+    parallel_coordinates,
+    sweep_trials,
+    sweeps_of_project,
+)
 from sweeps.services import sweep_create, sweep_pause, sweep_resume, sweep_stop, trial_stop
 
 ACTIONS = {"pause": sweep_pause, "resume": sweep_resume, "stop": sweep_stop}
@@ -61,18 +67,25 @@ def sweep_list(request: HttpRequest, slug: str) -> HttpResponse:
 def sweep_new(request: HttpRequest, slug: str) -> HttpResponse:
     user = _user(request)
     project = _project(request, slug)
-    form = SweepForm(request.POST or None, user=user)
+    initial = {"code_from": request.GET.get("code_from", "")}
+    form = SweepForm(request.POST or None, request.FILES or None, user=user, initial=initial)
     if request.method == "POST" and form.is_valid():
         sweep = form.save(commit=False)
         sweep.project = project
         try:
+            for field, value in form.code_fields(user=user, project=project).items():
+                setattr(sweep, field, value)
             sweep_create(user=user, sweep=sweep)
         except PortalError as exc:
             form_add_error(form, exc)
         else:
             messages.success(request, f"Sweep {sweep.name} started.")
             return redirect("sweep-page", sweep_id=sweep.pk)
-    return render(request, "sweeps/new.html", {"project": project, "form": form})
+    code_from = form["code_from"].value()
+    source = job_for_viewer(user=user, job_id=int(code_from)) if str(code_from).isdigit() else None
+    return render(
+        request, "sweeps/new.html", {"project": project, "form": form, "code_from": source}
+    )
 
 
 @login_required
@@ -88,6 +101,7 @@ def sweep_page(request: HttpRequest, sweep_id: int) -> HttpResponse:
             "trials": trials,
             "best": best_trial(sweep, trials),
             "chart": parallel_coordinates(sweep, trials),
+            "compare_url": compare_url(sweep, trials),
             "may_steer": can_steer(user=request.user, sweep=sweep),
         },
     )

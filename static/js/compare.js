@@ -11,29 +11,45 @@
     runs: here.get("runs") || "",
     metric: form.querySelector("[name=metric]").value,
     group: form.querySelector("[name=group]").value,
+    axis: form.querySelector("[name=axis]").value,
     width: String(Math.max(el.clientWidth, 300)),
   });
   // Plotly reads a few HTML tags in trace names; a setting's value is the job's own text.
   const plain = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const COLORS = ["#2457d6", "#b42318", "#15803d", "#a16207", "#7c3aed", "#0e7490", "#be185d", "#4b5563"];
+  // The server's x: steps, seconds since the run's start, or Unix seconds; drawn as steps,
+  // minutes or hours, or dates.
+  function xAxis(data) {
+    const axisTitle = form.querySelector("[name=axis]").selectedOptions[0].textContent;
+    if (data.axis === "wall") {
+      return { scale: (x) => x.map((s) => new Date(s * 1000)), layout: { type: "date", title: { text: axisTitle } } };
+    }
+    if (data.axis === "elapsed") {
+      const top = Math.max(0, ...data.runs.map((run) => (run.x.length ? run.x[run.x.length - 1] : 0)));
+      const [unit, per] = top > 7200 ? ["hours", 3600] : ["minutes", 60];
+      return { scale: (x) => x.map((s) => s / per), layout: { title: { text: `${axisTitle} (${unit})` } } };
+    }
+    return { scale: (x) => x, layout: { title: { text: axisTitle } } };
+  }
   fetch(`${curvesUrl}?${params}`, { credentials: "same-origin" })
     .then((response) => {
       if (!response.ok) throw new Error(`the server answered ${response.status}`);
       return response.json();
     })
     .then((data) => {
+      const xaxis = xAxis(data);
       const traces = [];
       if (data.groups) {
         data.groups.forEach((group, i) => {
           const color = COLORS[i % COLORS.length];
           const name = plain(`${params.get("group")}=${group.label} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`);
-          traces.push({ type: "scatter", mode: "lines", x: group.x, y: group.hi, line: { width: 0, color }, showlegend: false, hoverinfo: "skip" });
-          traces.push({ type: "scatter", mode: "lines", x: group.x, y: group.lo, line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip" });
-          traces.push({ type: "scatter", mode: "lines", name, x: group.x, y: group.mean, line: { color, width: 2 } });
+          traces.push({ type: "scatter", mode: "lines", x: xaxis.scale(group.x), y: group.hi, line: { width: 0, color }, showlegend: false, hoverinfo: "skip" });
+          traces.push({ type: "scatter", mode: "lines", x: xaxis.scale(group.x), y: group.lo, line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip" });
+          traces.push({ type: "scatter", mode: "lines", name, x: xaxis.scale(group.x), y: group.mean, line: { color, width: 2 } });
         });
       } else {
         data.runs.forEach((run, i) => {
-          traces.push({ type: "scatter", mode: "lines", name: plain(`${run.name} #${run.id}`), x: run.x, y: run.y, line: { color: COLORS[i % COLORS.length], width: 1.5 } });
+          traces.push({ type: "scatter", mode: "lines", name: plain(`${run.name} #${run.id}`), x: xaxis.scale(run.x), y: run.y, line: { color: COLORS[i % COLORS.length], width: 1.5 } });
         });
       }
       const points = data.runs.reduce((sum, run) => sum + run.total, 0);
@@ -41,7 +57,7 @@
       note.textContent = `${data.runs.length} runs, ${points.toLocaleString()} points, ${shown.toLocaleString()} drawn (each pixel column's minimum and maximum).`;
       const layout = {
         margin: { t: 20, r: 20, b: 90, l: 60 },
-        xaxis: { title: { text: "step" } },
+        xaxis: xaxis.layout,
         yaxis: { title: { text: plain(data.metric) } },
         legend: { orientation: "h", y: -0.32 },
       };

@@ -2,11 +2,14 @@
 the table, sort by a metric, pick runs, compare them grouped by a setting. No cluster: runs
 are staged with factories and the poll's own summary function."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from jobs.params import params_for_spec
+from monitoring.models import LogFile
 from monitoring.run_summary import runs_record
 from monitoring.series_write import series_append
 from tests import factories
@@ -98,3 +101,34 @@ def test_runs_table_and_compare(asgi_server, project, owner, member, page) -> No
     wait_for(lambda: page.locator("#compare-chart .legendtext").count() == 2, 60, "2 groups")
     assert page.locator("#compare-group").input_value() == "lr"
     assert len(ids) == 6
+
+
+def test_compare_by_time_since_each_runs_start(asgi_server, project, owner, member, page) -> None:
+    """Two runs of 100 steps, one twice as fast: by step they overlap, by time one ends first."""
+    cluster = factories.cluster("alps")
+    start = timezone.now() - timedelta(hours=1)
+    ids = []
+    for name, seconds in (("fast", 300), ("slow", 600)):
+        job, attempt = factories.job(project, owner, cluster, name=name)
+        attempt.started_at, attempt.ended_at = start, start + timedelta(seconds=seconds)
+        attempt.save()
+        LogFile.objects.create(attempt=attempt, name="stdout.log", last_step=100)
+        points = [(attempt.pk, "loss", float(s), 3 / (1 + s)) for s in range(101)]
+        series_append(points=points)
+        runs_record(attempts={attempt.pk: attempt}, points=points, params={})
+        ids.append(job.pk)
+    runs = ",".join(map(str, ids))
+    _log_in(page, asgi_server, member, f"/projects/{project.slug}/compare/?runs={runs}")
+    wait_for(lambda: page.locator("#compare-chart .scatterlayer .trace").count() == 2, 60, "curves")
+    page.select_option("#compare-axis", "elapsed")
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_url("**axis=elapsed**")
+    title = page.locator("#compare-chart .g-xtitle")
+    wait_for(
+        lambda: "time since the run's start (minutes)" in (title.text_content() or ""), 60, "axis"
+    )
+    assert page.locator("#compare-chart .scatterlayer .trace").count() == 2
+    assert "estimated" in page.locator("#compare-clock").inner_text()
+    _shot(page, "runs17-compare-time")
+    page.goto(page.url)  # the shared URL keeps the axis
+    assert page.locator("#compare-axis").input_value() == "elapsed"

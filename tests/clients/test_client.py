@@ -17,6 +17,7 @@ from portal_client.sse import parse_events
 
 from jobs.models import Attempt, Job, State
 from monitoring import streams
+from sweeps.tick import sweep_advance
 from tests.helpers import LOG, Tokens, store_log
 from tests.runs.test_runs_table import _run
 
@@ -225,3 +226,29 @@ def test_a_followed_log_goes_on_into_a_restart(portal: Portal, job: Job) -> None
     handle = portal.job(job.pk)
     handle.data["latest_attempt"] = 1  # as it was when the first attempt was running
     assert "".join(handle.logs(follow=True)) == LOG.decode() + "resumed from step-3.pt\n"
+
+
+def test_a_sweep_from_a_directory_runs_every_trial_from_its_snapshot(
+    portal: Portal, project, cluster, settings, tmp_path, no_submission
+) -> None:
+    settings.CODE_SNAPSHOT_DIR = tmp_path / "snapshots"
+    code = tmp_path / "research"
+    code.mkdir()
+    (code / "train.py").write_text("print('step 1, loss=1')\n")
+    made = portal.sweep(
+        project="vision",
+        cluster="alps",
+        name="from python",
+        command="python train.py --lr {lr}",
+        space={"lr": [0.1, 0.01]},
+        sampler="grid",
+        max_trials=2,
+        partition="gpu",
+        time_limit=600,
+        code=code,
+    )
+    assert made["state"] == "running" and made["code"]["files"] == 1
+    sweep_advance(sweep_id=made["id"])
+    jobs = Job.objects.filter(sweep_trial__sweep_id=made["id"])
+    assert jobs.count() == 2
+    assert {j.code.sha256 if j.code else None for j in jobs} == {made["code"]["sha256"]}

@@ -11,6 +11,7 @@ from django.urls import reverse
 from clusters.models import Cluster
 from jobs.models import Job
 from monitoring.compare import (
+    Axis,
     Curve,
     _read_one,
     chart_points,
@@ -54,7 +55,7 @@ def test_a_one_step_spike_survives_downsampling(pair: list[Job]) -> None:
     assert max(spiky.ys) == 50.0 and spiky.xs[spiky.ys.index(50.0)] == SPIKE_AT
     assert max(calm.ys) < 3 and calm.xs[0] == 0 and calm.xs[-1] == POINTS - 1
     # The run-by-run read (after a compaction raced the batched one) keeps it too.
-    alone = _read_one(pair[0].pk, "loss", chart_points(50))
+    alone = _read_one(pair[0].pk, "loss", chart_points(50), Axis("step"))
     assert 50.0 in alone.ys and alone.total == POINTS
 
 

@@ -41,6 +41,18 @@ FORM = {
     "max_concurrent": "2",
 }
 
+API_BODY = {
+    "project": "vision",
+    "cluster": "alps",
+    "name": "api search",
+    "command": "python train.py --lr {lr}",
+    "partition": "gpu",
+    "time_limit": "00:30:00",
+    "space": {"lr": [0.1, 0.01, 0.001]},
+    "sampler": "grid",
+    "max_trials": 3,
+}
+
 
 @pytest.fixture
 def sweep(submitter: User, project: Project, cluster: Cluster) -> Sweep:
@@ -168,18 +180,7 @@ def test_the_api_starts_and_reads_a_sweep(
     tokens: Tokens, submitter: User, cluster: Cluster
 ) -> None:
     api = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.member}")
-    body = {
-        "project": "vision",
-        "cluster": "alps",
-        "name": "api search",
-        "command": "python train.py --lr {lr}",
-        "partition": "gpu",
-        "time_limit": "00:30:00",
-        "space": {"lr": [0.1, 0.01, 0.001]},
-        "sampler": "grid",
-        "max_trials": 3,
-    }
-    made = api.post(reverse("api-sweeps"), body, "application/json")
+    made = api.post(reverse("api-sweeps"), API_BODY, "application/json")
     assert made.status_code == 201, made.json()
     sweep_id = made.json()["id"]
     sweep_advance(sweep_id=sweep_id)
@@ -187,3 +188,24 @@ def test_the_api_starts_and_reads_a_sweep(
     assert got["sampler"] == "grid" and len(got["trials"]) == 2
     assert {t["params"]["lr"] for t in got["trials"]} <= {0.1, 0.01, 0.001}
     assert api.get(reverse("api-sweeps")).json()["results"][0]["id"] == sweep_id
+
+
+def test_compare_opens_the_trials_runs_best_first(
+    client: Client, member: User, sweep: Sweep
+) -> None:
+    client.force_login(member)
+    page = client.get(reverse("sweep-page", args=[sweep.pk])).content.decode()
+    trials = {t.number: t for t in sweep.trials.all()}
+    assert [trials[n].state for n in sorted(trials)] == [
+        Trial.State.COMPLETE,  # 1.0
+        Trial.State.COMPLETE,  # 1.1
+        Trial.State.PRUNED,  # 3.0 at its last report
+        *[Trial.State.RUNNING] * 3,
+    ]
+    # Scored trials best first, then the running ones, newest first.
+    order = [trials[n].job_id for n in (0, 1, 2, 5, 4, 3)]
+    runs = "%2C".join(str(job_id) for job_id in order)
+    url = f"/projects/vision/compare/?runs={runs}&metric=loss"
+    assert f'id="sweep-compare" href="{url.replace("&", "&amp;")}"' in page
+    compare = client.get(url).content.decode()
+    assert all(f"/jobs/{job_id}/" in compare for job_id in order)

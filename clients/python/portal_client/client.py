@@ -226,6 +226,43 @@ class Portal:
         }
         return Job(self, self.post("jobs/", body))
 
+    def sweep(
+        self,
+        *,
+        project: str,
+        cluster: str,
+        name: str,
+        command: str,
+        space: dict[str, Any],
+        max_trials: int,
+        time_limit: timedelta | int | float | str = 3600,
+        code: str | os.PathLike[str] | None = None,
+        code_max_bytes: int = DEFAULT_MAX_BYTES,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Start a sweep: `command` with `{lr}` where each setting of `space` goes, e.g.
+        space={"lr": {"type": "float", "low": 1e-4, "high": 0.1, "log": True}}.
+
+        `code="."` as in submit: every trial's job runs that one snapshot. More options as
+        keywords: sampler, pruner, metric, direction, max_concurrent, first_trials, nodes,
+        gpus_per_node, partition, setup, code_git_url and code_git_ref. Returns the sweep
+        as the API answers it (its id, state and trials).
+        """
+        if code is not None:
+            options.update(self.upload_code(project, code, max_bytes=code_max_bytes))
+        body = {
+            "project": project,
+            "cluster": cluster,
+            "name": name,
+            "command": command,
+            "space": space,
+            "max_trials": max_trials,
+            "time_limit": _duration(time_limit),
+            **options,
+        }
+        sweep: dict[str, Any] = self.post("sweeps/", body)
+        return sweep
+
     def upload_code(
         self, project: str, directory: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES
     ) -> dict[str, Any]:

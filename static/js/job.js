@@ -327,7 +327,9 @@
         log.select(askedAttempt());
         Object.keys(attempts).map(Number).forEach((n) => backfill(n).catch(() => {}));
       }
-      setTimeout(() => connect(Math.min(delay * 2, 15000)), delay);
+      // Back soon after a server or Redis restart, a little apart so that pages do not
+      // all knock at once; at most about every 5 s while it stays down.
+      setTimeout(() => connect(Math.min(delay * 2, 5000)), delay * (0.75 + Math.random() / 2));
     };
   }
 

@@ -5,6 +5,7 @@ single agent call, stores the new bytes, parses them into series, and after
 the commit pushes a delta to the job's WebSocket group.
 """
 
+import asyncio
 import logging
 from collections import defaultdict
 from typing import Any
@@ -27,7 +28,7 @@ from jobs.rundir import (
 from monitoring.alerts import alerts_evaluate
 from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
-from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
+from monitoring.ingest_parse import AttemptParse, NewBytes, ParseInput, Point, attempts_parse
 from monitoring.ingest_write import ingest_notes, ingest_write
 from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 FOLLOWED = (STDOUT_FILE, METRICS_FILE)
 INLINE_LOG_BYTES = 64 * 1024  # larger deltas carry offsets only; the page reads them over REST
 DELTA_POINTS = 2000  # per series per delta
+PUSH_CONCURRENCY = 16  # jobs whose deltas are sent at once (a Redis connection each)
 
 
 class MonitoringWatcher:
@@ -123,27 +125,26 @@ class MonitoringWatcher:
         unread: set[int],
         notes: dict[int, AttemptIngest],
     ) -> list[AttemptParse]:
-        """Each attempt's points, parsed outside any transaction and in its own time budget."""
+        """Each attempt's points, parsed outside any transaction, each in its own time budget."""
         by_attempt: dict[int, dict[str, LogFile]] = defaultdict(dict)
         for (attempt_id, name), log_file in files.items():
             by_attempt[attempt_id][name] = log_file
         new_bytes: dict[int, dict[str, NewBytes]] = defaultdict(dict)
         for s in stored:
             new_bytes[s.log_file.attempt_id][s.log_file.name] = NewBytes(s.offset, s.data)
-        parsed = []
-        for attempt_id, attempt in attempts.items():
-            # A finished attempt read to its end: its last line needs no newline.
-            final = attempt.is_finished and attempt_id not in unread
-            parsed.append(
-                attempt_parse(
+        # A finished attempt read to its end: its last line needs no newline.
+        return attempts_parse(
+            [
+                ParseInput(
                     attempt,
                     by_attempt.get(attempt_id, {}),
                     new_bytes.get(attempt_id, {}),
-                    final=final,
+                    final=attempt.is_finished and attempt_id not in unread,
                     note=notes[attempt_id],
                 )
-            )
-        return parsed
+                for attempt_id, attempt in attempts.items()
+            ]
+        )
 
     def _deltas(
         self, attempts: dict[int, Attempt], stored: list[Stored], points: list[Point]
@@ -204,8 +205,22 @@ def _push(deltas: list[dict[str, Any]]) -> None:
 
 
 async def _send_all(layer: Any, deltas: list[dict[str, Any]]) -> None:
+    """Send each job's deltas in order, PUSH_CONCURRENCY jobs at a time.
+
+    Each send is a few Redis round trips even for a group nobody listens to; a thousand
+    jobs one after the other took most of a second.
+    """
+    by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for delta in deltas:
-        try:
-            await layer.group_send(job_group(delta["job"]), delta)
-        except Exception:  # a lost push is caught up over REST; never fail the poll
-            logger.exception("push to job %s failed", delta["job"])
+        by_job[delta["job"]].append(delta)
+    gate = asyncio.Semaphore(PUSH_CONCURRENCY)
+
+    async def send(job_deltas: list[dict[str, Any]]) -> None:
+        async with gate:
+            for delta in job_deltas:
+                try:
+                    await layer.group_send(job_group(delta["job"]), delta)
+                except Exception:  # a lost push is caught up over REST; never fail the poll
+                    logger.exception("push to job %s failed", delta["job"])
+
+    await asyncio.gather(*(send(job_deltas) for job_deltas in by_job.values()))

@@ -29,7 +29,7 @@ from monitoring.alerts import alerts_evaluate
 from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
 from monitoring.ingest_parse import AttemptParse, NewBytes, ParseInput, Point, attempts_parse
-from monitoring.ingest_write import ingest_notes, ingest_write
+from monitoring.ingest_write import ingest_notes, ingest_write, notes_state
 from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.run_summary import runs_record
@@ -81,7 +81,8 @@ class MonitoringWatcher:
             return set()
         files = log_files(attempt_ids=followed, names=())
         notes = ingest_notes(attempt_ids=followed)
-        dirty = discover_gpu_files(followed.values(), reply, files, notes)
+        loaded = notes_state(notes)
+        discover_gpu_files(followed.values(), reply, files, notes)
         deliveries, unread = [], set()
         names = _names_by_attempt(files)
         for attempt in followed.values():
@@ -101,7 +102,7 @@ class MonitoringWatcher:
         with transaction.atomic():
             stored = log_store(files=files, deliveries=deliveries)
         parsed = self._parse(followed, files, stored, unread, notes)
-        points = ingest_write(parsed, notes, dirty)
+        points = ingest_write(parsed, notes, loaded)
         try:  # the runs table's summaries and logged settings; never the poll's data
             with transaction.atomic():
                 params = {r.attempt_id: r.params for r in parsed if r.params}
@@ -149,9 +150,16 @@ class MonitoringWatcher:
     def _deltas(
         self, attempts: dict[int, Attempt], stored: list[Stored], points: list[Point]
     ) -> list[dict[str, Any]]:
-        series: dict[int, dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
-        for attempt_id, name, x, y in points:
-            series[attempt_id][name].append([x, y])
+        series: dict[int, dict[str, list[list[float]]]] = {}
+        for attempt_id, name, x, y in points:  # tens of thousands a poll: plain dicts
+            by_name = series.get(attempt_id)
+            if by_name is None:
+                by_name = series[attempt_id] = {}
+            pairs = by_name.get(name)
+            if pairs is None:
+                by_name[name] = [[x, y]]
+            else:
+                pairs.append([x, y])
         logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
         deltas = []
         for attempt in attempts.values():
@@ -171,7 +179,10 @@ class MonitoringWatcher:
                 if len(log.data) <= INLINE_LOG_BYTES:
                     delta["log"]["text"] = log.data.decode("utf-8", errors="replace")
             if attempt.pk in series:
-                delta["series"] = {n: p[-DELTA_POINTS:] for n, p in series[attempt.pk].items()}
+                delta["series"] = {
+                    n: p if len(p) <= DELTA_POINTS else p[-DELTA_POINTS:]
+                    for n, p in series[attempt.pk].items()
+                }
             deltas.append(delta)
         return deltas
 

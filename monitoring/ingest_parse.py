@@ -178,7 +178,8 @@ def _points(given: ParseInput, reads: list[_Read], outcomes: list[Outcome]) -> A
             note.skipped_bytes += len(data)
             note.skipped_lines += len(lines)
             continue
-        points = [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
+        attempt_id = attempt.pk
+        points = [(attempt_id, m.name, float(m.step), m.value) for m in metrics]
         points += _mfu(attempt, metrics, note)
         result.points += points
         if high is not None:  # steps the file gave before: they may be stored already

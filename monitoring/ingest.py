@@ -80,9 +80,6 @@ class MonitoringWatcher:
         if not followed:
             return set()
         files = log_files(attempt_ids=followed, names=())
-        notes = ingest_notes(attempt_ids=followed)
-        loaded = notes_state(notes)
-        discover_gpu_files(followed.values(), reply, files, notes)
         deliveries, unread = [], set()
         names = _names_by_attempt(files)
         for attempt in followed.values():
@@ -98,10 +95,21 @@ class MonitoringWatcher:
                     logger.warning(
                         "cannot read %s of attempt %s: %s", name, attempt.pk, chunk.error
                     )
+        # Parser state and counters only for the attempts this poll can change: new bytes,
+        # a listing, or an end to read to; an idle job costs its file rows only.
+        busy = {d.attempt_id for d in deliveries if d.data}
+        active = {
+            pk: a
+            for pk, a in followed.items()
+            if pk in busy or a.is_finished or run_dir_key(a.uuid) in reply.listings
+        }
+        notes = ingest_notes(attempt_ids=active)
+        loaded = notes_state(notes)
+        discover_gpu_files(active.values(), reply, files, notes)
         # The bytes first, in their own transaction: whatever parsing them does, they are kept.
         with transaction.atomic():
             stored = log_store(files=files, deliveries=deliveries)
-        parsed = self._parse(followed, files, stored, unread, notes)
+        parsed = self._parse(active, files, stored, unread, notes)
         points = ingest_write(parsed, notes, loaded)
         try:  # the runs table's summaries and logged settings; never the poll's data
             with transaction.atomic():

@@ -1,23 +1,42 @@
 """Poll-path ingest rate: 1,000 running attempts x 40 series, binary COPY beside plain SQL.
 
 Drives the poll's real ingest (`MonitoringWatcher.ingest`: log bytes stored, lines
-parsed in the parser process, points and parser state written) with what the agent
-would bring each second: one new `metrics.jsonl` line of 40 values and one stdout
-line per attempt. Each poll is timed twice, in one run: with bulk writes by binary
-COPY (PostgreSQL's default here) and with plain statements (`BULK_COPY=False`: what
-SQLite gets, and the statements every database got before COPY: `unnest` arrays for
-the series, Django's `bulk_create` / `bulk_update` for the rest). Both run on the
-same tables (the series tables' indexes and fill factor as migrated). The storage
-alone (log bytes, points, parser state, without the parse) is timed as well.
+parsed in the parser process, points and parser state written, run summaries, alerts,
+the WebSocket deltas) with what the agent would bring each second: one new
+`metrics.jsonl` line of 40 values and one stdout line per attempt. Each poll is timed
+twice, in one run: with bulk writes by binary COPY (PostgreSQL's default here) and
+with plain statements (`BULK_COPY=False`: what SQLite gets, and the statements every
+database got before COPY: `unnest` arrays for the series, Django's `bulk_create` /
+`bulk_update` for the rest). Both run on the same tables (the series tables' indexes
+and fill factor as migrated). The storage alone (log bytes, points, parser state,
+without the parse) is timed as well.
+
+`--against REF` (say `--against main`) first runs this bench as it is in the git
+revision REF, with that revision's code (`git archive`, same database and Python), and
+prints its rows above ours: the path as it was beside the path as it is, in one run.
+The machine is shared: compare rows of one run, not numbers across runs.
+
+Measured with `--against main` at 4df6e25 (2 shared cores, load average 1.7 at the
+end; median of 10 polls of 40,000 points): through the whole ingest with COPY, 7.6 s
+a poll (5,300 points/s) before, 3.3 s (12,200 points/s) now; plain SQL 12.8 s against
+8.8 s; the storage alone with COPY 2.1 s against 1.6 s. What is left of a poll, per
+40,000 points: the series upsert and chunk COPY (~0.6 s, one row each per series per
+poll), compaction's reads, the parser process (~0.4 s), loading 3,000 parser-state
+rows (~0.35 s, JSON columns), run summaries (~0.5 s), the 1,000 WebSocket sends
+(~0.25 s). The goal, 50,000 points/s, is not reached.
 
 Uses its own database `portal_bench_ingest` on the local PostgreSQL.
-Run: `.venv/bin/python bench/ingest.py [--quick]`.
+Run: `.venv/bin/python bench/ingest.py [--quick] [--against REF]`.
 """
 
+import io
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -123,7 +142,40 @@ def _poll_times(attempts: list[Any], copy: bool) -> tuple[list[float], list[floa
     return whole[1:], stored_in[1:], points
 
 
+def _against() -> str | None:
+    args = sys.argv[1:]
+    if "--against" not in args:
+        return None
+    at = args.index("--against") + 1
+    if at >= len(args):
+        sys.exit("--against needs a git revision, e.g. --against main")
+    return args[at]
+
+
+def _their_rows(ref: str) -> list[str]:
+    """The table rows this bench prints at revision `ref`, run with that revision's code."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tree:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+        command = [sys.executable, str(Path(tree) / "bench" / "ingest.py")]
+        command += ["--quick"] if QUICK else []
+        done = subprocess.run(
+            command, cwd=tree, capture_output=True, text=True, env=dict(os.environ), check=False
+        )
+    if done.returncode:
+        sys.exit(f"bench at {ref} failed:\n{done.stderr[-3000:]}")
+    rows = [line for line in done.stdout.splitlines() if line.count("|") == 5 and "," in line]
+    return [
+        f"{ref + ': ' + row.split('|', 1)[0].strip():>30} |{row.split('|', 1)[1]}" for row in rows
+    ]
+
+
 def main() -> None:
+    ref = _against()
+    theirs = _their_rows(ref) if ref is not None else []
     ensure_database()
     import django
 
@@ -134,7 +186,7 @@ def main() -> None:
     tag = uuid.uuid4().hex[:6]
     rows = []
     try:
-        for label, copy in (("plain SQL (before)", False), ("binary COPY", True)):
+        for label, copy in (("plain SQL", False), ("binary COPY", True)):
             # Fresh attempts per path: each starts from the same empty series.
             attempts = _attempts(f"{tag}-{int(copy)}")
             whole, stored, points = _poll_times(attempts, copy)
@@ -150,12 +202,15 @@ def main() -> None:
         f" path (median); load average {load:.1f} on {os.cpu_count()} cores"
     )
     header = ("write path", "points/poll", "ingest ms", "points/s", "storage ms", "points/s")
-    print(" | ".join(f"{h:>18}" if i == 0 else f"{h:>11}" for i, h in enumerate(header)))
-    print("-" * 90)
+    print(" | ".join(f"{h:>30}" if i == 0 else f"{h:>11}" for i, h in enumerate(header)))
+    print("-" * 102)
+    for row in theirs:
+        print(row)
     for label, points, whole, stored in rows:
         total, storage = statistics.median(whole), statistics.median(stored)
+        name = f"this code: {label}" if ref is not None else label
         print(
-            f"{label:>18} | {points:>11,} | {total * 1000:>11.0f} | {points / total:>11,.0f} |"
+            f"{name:>30} | {points:>11,} | {total * 1000:>11.0f} | {points / total:>11,.0f} |"
             f" {storage * 1000:>11.0f} | {points / storage:>11,.0f}"
         )
     print(f"goal: {GOAL:,} points/s through the whole ingest")

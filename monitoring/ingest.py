@@ -5,6 +5,7 @@ single agent call, stores the new bytes, parses them into series, and after
 the commit pushes a delta to the job's WebSocket group.
 """
 
+import asyncio
 import logging
 from collections import defaultdict
 from typing import Any
@@ -27,8 +28,8 @@ from jobs.rundir import (
 from monitoring.alerts import alerts_evaluate
 from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
-from monitoring.ingest_parse import AttemptParse, NewBytes, Point, attempt_parse
-from monitoring.ingest_write import ingest_notes, ingest_write
+from monitoring.ingest_parse import AttemptParse, NewBytes, ParseInput, Point, attempts_parse
+from monitoring.ingest_write import ingest_notes, ingest_write, notes_state
 from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.run_summary import runs_record
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 FOLLOWED = (STDOUT_FILE, METRICS_FILE)
 INLINE_LOG_BYTES = 64 * 1024  # larger deltas carry offsets only; the page reads them over REST
 DELTA_POINTS = 2000  # per series per delta
+PUSH_CONCURRENCY = 16  # jobs whose deltas are sent at once (a Redis connection each)
 
 
 class MonitoringWatcher:
@@ -78,8 +80,6 @@ class MonitoringWatcher:
         if not followed:
             return set()
         files = log_files(attempt_ids=followed, names=())
-        notes = ingest_notes(attempt_ids=followed)
-        dirty = discover_gpu_files(followed.values(), reply, files, notes)
         deliveries, unread = [], set()
         names = _names_by_attempt(files)
         for attempt in followed.values():
@@ -95,11 +95,22 @@ class MonitoringWatcher:
                     logger.warning(
                         "cannot read %s of attempt %s: %s", name, attempt.pk, chunk.error
                     )
+        # Parser state and counters only for the attempts this poll can change: new bytes,
+        # a listing, or an end to read to; an idle job costs its file rows only.
+        busy = {d.attempt_id for d in deliveries if d.data}
+        active = {
+            pk: a
+            for pk, a in followed.items()
+            if pk in busy or a.is_finished or run_dir_key(a.uuid) in reply.listings
+        }
+        notes = ingest_notes(attempt_ids=active)
+        loaded = notes_state(notes)
+        discover_gpu_files(active.values(), reply, files, notes)
         # The bytes first, in their own transaction: whatever parsing them does, they are kept.
         with transaction.atomic():
             stored = log_store(files=files, deliveries=deliveries)
-        parsed = self._parse(followed, files, stored, unread, notes)
-        points = ingest_write(parsed, notes, dirty)
+        parsed = self._parse(active, files, stored, unread, notes)
+        points = ingest_write(parsed, notes, loaded)
         try:  # the runs table's summaries and logged settings; never the poll's data
             with transaction.atomic():
                 params = {r.attempt_id: r.params for r in parsed if r.params}
@@ -123,34 +134,40 @@ class MonitoringWatcher:
         unread: set[int],
         notes: dict[int, AttemptIngest],
     ) -> list[AttemptParse]:
-        """Each attempt's points, parsed outside any transaction and in its own time budget."""
+        """Each attempt's points, parsed outside any transaction, each in its own time budget."""
         by_attempt: dict[int, dict[str, LogFile]] = defaultdict(dict)
         for (attempt_id, name), log_file in files.items():
             by_attempt[attempt_id][name] = log_file
         new_bytes: dict[int, dict[str, NewBytes]] = defaultdict(dict)
         for s in stored:
             new_bytes[s.log_file.attempt_id][s.log_file.name] = NewBytes(s.offset, s.data)
-        parsed = []
-        for attempt_id, attempt in attempts.items():
-            # A finished attempt read to its end: its last line needs no newline.
-            final = attempt.is_finished and attempt_id not in unread
-            parsed.append(
-                attempt_parse(
+        # A finished attempt read to its end: its last line needs no newline.
+        return attempts_parse(
+            [
+                ParseInput(
                     attempt,
                     by_attempt.get(attempt_id, {}),
                     new_bytes.get(attempt_id, {}),
-                    final=final,
+                    final=attempt.is_finished and attempt_id not in unread,
                     note=notes[attempt_id],
                 )
-            )
-        return parsed
+                for attempt_id, attempt in attempts.items()
+            ]
+        )
 
     def _deltas(
         self, attempts: dict[int, Attempt], stored: list[Stored], points: list[Point]
     ) -> list[dict[str, Any]]:
-        series: dict[int, dict[str, list[list[float]]]] = defaultdict(lambda: defaultdict(list))
-        for attempt_id, name, x, y in points:
-            series[attempt_id][name].append([x, y])
+        series: dict[int, dict[str, list[list[float]]]] = {}
+        for attempt_id, name, x, y in points:  # tens of thousands a poll: plain dicts
+            by_name = series.get(attempt_id)
+            if by_name is None:
+                by_name = series[attempt_id] = {}
+            pairs = by_name.get(name)
+            if pairs is None:
+                by_name[name] = [[x, y]]
+            else:
+                pairs.append([x, y])
         logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
         deltas = []
         for attempt in attempts.values():
@@ -170,7 +187,10 @@ class MonitoringWatcher:
                 if len(log.data) <= INLINE_LOG_BYTES:
                     delta["log"]["text"] = log.data.decode("utf-8", errors="replace")
             if attempt.pk in series:
-                delta["series"] = {n: p[-DELTA_POINTS:] for n, p in series[attempt.pk].items()}
+                delta["series"] = {
+                    n: p if len(p) <= DELTA_POINTS else p[-DELTA_POINTS:]
+                    for n, p in series[attempt.pk].items()
+                }
             deltas.append(delta)
         return deltas
 
@@ -204,8 +224,22 @@ def _push(deltas: list[dict[str, Any]]) -> None:
 
 
 async def _send_all(layer: Any, deltas: list[dict[str, Any]]) -> None:
+    """Send each job's deltas in order, PUSH_CONCURRENCY jobs at a time.
+
+    Each send is a few Redis round trips even for a group nobody listens to; a thousand
+    jobs one after the other took most of a second.
+    """
+    by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for delta in deltas:
-        try:
-            await layer.group_send(job_group(delta["job"]), delta)
-        except Exception:  # a lost push is caught up over REST; never fail the poll
-            logger.exception("push to job %s failed", delta["job"])
+        by_job[delta["job"]].append(delta)
+    gate = asyncio.Semaphore(PUSH_CONCURRENCY)
+
+    async def send(job_deltas: list[dict[str, Any]]) -> None:
+        async with gate:
+            for delta in job_deltas:
+                try:
+                    await layer.group_send(job_group(delta["job"]), delta)
+                except Exception:  # a lost push is caught up over REST; never fail the poll
+                    logger.exception("push to job %s failed", delta["job"])
+
+    await asyncio.gather(*(send(job_deltas) for job_deltas in by_job.values()))

@@ -7,7 +7,6 @@ same bytes are never parsed twice, and no other attempt waits on them.
 """
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,7 @@ from monitoring.ingest_gpu import gpu_points
 from monitoring.lines import Chunk, read_chunk
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.overwrite import newest_per_step
-from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_budget, parse_within
+from monitoring.parse_budget import Outcome, ParseFailed, ParseTimeout, parse_groups
 from monitoring.parse_worker import stdout_request
 from monitoring.parsers import MetricPoint
 from monitoring.throughput import (
@@ -70,6 +69,46 @@ def _resync(log_file: LogFile, new: NewBytes, note: AttemptIngest) -> bytes:
     return new.data[cut:] if cut else b""
 
 
+@dataclass
+class ParseInput:
+    """One attempt's files and what this poll brought of them."""
+
+    attempt: Attempt
+    files: dict[str, LogFile]
+    new_bytes: dict[str, NewBytes]
+    final: bool  # the attempt ended and its files are read to their end
+    note: AttemptIngest
+
+
+@dataclass
+class _Read:
+    """One file's new lines, and where the parser's reply for them is (None: no request)."""
+
+    log_file: LogFile
+    chunk: Chunk
+    data: bytes
+    request: int | None
+
+
+def attempts_parse(inputs: list[ParseInput]) -> list[AttemptParse]:
+    """The points of each attempt's new bytes; the LogFile rows' parser state is updated.
+
+    Every attempt's lines go to the parser process together (`parse_groups`), each
+    attempt's within its own budget, and come back as one reply per file.
+    """
+    groups: list[list[dict[str, Any]]] = []
+    reads = []
+    for given in inputs:
+        group: list[dict[str, Any]] = []
+        reads.append(_reads(given, group))
+        groups.append(group)
+    outcomes = parse_groups(groups) if any(groups) else [[] for _ in groups]
+    return [
+        _points(given, read, outcome)
+        for given, read, outcome in zip(inputs, reads, outcomes, strict=True)
+    ]
+
+
 def attempt_parse(
     attempt: Attempt,
     files: dict[str, LogFile],
@@ -78,25 +117,51 @@ def attempt_parse(
     final: bool,
     note: AttemptIngest,
 ) -> AttemptParse:
-    """The points of the attempt's new bytes; the LogFile rows' parser state is updated."""
-    result = AttemptParse(attempt.pk)
-    deadline = time.monotonic() + parse_budget()
+    """One attempt's `attempts_parse`."""
+    return attempts_parse([ParseInput(attempt, files, new_bytes, final, note)])[0]
+
+
+def _reads(given: ParseInput, group: list[dict[str, Any]]) -> list[_Read]:
+    """Each file's new lines, in the order they are read; their parse requests go to `group`."""
+    reads = []
     # metrics.jsonl first: the names it gives are not read from stdout as well.
-    for name in sorted(files, key=lambda n: n != METRICS_FILE):
-        log_file = files[name]
-        new = new_bytes.get(name)
-        if new is None and not (final and (log_file.carry or _holds(log_file))):
+    for name in sorted(given.files, key=lambda n: n != METRICS_FILE):
+        log_file = given.files[name]
+        new = given.new_bytes.get(name)
+        if new is None and not (given.final and (log_file.carry or _holds(log_file))):
             continue
-        data = _resync(log_file, new, note) if new is not None else b""
+        data = _resync(log_file, new, given.note) if new is not None else b""
         if new is not None:
             log_file.parsed_to = new.offset + len(new.data)
-        chunk = read_chunk(bytes(log_file.carry), data, final=final)
-        lines, log_file.carry = chunk.lines, chunk.carry
+        chunk = read_chunk(bytes(log_file.carry), data, final=given.final)
+        log_file.carry = chunk.carry
+        request = None
+        stopped = given.note.metrics_stopped
+        if not stopped and not is_gpu_file(name) and _news(log_file, chunk, given.final):
+            request = len(group)
+            group.append(_request(given.attempt, log_file, chunk, final=given.final))
+        reads.append(_Read(log_file, chunk, data, request))
+    return reads
+
+
+def _news(log_file: LogFile, chunk: Chunk, final: bool) -> bool:
+    """Whether there is anything to read: lines, an unfinished stdout line's redraw, or
+    at the end a held block of `key = value` lines."""
+    return bool(chunk.lines) or (
+        log_file.name != METRICS_FILE and bool(chunk.redraw or (final and _holds(log_file)))
+    )
+
+
+def _points(given: ParseInput, reads: list[_Read], outcomes: list[Outcome]) -> AttemptParse:
+    attempt, note = given.attempt, given.note
+    result = AttemptParse(attempt.pk)
+    for read in reads:
+        log_file, data, lines = read.log_file, read.data, read.chunk.lines
         result.log_files.append(log_file)
         if note.metrics_stopped:
             note.skipped_bytes += len(data)
             continue
-        if is_gpu_file(name):
+        if is_gpu_file(log_file.name):
             result.points += gpu_points(attempt, log_file, lines, note)
             continue
         known = set(log_file.metric_names)
@@ -104,18 +169,17 @@ def attempt_parse(
         metrics = _metrics(
             attempt,
             log_file,
-            chunk,
-            files.get(METRICS_FILE),
-            deadline,
+            None if read.request is None else outcomes[read.request],
+            given.files.get(METRICS_FILE),
             note,
-            final=final,
             params=result.params,
         )
         if metrics is None:
             note.skipped_bytes += len(data)
             note.skipped_lines += len(lines)
             continue
-        points = [(attempt.pk, m.name, float(m.step), m.value) for m in metrics]
+        attempt_id = attempt.pk
+        points = [(attempt_id, m.name, float(m.step), m.value) for m in metrics]
         points += _mfu(attempt, metrics, note)
         result.points += points
         if high is not None:  # steps the file gave before: they may be stored already
@@ -148,33 +212,25 @@ def _request(attempt: Attempt, log_file: LogFile, chunk: Chunk, *, final: bool) 
 def _metrics(
     attempt: Attempt,
     log_file: LogFile,
-    chunk: Chunk,
+    outcome: Outcome | None,
     structured: LogFile | None,
-    deadline: float,
     note: AttemptIngest,
     *,
-    final: bool,
     params: dict[str, Any],
 ) -> list[MetricPoint] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
-    if not chunk.lines and (
-        log_file.name == METRICS_FILE or not (chunk.redraw or (final and _holds(log_file)))
-    ):
-        return []  # nothing new to read (an unfinished stdout line's redraw is read now)
-    left = deadline - time.monotonic()
-    try:
-        if left <= 0:
-            raise ParseTimeout
-        reply = parse_within(_request(attempt, log_file, chunk, final=final), left)
-    except ParseTimeout:
+    if outcome is None:
+        return []  # nothing new to read
+    if isinstance(outcome, ParseTimeout):
         note.over_budget += 1
         note.metrics_stopped = note.over_budget >= MAX_OVER_BUDGET
         logger.warning("attempt %s: %s took over its parse budget", attempt.pk, log_file.name)
         return None
-    except ParseFailed as exc:
+    if isinstance(outcome, ParseFailed):
         note.parse_failures += 1
-        logger.warning("attempt %s: parsing %s failed: %s", attempt.pk, log_file.name, exc)
+        logger.warning("attempt %s: parsing %s failed: %s", attempt.pk, log_file.name, outcome)
         return None
+    reply = outcome
     if "state" in reply:
         log_file.reader_state = reply["state"]
     params.update(reply.get("params") or {})

@@ -8,6 +8,8 @@ so the poll never comes back to them and every other attempt's points land.
 
 import logging
 from collections.abc import Iterable
+from copy import copy
+from typing import Any
 
 from django.db import DatabaseError, transaction
 
@@ -79,11 +81,26 @@ def _write(parsed: list[AttemptParse], notes: list[AttemptIngest]) -> None:
         bulk_update(AttemptIngest, notes, _COUNTERS)
 
 
+def notes_state(notes: dict[int, AttemptIngest]) -> dict[int, tuple[Any, ...]]:
+    """The notes' counters as they are now: `ingest_write` writes back those that differ."""
+    return {i: _counters(note) for i, note in notes.items()}
+
+
+def _counters(note: AttemptIngest) -> tuple[Any, ...]:
+    return tuple(copy(getattr(note, name)) for name in _COUNTERS)  # a list is copied
+
+
 def ingest_write(
-    parsed: list[AttemptParse], notes: dict[int, AttemptIngest], dirty: set[int]
+    parsed: list[AttemptParse],
+    notes: dict[int, AttemptIngest],
+    loaded: dict[int, tuple[Any, ...]],
 ) -> list[Point]:
-    """Store the parsed points and parser state; returns the points that were stored."""
-    changed = {r.attempt_id for r in parsed if r.log_files or r.points} | dirty
+    """Store the parsed points and parser state; returns the points that were stored.
+
+    Of the notes, only those whose counters changed since `loaded` (`notes_state`) are
+    written: most polls of most attempts change none.
+    """
+    changed = {i for i, note in notes.items() if _counters(note) != loaded.get(i)}
     try:
         _write(parsed, [notes[i] for i in sorted(changed)])
         return [p for result in parsed for p in result.points]

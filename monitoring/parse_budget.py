@@ -1,8 +1,11 @@
-"""Parsing one attempt's new lines within a time budget, in the parser's own process.
+"""Parsing the attempts' new lines within a time budget each, in the parser's own process.
 
-`parse_within` sends the lines to `monitoring.parse_worker` and waits at most the
-budget; past it the process is killed (a regular expression cannot be
-interrupted any other way) and a fresh one is started for the next attempt.
+`parse_groups` sends a poll's requests to `monitoring.parse_worker` in one frame (a
+few for a large poll), grouped by attempt, and reads the replies as the worker
+writes them, one per request. Each attempt's requests get the budget from the moment
+the worker turns to them; past it the process is killed (a regular expression cannot
+be interrupted any other way), the attempt's remaining requests time out, and a fresh
+process takes the requests after them. One attempt's lines cost that attempt only.
 """
 
 import json
@@ -12,7 +15,7 @@ import select
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT = 30.0  # seconds for a fresh parser process to import and say it is ready
 ROOT = Path(__file__).resolve().parent.parent
+# Requests per frame are cut at about this size, so the worker holds a bounded share of
+# a poll's lines (each attempt's file reads are bounded already, their sum is not).
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+_READ_BYTES = 1024 * 1024
 
 
 class ParseTimeout(Exception):
@@ -30,6 +37,11 @@ class ParseTimeout(Exception):
 
 class ParseFailed(Exception):
     """The parser process failed on the lines (or died)."""
+
+
+Request = dict[str, Any]
+Reply = dict[str, Any]
+Outcome = Reply | ParseTimeout | ParseFailed
 
 
 def parse_budget() -> float:
@@ -43,20 +55,38 @@ class _Process:
     stdin: IO[bytes]
     stdout: IO[bytes]
     pid_of_parent: int
+    buffer: bytearray = field(default_factory=bytearray)  # read, not yet taken as frames
+
+    def frame(self, deadline: float) -> Reply:
+        """The next reply frame; raises ParseTimeout past the deadline, ParseFailed at EOF.
+
+        A frame already read in whole is taken whatever the time: the worker finished it.
+        """
+        fd = self.stdout.fileno()
+        while True:
+            if len(self.buffer) >= 8:
+                size = int.from_bytes(self.buffer[:8], "big")
+                if len(self.buffer) >= 8 + size:
+                    body = bytes(self.buffer[8 : 8 + size])
+                    del self.buffer[: 8 + size]
+                    reply: Reply = json.loads(body)
+                    return reply
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise ParseTimeout
+            piece = os.read(fd, _READ_BYTES)
+            if not piece:
+                raise ParseFailed("the parser process exited")
+            self.buffer += piece
 
 
-def _read_exactly(stream: IO[bytes], size: int, deadline: float) -> bytes:
-    data = bytearray()
-    fd = stream.fileno()
-    while len(data) < size:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise ParseTimeout
-        piece = os.read(fd, size - len(data))
-        if not piece:
-            raise ParseFailed("the parser process exited")
-        data += piece
-    return bytes(data)
+@dataclass
+class _Turn:
+    """A request's place in the poll: its attempt's group and its index there."""
+
+    group: int
+    index: int
+    body: bytes
 
 
 class ParserProcess:
@@ -79,37 +109,80 @@ class ParserProcess:
         process = _Process(popen, popen.stdin, popen.stdout, os.getpid())
         self._process = process
         try:
-            self._frame(process, time.monotonic() + STARTUP_TIMEOUT)
+            process.frame(time.monotonic() + STARTUP_TIMEOUT)
         except (ParseTimeout, ParseFailed):
             self.stop()
             raise ParseFailed("the parser process did not start") from None
         return process
 
-    def _frame(self, process: _Process, deadline: float) -> dict[str, Any]:
-        header = _read_exactly(process.stdout, 8, deadline)
-        body = _read_exactly(process.stdout, int.from_bytes(header, "big"), deadline)
-        reply: dict[str, Any] = json.loads(body)
-        return reply
-
-    def parse(self, request: dict[str, Any], budget: float) -> dict[str, Any]:
-        """The parser's reply; raises ParseTimeout past the budget, ParseFailed on an error."""
+    def _running(self) -> _Process:
         process = self._process
         # A process inherited through a fork belongs to the parent: start our own.
         if process is None or process.pid_of_parent != os.getpid() or process.popen.poll():
             process = self._start()
-        body = json.dumps(request).encode()
-        try:
-            process.stdin.write(len(body).to_bytes(8, "big") + body)
-            process.stdin.flush()
-            reply = self._frame(process, time.monotonic() + budget)
-        except (ParseTimeout, ParseFailed, OSError) as exc:
-            self.stop()
-            if isinstance(exc, ParseTimeout):
-                raise
-            raise ParseFailed(str(exc) or type(exc).__name__) from exc
-        if "error" in reply:
-            raise ParseFailed(reply["error"])
-        return reply
+        return process
+
+    def parse(self, groups: list[list[Request]], budget: float) -> list[list[Outcome]]:
+        """Each request's reply, or why it has none; each group parsed within `budget`."""
+        outcomes: list[list[Outcome]] = [[ParseFailed("not parsed")] * len(g) for g in groups]
+        turns = [
+            _Turn(group, index, json.dumps(request).encode())
+            for group, requests in enumerate(groups)
+            for index, request in enumerate(requests)
+        ]
+        started: dict[int, float] = {}  # when the worker turned to each group
+        at = 0
+        while at < len(turns):
+            batch = _batch(turns, at)
+            try:
+                process = self._running()
+                body = b"[" + b",".join(t.body for t in batch) + b"]"
+                process.stdin.write(len(body).to_bytes(8, "big") + body)
+                process.stdin.flush()
+            except (ParseFailed, OSError) as exc:
+                # No process to parse with: the first request waiting fails, as when
+                # a request's own lines kill it; the next round starts a fresh one.
+                self.stop()
+                outcomes[turns[at].group][turns[at].index] = _failed(exc)
+                at += 1
+                continue
+            at = self._replies(process, turns, at, at + len(batch), budget, started, outcomes)
+        return outcomes
+
+    def _replies(
+        self,
+        process: _Process,
+        turns: list[_Turn],
+        at: int,
+        end: int,
+        budget: float,
+        started: dict[int, float],
+        outcomes: list[list[Outcome]],
+    ) -> int:
+        """Read the replies of turns[at:end]; returns where the next frame must start."""
+        turn_start = time.monotonic()
+        while at < end:
+            turn = turns[at]
+            deadline = started.setdefault(turn.group, turn_start) + budget
+            try:
+                reply = process.frame(deadline)
+            except ParseTimeout:
+                self.stop()
+                logger.info("parser process killed: request group %d over budget", turn.group)
+                while at < len(turns) and turns[at].group == turn.group:
+                    outcomes[turn.group][turns[at].index] = ParseTimeout()
+                    at += 1
+                return at
+            except ParseFailed as exc:
+                self.stop()
+                outcomes[turn.group][turn.index] = exc
+                return at + 1
+            turn_start = time.monotonic()
+            outcomes[turn.group][turn.index] = (
+                ParseFailed(reply["error"]) if "error" in reply else reply
+            )
+            at += 1
+        return at
 
     def stop(self) -> None:
         process, self._process = self._process, None
@@ -121,8 +194,30 @@ class ParserProcess:
         process.stdout.close()
 
 
+def _batch(turns: list[_Turn], at: int) -> list[_Turn]:
+    """The turns from `at` that go in one frame: at least one, about MAX_BATCH_BYTES."""
+    size, end = 0, at
+    while end < len(turns) and (end == at or size + len(turns[end].body) <= MAX_BATCH_BYTES):
+        size += len(turns[end].body)
+        end += 1
+    return turns[at:end]
+
+
+def _failed(exc: Exception) -> ParseFailed:
+    return exc if isinstance(exc, ParseFailed) else ParseFailed(str(exc) or type(exc).__name__)
+
+
 parser_process = ParserProcess()
 
 
-def parse_within(request: dict[str, Any], budget: float | None = None) -> dict[str, Any]:
-    return parser_process.parse(request, parse_budget() if budget is None else budget)
+def parse_groups(groups: list[list[Request]], budget: float | None = None) -> list[list[Outcome]]:
+    """Parse a poll's requests, grouped by attempt, each group within the budget."""
+    return parser_process.parse(groups, parse_budget() if budget is None else budget)
+
+
+def parse_within(request: Request, budget: float | None = None) -> Reply:
+    """One request's reply; raises ParseTimeout past the budget, ParseFailed on an error."""
+    (outcome,) = parse_groups([[request]], budget)[0]
+    if isinstance(outcome, ParseTimeout | ParseFailed):
+        raise outcome
+    return outcome

@@ -1,9 +1,10 @@
 """The metric parser's own process: what a job wrote is parsed here, never in the poll.
 
 A line can make a regular expression take a minute, and Python cannot interrupt
-a match; a process can be killed. The poll (`monitoring.parse_budget`) sends one
-attempt's lines at a time and kills this process when they take longer than the
-attempt's budget. Requests and replies are length-prefixed JSON on stdin/stdout.
+a match; a process can be killed. The poll (`monitoring.parse_budget`) sends a
+poll's requests in one frame and reads one reply frame per request as it is written,
+killing this process when an attempt's requests take longer than its budget.
+Requests and replies are length-prefixed JSON on stdin/stdout.
 
 Caps on what one line or record may give are applied here too, so an attempt's
 output is bounded before it reaches the database.
@@ -123,20 +124,26 @@ def write_frame(stream: BinaryIO, message: object) -> None:
     stream.flush()
 
 
-def _frames(stream: BinaryIO) -> Iterator[dict[str, Any]]:
+def _frames(stream: BinaryIO) -> Iterator[list[dict[str, Any]]]:
+    """Each frame's requests: a poll sends a list of them (a single request is a list of one)."""
     while header := stream.read(8):
-        yield json.loads(stream.read(int.from_bytes(header, "big")))
+        frame = json.loads(stream.read(int.from_bytes(header, "big")))
+        yield frame if isinstance(frame, list) else [frame]
 
 
 def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     write_frame(stdout, READY)
-    for request in _frames(stdin):
-        try:
-            reply = parse_request(request)
-        except Exception as exc:  # the poll marks the attempt; this process goes on
-            reply = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        write_frame(stdout, reply)
+    for requests in _frames(stdin):
+        for request in requests:
+            try:
+                reply = parse_request(request)
+            except Exception as exc:  # the poll marks the attempt; this process goes on
+                reply = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            # One frame per reply, written at once: the poll times each attempt's
+            # requests from the reply before them, and a reply held back behind a
+            # request that never ends would be charged to the wrong attempt.
+            write_frame(stdout, reply)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,9 @@ def series_append(*, points: Iterable[tuple[int, str, float, float]]) -> int:
         chunks: list[Row] = []
         for key, (xs, ys) in batches.items():
             series_id, is_due = series[key]
+            if len(xs) == 1 and not is_due:  # most series of a poll: one point, one chunk
+                chunks.append(_point_chunk(series_id, float(xs[0]), float(ys[0])))
+                continue
             pieces = split(Piece(0, xs, ys))
             if is_due:
                 pieces = compact([*stored[series_id], *pieces])
@@ -264,10 +267,8 @@ def _merge_plan(
 
 def _chunk(series_id: int, piece: Piece) -> Row:
     """A row of `_CHUNK_COLUMNS`."""
-    if len(piece.xs) == 1:  # most of a poll's chunks: plain floats are faster than numpy
-        x, y = float(piece.xs[0]), float(piece.ys[0])
-        point = _POINT.pack(x, y)  # `encode`'s layout; a point is its own summary
-        return (series_id, piece.level, 1, x, x, y, y, point, point)
+    if len(piece.xs) == 1:  # plain floats are faster than numpy
+        return _point_chunk(series_id, float(piece.xs[0]), float(piece.ys[0]), piece.level)
     return (
         series_id,
         piece.level,
@@ -279,3 +280,9 @@ def _chunk(series_id: int, piece: Piece) -> Row:
         encode(piece.xs, piece.ys),
         encode(*summary(piece.xs, piece.ys)),
     )
+
+
+def _point_chunk(series_id: int, x: float, y: float, level: int = 0) -> Row:
+    """The row of a one-point chunk: `encode`'s layout, and the point is its own summary."""
+    point = _POINT.pack(x, y)
+    return (series_id, level, 1, x, x, y, y, point, point)

@@ -9,6 +9,7 @@ than first-to-last over a window.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 from collections.abc import Callable, Sequence
@@ -103,6 +104,8 @@ def _rate(name: str, words: tuple[str, ...]) -> bool | None:
     return None
 
 
+# Cached: the poll classifies every series name of every running job, every second.
+@functools.lru_cache(maxsize=8192)
 def token_rate_per_gpu(name: str) -> bool | None:
     """True: a per-GPU token rate; False: the whole job's; None: no token rate."""
     if name in _TOKEN_SHORT:
@@ -110,6 +113,7 @@ def token_rate_per_gpu(name: str) -> bool | None:
     return _rate(name, _TOKEN_WORDS)
 
 
+@functools.lru_cache(maxsize=8192)
 def sample_rate_per_gpu(name: str) -> bool | None:
     """The same for sample rates: `samples_per_sec`, `train_samples_per_second`, `SamplesPerSec`."""
     return _rate(name, _SAMPLE_WORDS)

@@ -35,7 +35,8 @@ def copy_rows(table: str, columns: Sequence[Column], rows: Iterable[Row]) -> Non
     names = ", ".join(connection.ops.quote_name(name) for name, _ in columns)
     statement = f"COPY {connection.ops.quote_name(table)} ({names}) FROM STDIN (FORMAT BINARY)"
     with connection.cursor() as cursor, cursor.copy(statement) as copy:
-        copy.set_types([kind for _, kind in columns])
+        # A type's modifier (varchar(100)) is the table's business, not the wire format's.
+        copy.set_types([kind.split("(", 1)[0] for _, kind in columns])
         for row in rows:
             copy.write_row(row)
 

@@ -41,3 +41,20 @@ def test_logged_settings_and_metrics_reach_the_runs_table(
     summary = RunSummary.objects.get(job=job)
     assert (summary.loss_last, summary.loss_best) == (1.4, 1.2)
     assert summary.eval_name == "eval_accuracy" and summary.eval_best == pytest.approx(0.8)
+
+
+def test_a_later_poll_updates_the_summary_it_made(
+    project: Project, owner: User, cluster: Cluster
+) -> None:
+    _, attempt = factories.job(project, owner, cluster)
+    attempt = running(attempt)
+    first = b'{"step": 1, "loss": 2.0, "eval_loss": 1.5}\n{"step": 2, "loss": 1.2}\n'
+    ingest([attempt], reply_with({attempt: {METRICS_FILE: first}}))
+    later = b'{"step": 3, "loss": 1.4, "eval_loss": 1.1, "tokens_per_sec": 900.0}\n'
+    ingest([attempt], reply_with({attempt: {METRICS_FILE: later}}))
+
+    summary = RunSummary.objects.get(job=attempt.job)
+    assert (summary.loss_last, summary.loss_best) == (1.4, 1.2)
+    assert summary.eval_name == "eval_loss" and summary.eval_best == 1.1
+    assert (summary.throughput, summary.throughput_unit) == (900.0, "tokens")
+    assert summary.metrics["loss"] == [1.4, 1.2, 2.0, 3.0]

@@ -8,9 +8,10 @@ forever, and no account after it was polled.
 import pytest
 
 from jobs.models import Attempt
+from monitoring import parse_budget
 from monitoring.logs import log_read
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.parse_budget import ParseTimeout, parse_within
+from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_groups, parse_within
 from monitoring.series import series_read
 from tests import factories
 from tests.security.beside import (
@@ -103,6 +104,32 @@ def test_the_parser_process_is_killed_past_its_budget_and_comes_back() -> None:
         parse_within({"kind": "stdout", "lines": SLOW.decode().splitlines()}, 0.2)
     reply = parse_within({"kind": "stdout", "lines": ["step 7 loss=0.5"]}, 30.0)
     assert reply["points"] == [["loss", 7, 0.5, None]]
+
+
+def _stdout(text: str) -> dict[str, object]:
+    return {"kind": "stdout", "lines": text.splitlines()}
+
+
+def test_one_attempt_over_budget_in_a_poll_costs_only_its_own_requests() -> None:
+    good = _stdout("step 7 loss=0.5")
+    outcomes = parse_groups(
+        [[good], [_stdout(SLOW.decode()), good], [good, {"kind": "nonsense"}], [good]], 0.3
+    )
+    # The slow attempt's requests time out (its second is never read); the process
+    # killed for it is replaced and the attempts after it are parsed, in order.
+    assert all(isinstance(o, ParseTimeout) for o in outcomes[1])
+    assert isinstance(outcomes[2][1], ParseFailed)  # an error reply fails that request only
+    for outcome in (outcomes[0][0], outcomes[2][0], outcomes[3][0]):
+        assert not isinstance(outcome, Exception) and outcome["points"] == [["loss", 7, 0.5, None]]
+
+
+def test_a_poll_larger_than_a_frame_is_sent_in_several(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parse_budget, "MAX_BATCH_BYTES", 200)
+    groups = [[_stdout(f"step {i} loss=0.5"), _stdout(f"step {i} acc=0.25")] for i in range(30)]
+    outcomes = parse_groups(groups, 30.0)
+    assert [[o["points"] for o in g] for g in outcomes] == [  # type: ignore[index]
+        [[["loss", i, 0.5, None]], [["acc", i, 0.25, None]]] for i in range(30)
+    ]
 
 
 # --- on the sandbox: the job does it from inside --------------------------------------------

@@ -37,12 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from dataclasses import field as dc_field
 
+try:
+    from . import nvidia_smi_summary as summary
+except ImportError:  # installed as a script, the module beside it (clusters/sandbox/system.py)
+    import nvidia_smi_summary as summary  # type: ignore[no-redef,import-not-found]
+
 # Every sandbox node has this many; clusters.sandbox.config takes it from here.
 GPUS_PER_NODE = 2
 GPU_NAME = "NVIDIA H200"
 MEMORY_TOTAL_MIB = 143771
 POWER_LIMIT_W = 700.0
-DRIVER_VERSION = "550.90.07"
 NA = "[N/A]"
 FIRST_WINDOW_S = 0.2
 
@@ -204,7 +208,7 @@ def _timestamp(now: float) -> str:
 
 FIELDS: dict[str, Field] = {
     "timestamp": Field("", lambda g, t: _timestamp(t)),
-    "driver_version": Field("", lambda g, t: DRIVER_VERSION),
+    "driver_version": Field("", lambda g, t: summary.DRIVER),
     "count": Field("", lambda g, t: str(GPUS_PER_NODE)),
     "index": Field("", lambda g, t: str(g.index)),
     "uuid": Field("", lambda g, t: g.uuid),
@@ -342,29 +346,23 @@ def render_query(
 
 
 def render_summary(gpus: list[Gpu], now: float) -> str:
-    rule = "+" + "-" * 75 + "+"
-
-    def row(text: str) -> str:
-        return f"| {text:<73} |"
-
-    out = [
-        time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)),
-        rule,
-        row(f"NVIDIA-SMI (sandbox stand-in)   Driver Version: {DRIVER_VERSION}"),
-        rule,
-        row("GPU  Name           Temp   Pwr:Usage/Cap     Memory-Usage        GPU-Util"),
-        rule.replace("-", "="),
-    ]
-    for g in gpus:
-        out.append(
-            row(
-                f"{g.index:>3}  {GPU_NAME:<13} {g.temperature(now):>3}C"
-                f"  {g.power_draw(now):>4.0f}W / {POWER_LIMIT_W:.0f}W"
-                f"  {g.memory_used(now):>6}MiB / {MEMORY_TOTAL_MIB}MiB  {g.utilization(now):>6}%"
+    return summary.render(
+        [
+            summary.Reading(
+                g.index,
+                GPU_NAME,
+                g.bus_id,
+                g.temperature(now),
+                g.power_draw(now),
+                POWER_LIMIT_W,
+                g.memory_used(now),
+                MEMORY_TOTAL_MIB,
+                g.utilization(now),
             )
-        )
-    out.append(rule)
-    return "\n".join(out) + "\n"
+            for g in gpus
+        ],
+        now,
+    )
 
 
 def run(argv: list[str], write: Callable[[str], None]) -> int:

@@ -1,5 +1,6 @@
 """The stand-in nvidia-smi, run as a subprocess exactly as jobs run it."""
 
+import calendar
 import os
 import re
 import signal
@@ -8,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from clusters.sandbox import nvidia_smi_summary as summary
 from tests.helpers import wait_for
 
 SCRIPT = Path(__file__).resolve().parents[2] / "clusters" / "sandbox" / "nvidia_smi.py"
@@ -159,3 +161,43 @@ def test_summary_and_list_without_query():
     listing = nvsmi("-L").stdout.splitlines()
     assert len(listing) == 2
     assert re.fullmatch(rf"GPU 0: NVIDIA H200 \(UUID: {UUID}\)", listing[0])
+
+
+# The real tool's output, captured on an H200 (tests/data/h200/README.md).
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+
+def test_the_real_sampler_lines_have_the_format_the_stand_in_is_held_to():
+    lines = (H200 / "sampler.csv").read_text().splitlines()
+    assert lines and all(MONITOR_LINE.match(line) for line in lines)
+
+
+def test_the_header_with_units_is_the_real_one():
+    real = (H200 / "query-units.csv").read_text().splitlines()[0]
+    assert query(MONITOR_FIELDS, "csv")[0] == real
+
+
+def test_the_plain_table_is_laid_out_as_the_real_one():
+    real = (H200 / "nvidia-smi.txt").read_text()
+    os.environ["TZ"] = "UTC"  # the capture's clock; restored below
+    try:
+        time.tzset()
+        now = calendar.timegm((2026, 12, 4, 11, 9, 49, 0, 0, 0))
+        reading = summary.Reading(
+            0, "NVIDIA H200", "00000000:00:06.0", 36, 78.03, 700, 0, 143771, 0
+        )
+        assert summary.render([reading], now) == real
+    finally:
+        os.environ.pop("TZ")
+        time.tzset()
+
+
+def test_the_stand_in_prints_that_table_for_its_gpus():
+    lines = nvsmi().stdout.splitlines()
+    real = (H200 / "nvidia-smi.txt").read_text().splitlines()
+    gpu_block = real[8:12]
+    assert len(lines) == len(real) + len(gpu_block)  # two GPUs: one block more
+    assert lines[1:8] == real[1:8] and lines[-8:] == real[-8:]
+    shape = [re.sub(r"\d", "0", line) for line in lines[8:16]]
+    assert shape[:4] == shape[4:]
+    assert [len(line) for line in lines[8:16]] == [len(line) for line in gpu_block * 2]

@@ -84,6 +84,20 @@ def truth_read(*, cluster: Cluster, attempts: list[Attempt]) -> ClusterTruth:
     return ClusterTruth(queue=queue, history=history, accounting=True, named=named)
 
 
+def needs_exit_hint(attempts: list[Attempt], truth: ClusterTruth) -> list[Attempt]:
+    """The attempts for which truth_apply would read the exit-code file (see there)."""
+    if truth.accounting:
+        return []
+    now = timezone.now()
+    return [
+        a
+        for a in attempts
+        if a.slurm_job_id not in truth.queue
+        and a.slurm_job_id not in truth.history
+        and now - a.state_changed_at > VANISH_GRACE
+    ]
+
+
 def truth_apply(
     attempts: list[Attempt], truth: ClusterTruth, exit_hints: dict[int, int | None]
 ) -> int:

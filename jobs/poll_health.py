@@ -7,12 +7,13 @@ figures (`portal_lib.health`); field names are made here only.
 import time
 from dataclasses import dataclass
 
-from jobs.polling import PollResult
+from jobs.polling import STATE, PollResult
 from portal_lib.health import health_record
 
 
-def _field(figure: str, cluster_id: int) -> str:
-    return f"poll:{cluster_id}:{figure}"
+def _field(figure: str, cluster_id: int, part: str) -> str:
+    # The state part keeps the names from before polls had parts.
+    return f"poll:{cluster_id}:{figure}" if part == STATE else f"poll:{cluster_id}:{part}:{figure}"
 
 
 @dataclass(frozen=True)
@@ -25,28 +26,30 @@ class PollFigures:
     last_end: float | None = None  # Unix time the last poll ended
 
 
-def poll_record(*, cluster_id: int, seconds: float, result: PollResult | None) -> None:
-    """Count one poll of the cluster; `result` None: the poll raised."""
+def poll_record(
+    *, cluster_id: int, seconds: float, result: PollResult | None, part: str = STATE
+) -> None:
+    """Count one poll of the cluster's part (jobs.polling.PARTS); `result` None: it raised."""
     add = {
-        _field("polls", cluster_id): 1.0,
-        _field("seconds", cluster_id): seconds,
-        _field("ssh_errors", cluster_id): float(len(result.unreachable)) if result else 0.0,
-        _field("failures", cluster_id): float(len(result.failed)) if result else 1.0,
+        _field("polls", cluster_id, part): 1.0,
+        _field("seconds", cluster_id, part): seconds,
+        _field("ssh_errors", cluster_id, part): float(len(result.unreachable)) if result else 0.0,
+        _field("failures", cluster_id, part): float(len(result.failed)) if result else 1.0,
     }
     last = {
-        _field("last_seconds", cluster_id): seconds,
-        _field("last_end", cluster_id): time.time(),
+        _field("last_seconds", cluster_id, part): seconds,
+        _field("last_end", cluster_id, part): time.time(),
     }
     health_record(add=add, last=last)
 
 
-def poll_figures(figures: dict[str, float], *, cluster_id: int) -> PollFigures:
-    """The cluster's poll figures out of everything `health_read` returned."""
+def poll_figures(figures: dict[str, float], *, cluster_id: int, part: str = STATE) -> PollFigures:
+    """The figures of the cluster's polls of one part, out of everything `health_read` returned."""
     return PollFigures(
-        polls=figures.get(_field("polls", cluster_id), 0.0),
-        seconds=figures.get(_field("seconds", cluster_id), 0.0),
-        ssh_errors=figures.get(_field("ssh_errors", cluster_id), 0.0),
-        failures=figures.get(_field("failures", cluster_id), 0.0),
-        last_seconds=figures.get(_field("last_seconds", cluster_id)),
-        last_end=figures.get(_field("last_end", cluster_id)),
+        polls=figures.get(_field("polls", cluster_id, part), 0.0),
+        seconds=figures.get(_field("seconds", cluster_id, part), 0.0),
+        ssh_errors=figures.get(_field("ssh_errors", cluster_id, part), 0.0),
+        failures=figures.get(_field("failures", cluster_id, part), 0.0),
+        last_seconds=figures.get(_field("last_seconds", cluster_id, part)),
+        last_end=figures.get(_field("last_end", cluster_id, part)),
     )

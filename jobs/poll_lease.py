@@ -22,16 +22,17 @@ LEASE_SECONDS = 5.0
 RENEW_SECONDS = LEASE_SECONDS / 3
 
 
-def lease_key(cluster_id: int) -> str:
-    return f"portal:poll:{cluster_id}"
+def lease_key(cluster_id: int, part: str = "") -> str:
+    return f"portal:poll:{cluster_id}:{part}" if part else f"portal:poll:{cluster_id}"
 
 
 @contextmanager
-def poll_lease(client: redis.Redis, cluster_id: int) -> Iterator[bool]:
-    """Hold the cluster's poll lease while inside; yields False when another poll holds it."""
+def poll_lease(client: redis.Redis, cluster_id: int, part: str = "") -> Iterator[bool]:
+    """Hold the lease of the cluster's polls (of one part) while inside; False when another
+    poll holds it."""
     # Not thread-local: the renewing thread extends the token the poll's thread took.
     lease = client.lock(
-        lease_key(cluster_id), timeout=LEASE_SECONDS, blocking=False, thread_local=False
+        lease_key(cluster_id, part), timeout=LEASE_SECONDS, blocking=False, thread_local=False
     )
     if not lease.acquire(blocking=False):
         yield False

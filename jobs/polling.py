@@ -1,13 +1,16 @@
-"""One poll of a cluster: one agent call per cluster account, whatever the number of jobs.
+"""One poll of a cluster: its state and its files, each one agent call per cluster account
+whatever the number of jobs.
 
 With a portal account (`Cluster.portal_username`), state comes from its squeue and
 sacct (`jobs.authority`) and the users' agent calls bring only their files. Without
 one, the old way: each user's own squeue decides, which their jobs can tamper with
-(the cluster's pages warn).
+(the cluster's pages warn). State and files are read apart (`PARTS`): a controller
+that does not answer leaves the logs flowing.
 """
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,7 +28,13 @@ from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, squeue_argv, squeue_result
 from clusters.ssh import CommandResult, SSHError, pool
-from jobs.authority import VANISH_GRACE, ClusterTruth, from_squeue, truth_apply, truth_read
+from jobs.authority import (
+    VANISH_GRACE,
+    from_squeue,
+    needs_exit_hint,
+    truth_apply,
+    truth_read,
+)
 from jobs.models import Attempt, State
 from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
@@ -56,104 +65,149 @@ class PollResult:
     failed: list[str] = field(default_factory=list)  # accounts whose poll raised
 
 
-def cluster_poll(*, cluster_id: int) -> PollResult:
+# A poll has two parts, each its own task and lease (jobs.tasks), so that a controller
+# that does not answer (squeue waits out its timeout) never holds up the reading of logs
+# and metrics, which needs only the nodes' files.
+STATE, FILES = "state", "files"
+PARTS = (STATE, FILES)
+
+
+def cluster_poll(*, cluster_id: int, parts: tuple[str, ...] = PARTS) -> PollResult:
+    """Poll the cluster's attempts: their state (Slurm), their files (logs, metrics), or both."""
     result = PollResult()
     attempts = list(live_attempts(cluster_id=cluster_id))
     if not attempts:
         return result
-    cluster = attempts[0].job.cluster
-    trusted = cluster.has_portal_account
-    truth: ClusterTruth | None = None
-    if trusted:
-        live = [a for a in attempts if not a.is_finished]
-        try:
-            truth = truth_read(cluster=cluster, attempts=live)
-        except (SSHError, SlurmError) as exc:
-            result.unreachable.append(cluster.portal_username)
-            result.changed += _mark_unknown(live, str(exc))
-        if truth is not None and truth.queue and estimates_due(cluster_id=cluster.pk):
-            record_estimates(live, truth.queue)
-    by_account: dict[int, list[Attempt]] = defaultdict(list)
-    accounts: dict[int, ClusterAccount] = {}
-    for attempt in attempts:
-        if attempt.account is None:
-            continue
-        by_account[attempt.account.pk].append(attempt)
-        accounts[attempt.account.pk] = attempt.account
-    for account_id, group in by_account.items():
-        result.attempts += len(group)
-        account = accounts[account_id]
-        try:
-            result.changed += _poll_account(account, group, result, truth=truth, trusted=trusted)
-        except Exception:  # one account's failure must not cost the accounts after it
-            logger.exception("poll of account %s on cluster %s failed", account.pk, cluster_id)
-            result.failed.append(account.username)
+    if STATE in parts:
+        _poll_state(attempts, result)
+    if FILES in parts:
+        _poll_files(attempts, result)
     return result
 
 
-def _poll_account(
-    account: ClusterAccount,
+def _by_account(attempts: list[Attempt]) -> list[tuple[ClusterAccount, list[Attempt]]]:
+    accounts: dict[int, ClusterAccount] = {}
+    groups: dict[int, list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
+        if attempt.account is not None:
+            accounts[attempt.account.pk] = attempt.account
+            groups[attempt.account.pk].append(attempt)
+    return [(accounts[pk], group) for pk, group in groups.items()]
+
+
+def _each_account(
     attempts: list[Attempt],
     result: PollResult,
-    *,
-    truth: ClusterTruth | None,
-    trusted: bool,
-) -> int:
-    changed = 0
-    reply: AgentReply | None
+    poll: Callable[[ClusterAccount, list[Attempt]], int],
+) -> None:
+    for account, group in _by_account(attempts):
+        try:
+            result.changed += poll(account, group)
+        except Exception:  # one account's failure must not cost the accounts after it
+            logger.exception(
+                "poll of account %s on cluster %s failed", account.pk, account.cluster_id
+            )
+            result.failed.append(account.username)
+
+
+def _poll_state(attempts: list[Attempt], result: PollResult) -> None:
+    """The portal account's squeue and sacct decide; without one, each user's squeue."""
+    live = [a for a in attempts if not a.is_finished]
+    if not live:
+        return
+    result.attempts = len(live)
+    cluster = live[0].job.cluster
+    if not cluster.has_portal_account:
+        _each_account(live, result, lambda account, group: _user_state(account, group, result))
+        return
     try:
-        reply = _ask(account, attempts, with_squeue=not trusted)
+        truth = truth_read(cluster=cluster, attempts=live)
+    except (SSHError, SlurmError) as exc:
+        result.unreachable.append(cluster.portal_username)
+        result.changed += _mark_unknown(live, str(exc))
+        return
+    if truth.queue and estimates_due(cluster_id=cluster.pk):
+        record_estimates(live, truth.queue)
+    hints: dict[int, int | None] = {}
+    hinted = needs_exit_hint(live, truth)
+    for account, group in _by_account(hinted):  # only for a cluster without accounting
+        try:
+            reply = _ask(account, group, squeue=False, exit_files=True, watched=False)
+        except SSHError as exc:
+            result.unreachable.append(account.username)
+            logger.info("exit-code files of %s unread: %s", account.username, exc)
+            continue
+        hints |= {a.pk: _exit_code(reply, a) for a in group}
+    result.changed += truth_apply(live, truth, hints)
+
+
+def _user_state(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
+    try:
+        reply = _ask(account, attempts, squeue=True, exit_files=True, watched=False)
     except SSHError as exc:
         result.unreachable.append(account.username)
-        reply = None
-        if not trusted:  # a user's own login failing says nothing of the truth
-            changed += _mark_unknown(attempts, str(exc))
-    live = [a for a in attempts if not a.is_finished]
-    if truth is not None:
-        hints = {a.pk: _exit_code(reply, a) if reply else None for a in live}
-        changed += truth_apply(live, truth, hints)
-    elif reply is not None and not trusted:
-        changed += _apply(live, reply)
-    if reply is None:
-        return changed
+        return _mark_unknown(attempts, str(exc))
+    return _apply(attempts, reply)
+
+
+def _poll_files(attempts: list[Attempt], result: PollResult) -> None:
+    """Each account's logs and metrics, the live attempts' and the ended ones not yet read."""
+    result.attempts = max(result.attempts, len(attempts))
+    if FILE_WATCHERS:
+        _each_account(attempts, result, lambda account, group: _files(account, group, result))
+
+
+def _files(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
+    try:
+        reply = _ask(account, attempts, squeue=False, exit_files=False, watched=True)
+    except SSHError as exc:  # a user's own login failing says nothing of the state
+        result.unreachable.append(account.username)
+        logger.info("files of %s unread: %s", account.username, exc)
+        return 0
     # Each watcher keeps its own transactions short: what it parses is the job's
     # output, and no lock is held while it does.
     unread: set[int] = set()
     for watcher in FILE_WATCHERS:
         unread |= watcher.ingest(attempts, reply)
-    # Read to the end after they finished: these are never polled again.
+    # Read to the end after they finished: these are never polled again. (Finished as
+    # loaded before the read: what ended later is read once more by the next poll.)
     done = [a.pk for a in attempts if a.is_finished and a.pk not in unread]
     if done:
         Attempt.objects.filter(pk__in=done).update(files_complete=True)
-    return changed
+    return 0
 
 
 def _exit_key(attempt: Attempt) -> str:
     return file_key(attempt.uuid, EXIT_CODE_FILE)
 
 
-def _ask(account: ClusterAccount, attempts: list[Attempt], *, with_squeue: bool) -> AgentReply:
+def _ask(
+    account: ClusterAccount,
+    attempts: list[Attempt],
+    *,
+    squeue: bool,
+    exit_files: bool,
+    watched: bool,
+) -> AgentReply:
     endpoint = account_endpoint(account=account)
     files: list[FileRead] = []
     listings: list[ListingRead] = []
-    for watcher in FILE_WATCHERS:
+    for watcher in FILE_WATCHERS if watched else []:
         more_files, more_listings = watcher.requests(attempts)
         files += more_files
         listings += more_listings
+    if exit_files:
+        files += [
+            FileRead(key=_exit_key(a), path=RunDir(a.run_dir).file(EXIT_CODE_FILE))
+            for a in attempts
+            if a.run_dir and not a.is_finished
+        ]
     # Without a portal account, the user's own squeue (tamperable): all of the account's
     # jobs rather than --jobs, since squeue refuses a list whose jobs have all aged out.
-    tools = account.cluster.slurm_tools
-    squeue = tools.wrap(squeue_argv(user=account.username))
+    argv = account.cluster.slurm_tools.wrap(squeue_argv(user=account.username))
     request = AgentRequest(
-        commands=[AgentCommand(id="squeue", argv=squeue)] if with_squeue else [],
-        files=[
-            *(
-                FileRead(key=_exit_key(a), path=RunDir(a.run_dir).file(EXIT_CODE_FILE))
-                for a in attempts
-                if a.run_dir and not a.is_finished
-            ),
-            *files,
-        ],
+        commands=[AgentCommand(id="squeue", argv=argv)] if squeue else [],
+        files=files,
         listings=listings,
     )
     with pool.session(endpoint) as connection:

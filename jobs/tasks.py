@@ -17,7 +17,7 @@ from jobs.models import Attempt
 from jobs.notifications import job_end_send
 from jobs.poll_health import poll_record
 from jobs.poll_lease import poll_lease
-from jobs.polling import PollResult, cluster_poll
+from jobs.polling import PARTS, PollResult, cluster_poll
 from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
@@ -54,25 +54,30 @@ def _redis() -> redis.Redis:
 
 
 @shared_task(ignore_result=True)
-def poll_cluster(cluster_id: int) -> None:
-    # One poll per cluster in flight, across all workers; a poll still running
-    # when the next beat fires makes that beat a no-op rather than a pile-up.
-    with poll_lease(_redis(), cluster_id) as held:
+def poll_cluster(cluster_id: int, part: str = "") -> None:
+    """Poll one part of the cluster (jobs.polling.PARTS), or all of it without one."""
+    # One poll of each part per cluster in flight, across all workers; a poll still
+    # running when the next beat fires makes that beat a no-op rather than a pile-up.
+    parts = (part,) if part else PARTS
+    with poll_lease(_redis(), cluster_id, part) as held:
         if not held:
             return
         started = time.monotonic()
         result: PollResult | None = None
         try:
-            result = cluster_poll(cluster_id=cluster_id)
+            result = cluster_poll(cluster_id=cluster_id, parts=parts)
         finally:
-            poll_record(cluster_id=cluster_id, seconds=time.monotonic() - started, result=result)
+            seconds = time.monotonic() - started
+            poll_record(cluster_id=cluster_id, seconds=seconds, result=result, part=parts[0])
 
 
 @shared_task(ignore_result=True)
 def poll_active_clusters() -> None:
     cluster_ids = clusters_to_poll().values_list("pk", flat=True)
+    expires = max(settings.POLL_INTERVAL * 2, 2.0)
     for cluster_id in cluster_ids:
-        poll_cluster.apply_async((cluster_id,), expires=max(settings.POLL_INTERVAL * 2, 2.0))
+        for part in PARTS:  # apart: a slow controller does not hold up the logs
+            poll_cluster.apply_async((cluster_id, part), expires=expires)
 
 
 @shared_task(ignore_result=True)

@@ -25,7 +25,8 @@ from prometheus_client.core import (
 from clusters.models import Cluster
 from clusters.status import cached_cluster_statuses
 from jobs.models import LIVE_STATES, Attempt, State
-from jobs.poll_health import poll_figures
+from jobs.poll_health import PollFigures, poll_figures
+from jobs.polling import PARTS
 from monitoring import consumers, streams
 from monitoring.ingest_figures import FILE_BYTES, GPU_SAMPLES, POINTS
 from monitoring.stream_slots import slots_live
@@ -34,6 +35,8 @@ from portal_lib.health import health_read, redis_for
 logger = logging.getLogger(__name__)
 
 CLUSTER = ["cluster"]
+# A poll's part (jobs.polling.PARTS): Slurm's view of the jobs, or their files.
+CLUSTER_PART = ["cluster", "part"]
 # kombu's Redis transport keeps a queue's messages of priority p under `<queue>\x06\x16<p>`
 # (p > 0) beside the queue's own list; together they are its length.
 _PRIORITY_SEP = "\x06\x16"
@@ -41,36 +44,36 @@ _PRIORITIES = (3, 6, 9)
 
 # Name, kind, help, labels: one place for what this module serves (the board's test reads it).
 HEALTH_FAMILIES = [
-    ("portal_cluster_poll_duration_seconds", "summary", "Polls of the cluster.", CLUSTER),
+    ("portal_cluster_poll_duration_seconds", "summary", "Polls of the cluster.", CLUSTER_PART),
     (
         "portal_cluster_last_poll_duration_seconds",
         "gauge",
         "How long the cluster's last poll took.",
-        CLUSTER,
+        CLUSTER_PART,
     ),
     (
         "portal_cluster_last_poll_timestamp_seconds",
         "gauge",
         "When the cluster's last poll ended.",
-        CLUSTER,
+        CLUSTER_PART,
     ),
     (
         "portal_cluster_poll_lag_seconds",
         "gauge",
         "Seconds since the last poll of a cluster with live jobs ended.",
-        CLUSTER,
+        CLUSTER_PART,
     ),
     (
         "portal_cluster_ssh_errors",
         "counter",
         "Cluster accounts a poll could not reach over SSH.",
-        CLUSTER,
+        CLUSTER_PART,
     ),
     (
         "portal_cluster_poll_failures",
         "counter",
         "Polls (or accounts within one) that raised.",
-        CLUSTER,
+        CLUSTER_PART,
     ),
     ("portal_ingest_points", "counter", "Training metric points stored.", []),
     ("portal_ingest_gpu_samples", "counter", "GPU sample values stored.", []),
@@ -206,22 +209,31 @@ def _polls(
     now = time.time()
     live = {cluster_id for cluster_id, _ in counts.by_cluster}
     for cluster in clusters:
-        poll = poll_figures(figures, cluster_id=cluster.pk)
-        label = [cluster.name]
-        families["portal_cluster_poll_duration_seconds"].add_metric(
-            label, count_value=poll.polls, sum_value=poll.seconds
-        )
-        families["portal_cluster_ssh_errors"].add_metric(label, poll.ssh_errors)
-        families["portal_cluster_poll_failures"].add_metric(label, poll.failures)
-        if poll.last_seconds is not None:
-            families["portal_cluster_last_poll_duration_seconds"].add_metric(
-                label, poll.last_seconds
+        for part in PARTS:
+            _poll_part(
+                families,
+                poll_figures(figures, cluster_id=cluster.pk, part=part),
+                [cluster.name, part],
+                now=now,
+                live=cluster.pk in live,
             )
-        if poll.last_end is not None:
-            families["portal_cluster_last_poll_timestamp_seconds"].add_metric(label, poll.last_end)
-            if cluster.pk in live:
-                lag = max(now - poll.last_end, 0.0)
-                families["portal_cluster_poll_lag_seconds"].add_metric(label, lag)
+
+
+def _poll_part(
+    families: dict[str, Any], poll: PollFigures, label: list[str], *, now: float, live: bool
+) -> None:
+    families["portal_cluster_poll_duration_seconds"].add_metric(
+        label, count_value=poll.polls, sum_value=poll.seconds
+    )
+    families["portal_cluster_ssh_errors"].add_metric(label, poll.ssh_errors)
+    families["portal_cluster_poll_failures"].add_metric(label, poll.failures)
+    if poll.last_seconds is not None:
+        families["portal_cluster_last_poll_duration_seconds"].add_metric(label, poll.last_seconds)
+    if poll.last_end is not None:
+        families["portal_cluster_last_poll_timestamp_seconds"].add_metric(label, poll.last_end)
+        if live:
+            lag = max(now - poll.last_end, 0.0)
+            families["portal_cluster_poll_lag_seconds"].add_metric(label, lag)
 
 
 def _clusters(families: dict[str, Any], clusters: list[Cluster], counts: LiveCounts) -> None:

@@ -191,6 +191,7 @@ def test_poll_ingest_and_stream_figures_are_served(
     factories.running_attempt(project, owner, cluster)
     poll_record(cluster_id=cluster.pk, seconds=0.25, result=PollResult(unreachable=["alice"]))
     poll_record(cluster_id=cluster.pk, seconds=0.75, result=None)
+    poll_record(cluster_id=cluster.pk, seconds=0.125, result=PollResult(), part="files")
     ingest_record(points=[(1, "loss", 1.0, 0.5), (1, "gpu/n1/0/power", 1.0, 300.0)], stored=[])
     # Other tests' streams on this Redis database lapse on their own: count from theirs.
     [before] = values(scrape(), "portal_live_streams", kind="sse")
@@ -200,7 +201,11 @@ def test_poll_ingest_and_stream_figures_are_served(
         samples = scrape()
     finally:
         slot_give_back(kind="sse", user_id=owner.pk, slot=slot)
-    on = {"cluster": cluster.name}
+    on = {"cluster": cluster.name, "part": "state"}
+    files = {"cluster": cluster.name, "part": "files"}
+    assert values(samples, "portal_cluster_poll_duration_seconds_count", **files) == [1.0]
+    assert values(samples, "portal_cluster_last_poll_duration_seconds", **files) == [0.125]
+    assert values(samples, "portal_cluster_poll_failures_total", **files) == [0.0]
     assert values(samples, "portal_cluster_poll_duration_seconds_count", **on) == [2.0]
     assert values(samples, "portal_cluster_poll_duration_seconds_sum", **on) == [1.0]
     assert values(samples, "portal_cluster_last_poll_duration_seconds", **on) == [0.75]
@@ -252,8 +257,8 @@ def test_cluster_gpus_come_from_its_last_status_read_and_a_failed_read_serves_no
     monkeypatch.setattr(cluster_status_module, "STATUS_INTERVAL", -1)
     cluster_status(cluster=cluster)
     samples = scrape()
-    assert values(samples, "portal_cluster_status_error", **on) == [1.0]
-    assert values(samples, "portal_cluster_gpus", **on) == []
+    assert values(samples, "portal_cluster_status_error", cluster=cluster.name) == [1.0]
+    assert values(samples, "portal_cluster_gpus", cluster=cluster.name) == []
 
 
 @pytest.mark.django_db

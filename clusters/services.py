@@ -36,14 +36,17 @@ class SandboxDescription(Protocol):
 
 
 @transaction.atomic
-def cluster_register_sandbox(*, info: SandboxDescription) -> Cluster:
+def cluster_register_sandbox(
+    *, info: SandboxDescription, name: str = SANDBOX_CLUSTER_NAME
+) -> Cluster:
     """Record the sandbox cluster, its portal account and one personal account per user.
 
     Portal users of the same names are created without a usable password when
-    missing, so that each sandbox login belongs to someone.
+    missing, so that each sandbox login belongs to someone. Another `name` records the
+    same machines a second time, as a second cluster (tests of routing per cluster).
     """
     cluster, _ = Cluster.objects.update_or_create(
-        name=SANDBOX_CLUSTER_NAME,
+        name=name,
         defaults={
             "ssh_host": info.ssh_host,
             "ssh_port": info.ssh_port,

@@ -7,6 +7,7 @@ from typing import Any
 import redis
 from celery import shared_task
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm
@@ -21,6 +22,7 @@ from jobs.polling import PARTS, PollResult, cluster_poll
 from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
+from portal_lib.worker_queues import cluster_queue, served_queues
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +75,20 @@ def poll_cluster(cluster_id: int, part: str = "") -> None:
 
 @shared_task(ignore_result=True)
 def poll_active_clusters() -> None:
-    cluster_ids = clusters_to_poll().values_list("pk", flat=True)
+    clusters = clusters_to_poll().values_list("pk", "name")
     expires = max(settings.POLL_INTERVAL * 2, 2.0)
-    for cluster_id in cluster_ids:
+    try:
+        served = served_queues(_redis())
+    except RedisError:
+        served = set()
+    for cluster_id, name in clusters:
+        # To the worker next to the cluster while one lives; else any worker.
+        queue = cluster_queue(name)
         for part in PARTS:  # apart: a slow controller does not hold up the logs
-            poll_cluster.apply_async((cluster_id, part), expires=expires)
+            if queue in served:
+                poll_cluster.apply_async((cluster_id, part), expires=expires, queue=queue)
+            else:
+                poll_cluster.apply_async((cluster_id, part), expires=expires)
 
 
 @shared_task(ignore_result=True)

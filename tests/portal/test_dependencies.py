@@ -19,6 +19,9 @@ NOT_IMPORTED_HERE = {
     ROOT / "clusters" / "agent" / "portal_agent.py",
     ROOT / "monitoring" / "portal_metrics.py",
     ROOT / "monitoring" / "portal_sitecustomize.py",
+    # The sandbox's stand-in nvidia-smi runs on its nodes as a script, its table module
+    # beside it (stdlib only, like the agent).
+    ROOT / "clusters" / "sandbox" / "nvidia_smi.py",
 }
 
 

@@ -1,0 +1,56 @@
+"""Which queues live workers take, on the real Redis (portal_lib.worker_queues)."""
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.conf import settings
+
+from portal_lib import worker_queues
+from portal_lib.worker_queues import Heartbeat, advertise, cluster_queue, served_queues, withdraw
+from tests.helpers import wait_for, worker_tag
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    key = f"test:worker-queues:{worker_tag()}"
+    monkeypatch.setattr(worker_queues, "REGISTRY", key)
+    client.delete(key)
+    yield client
+    client.delete(key)
+
+
+def test_a_live_workers_queues_are_served(client: redis.Redis) -> None:
+    advertise(client, "a@host", ["celery", cluster_queue("gpu-a")])
+    advertise(client, "b@host", ["celery", cluster_queue("gpu-b")])
+    assert served_queues(client) == {"celery", "cluster.gpu-a", "cluster.gpu-b"}
+    withdraw(client, "a@host")
+    assert served_queues(client) == {"celery", "cluster.gpu-b"}
+
+
+def test_a_worker_that_stops_writing_is_dropped_after_its_deadline(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_queues, "HEARTBEAT_TTL", 3.0)
+    advertise(client, "dead@host", [cluster_queue("gpu-a")])
+    monkeypatch.setattr(worker_queues, "HEARTBEAT_TTL", 60.0)
+    advertise(client, "live@host", ["celery"])
+    assert served_queues(client) == {"celery", "cluster.gpu-a"}
+    wait_for(lambda: served_queues(client) == {"celery"}, 30, "the dead worker's deadline")
+    assert client.hkeys(worker_queues.REGISTRY) == [b"live@host"]  # the stale entry removed
+
+
+def test_a_garbled_entry_counts_as_dead(client: redis.Redis) -> None:
+    client.hset(worker_queues.REGISTRY, "odd@host", "soon cluster.gpu-a")
+    assert served_queues(client) == set()
+
+
+def test_the_heartbeat_advertises_until_stopped(client: redis.Redis) -> None:
+    beat = Heartbeat(client, "w@host", [cluster_queue("gpu-a"), "celery"])
+    beat.start()
+    try:
+        wait_for(lambda: "cluster.gpu-a" in served_queues(client), 30, "the first heartbeat")
+    finally:
+        beat.stop()
+    assert served_queues(client) == set()

@@ -64,8 +64,13 @@ class SandboxInfo:
 
 
 def _node_resources() -> tuple[int, int]:
-    """CPUs and RealMemory (MB) per node; every slurmd reports the whole host."""
-    cpus = os.cpu_count() or 1
+    """CPUs and RealMemory (MB) per node; every slurmd reports the whole host.
+
+    SANDBOX_NODE_CPUS declares more CPUs than the host has (slurm.conf's
+    `SlurmdParameters=config_overrides`), so that many cheap jobs run at once: the
+    soak bench's thousand jobs that mostly sleep.
+    """
+    cpus = int(os.environ.get("SANDBOX_NODE_CPUS") or 0) or os.cpu_count() or 1
     mem_kb = 4 * 1024 * 1024
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):

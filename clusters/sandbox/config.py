@@ -7,6 +7,7 @@ leaves nothing behind but the two users and the nodes' line in /etc/hosts.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,6 +231,8 @@ def render_slurm_conf(
     paths: Paths, hostname: str, cpus: int, real_memory_mb: int, accounting: bool = False
 ) -> str:
     def_mem = max(real_memory_mb // max(cpus, 1) // 2, 100)
+    # More CPUs than the host has (SANDBOX_NODE_CPUS): slurmd takes the file's word.
+    overrides = "SlurmdParameters=config_overrides\n" if cpus > (os.cpu_count() or 1) else ""
     nodes = "\n".join(
         f"NodeName={node} NodeHostname={hostname} NodeAddr=127.0.0.1 "
         f"Port={SLURMD_PORTS[node]} CPUs={cpus} RealMemory={real_memory_mb} "
@@ -272,7 +275,7 @@ SlurmctldTimeout=10
 KillWait=5
 MinJobAge=300
 ReturnToService=2
-{render_accounting(paths, accounting)}{nodes}
+{overrides}{render_accounting(paths, accounting)}{nodes}
 PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """
 

@@ -9,8 +9,8 @@ It samples the poll figures (`jobs.poll_health`) of both parts of every poll, th
 worker's memory (its process group's RSS) at the start and the end, and at the end
 compares every job's log on the cluster with what was stored (lost bytes).
 
-The sandbox's three nodes declare SOAK_CPUS CPUs each while it runs
-(`SANDBOX_NODE_CPUS`, slurmd's config_overrides; restored at the end). Needs root and
+The sandbox's three nodes declare enough CPUs for every job while it runs
+(the state directory's `node-cpus`, slurmd's config_overrides; restored at the end). Needs root and
 the sandbox. Run: `.venv/bin/python bench/soak.py [--quick] [--jobs N] [--minutes M]`
 (default 1,000 jobs for 10 minutes; quick: 4 jobs for 20 s on the sandbox as it is).
 """
@@ -106,18 +106,21 @@ def main() -> None:
     seconds = int(args.minutes * 60)
     cpus = -(-(args.jobs + 1) // 3) + 2  # the jobs over three nodes, and room to spare
     reconfigure = not QUICK and cpus > (os.cpu_count() or 1)
-    if reconfigure:
-        os.environ["SANDBOX_NODE_CPUS"] = str(cpus)
     import django
 
     django.setup()
     from django.conf import settings
     from django.core.management import call_command
 
+    from clusters.sandbox.config import Paths
+
     call_command("migrate", verbosity=0)
     with ExitStack() as turn:
         if reconfigure:  # the nodes restart: nobody else's jobs may be on the sandbox
             turn.enter_context(sandbox_turn(settings.SANDBOX_STATE_DIR, exclusive=True))
+            declared = Paths.of(settings.SANDBOX_STATE_DIR).node_cpus
+            declared.write_text(f"{cpus}\n")  # kept by any `up` until removed
+            turn.callback(declared.unlink, missing_ok=True)
         _soak(args, seconds, reconfigure)
 
 
@@ -127,6 +130,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
 
     from clusters import sandbox
     from clusters.models import ClusterAccount
+    from clusters.sandbox.config import Paths
     from clusters.selectors import account_endpoint
     from clusters.services import cluster_register_sandbox
     from clusters.ssh import Connection
@@ -270,7 +274,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
         for job in jobs:
             job_cancel(job=job, user=user)
         if reconfigure:
-            os.environ.pop("SANDBOX_NODE_CPUS", None)
+            Paths.of(settings.SANDBOX_STATE_DIR).node_cpus.unlink(missing_ok=True)
             sandbox.up(settings.SANDBOX_STATE_DIR)  # the nodes as the suite knows them
     took = "never" if all_running_at is None else f"{all_running_at:.1f}"
     rows = [

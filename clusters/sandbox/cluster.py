@@ -63,14 +63,16 @@ class SandboxInfo:
     slurm_conf: str = ""  # SLURM_CONF for commands run in a clean environment
 
 
-def _node_resources() -> tuple[int, int]:
+def _node_resources(paths: Paths) -> tuple[int, int]:
     """CPUs and RealMemory (MB) per node; every slurmd reports the whole host.
 
-    SANDBOX_NODE_CPUS declares more CPUs than the host has (slurm.conf's
-    `SlurmdParameters=config_overrides`), so that many cheap jobs run at once: the
-    soak bench's thousand jobs that mostly sleep.
+    A number in the state directory's `node-cpus` file (written by the soak bench,
+    bench/soak.py, for as long as it runs, so that any `up` meanwhile keeps it)
+    declares more CPUs than the host has (slurm.conf's `SlurmdParameters=
+    config_overrides`): many cheap jobs that mostly sleep run at once.
     """
-    cpus = int(os.environ.get("SANDBOX_NODE_CPUS") or 0) or os.cpu_count() or 1
+    declared = paths.node_cpus.read_text().strip() if paths.node_cpus.exists() else ""
+    cpus = int(declared) if declared.isdigit() else os.cpu_count() or 1
     mem_kb = 4 * 1024 * 1024
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):
@@ -100,7 +102,7 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     except OSError as exc:  # a read-only /etc/hosts: jobs must use NodeAddr instead
         logger.warning("could not make %s resolve: %s", ", ".join(NODES), exc)
 
-    cpus, memory = _node_resources()
+    cpus, memory = _node_resources(paths)
     accounting = acct.accounting_wanted()
     if accounting:
         # MariaDB and slurmdbd before slurmctld (re)starts, while the old one still runs.

@@ -65,6 +65,10 @@ class Paths:
         return self.etc / "slurm.conf"
 
     @property
+    def node_cpus(self) -> Path:  # CPUs each node declares, while a soak runs
+        return self.root / "node-cpus"
+
+    @property
     def gres_conf(self) -> Path:
         return self.etc / "gres.conf"
 
@@ -231,7 +235,7 @@ def render_slurm_conf(
     paths: Paths, hostname: str, cpus: int, real_memory_mb: int, accounting: bool = False
 ) -> str:
     def_mem = max(real_memory_mb // max(cpus, 1) // 2, 100)
-    # More CPUs than the host has (SANDBOX_NODE_CPUS): slurmd takes the file's word.
+    # More CPUs than the host has (Paths.node_cpus): slurmd takes the file's word.
     overrides = "SlurmdParameters=config_overrides\n" if cpus > (os.cpu_count() or 1) else ""
     nodes = "\n".join(
         f"NodeName={node} NodeHostname={hostname} NodeAddr=127.0.0.1 "

@@ -191,9 +191,10 @@ def _points(given: ParseInput, reads: list[_Read], outcomes: list[Outcome]) -> A
 
 
 def _holds(log_file: LogFile) -> bool:
-    """The reader holds a block of `key = value` lines that has not ended yet."""
+    """The reader holds a block of `key = value` lines that has not ended yet, or a record
+    whose bar's refresh has not come yet (`monitoring.reader`)."""
     state = log_file.reader_state
-    return isinstance(state, dict) and bool(state.get("held"))
+    return isinstance(state, dict) and bool(state.get("held") or state.get("record"))
 
 
 def _request(attempt: Attempt, log_file: LogFile, chunk: Chunk, *, final: bool) -> dict[str, Any]:

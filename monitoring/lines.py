@@ -6,9 +6,14 @@ MAX_LINE_BYTES is cut, and bytes that are not UTF-8 cost that line only.
 """
 
 from dataclasses import dataclass
+from itertools import islice
 
 MAX_LINE_BYTES = 64 * 1024
 MAX_REDRAW_BYTES = 4096  # a longer redraw is no progress bar: it waits for its line to end
+# What the metric reader is given for a blank redraw right before a line's final state: the
+# line was cleared and that state written over it (tqdm.write). A blank segment ended by
+# `\r`, which no line of the file can be.
+CLEAR = " \r"
 
 
 def _is_continuation(byte: int) -> bool:
@@ -37,9 +42,15 @@ def _cut(segment: bytes, max_line: int, out: list[str]) -> bytes:
 
 @dataclass
 class _Segments:
+    first: bytes = b""  # the first non-blank segment, when it is neither `before` nor `last`
     before: bytes = b""  # the last non-blank segment before `last`: a finished redraw
     last: bytes = b""  # the last non-empty segment
     current: bytes = b""  # the final segment (after the last \\r), maybe empty
+    cleared: bool = False  # `last` was drawn right after a blank redraw (a clear)
+
+
+def _blank(segment: bytes) -> bool:
+    return not segment.strip()
 
 
 def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
@@ -49,22 +60,35 @@ def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
     """
     *body, final = raw.split(b"\r")
     found = _Segments()
-    if len(raw) <= max_line:  # no segment to cut: only the newest two matter
+    if len(raw) <= max_line:  # no segment to cut: only the first and the newest two matter
         drawn = list(filter(None, body))
         if final:
             drawn.append(final)
         found.current = final
         if drawn:
             found.last = drawn.pop()
-            # A blank redraw clears the line (tqdm.write): it is no state of it.
-            found.before = next((s for s in reversed(drawn) if s.strip()), b"")
+            found.cleared = bool(drawn) and _blank(drawn[-1]) and not _blank(found.last)
+            # A blank redraw clears the line (tqdm.write): it is no state of it. (filter with
+            # bytes.strip: the test runs in C, not a Python step a segment.)
+            first = next(filter(bytes.strip, drawn), b"")
+            if first:
+                after = islice(reversed(drawn), len(drawn) - drawn.index(first) - 1)
+                found.before = next(filter(bytes.strip, after), b"")
+                found.first, found.before = (first, found.before) if found.before else (b"", first)
         return found
+    first, first_at, before_at, at = b"", -1, -1, -1
     for segment in [*filter(None, body), final]:
         found.current = _cut(segment, max_line, out)
         if found.current:
+            at += 1
             if found.last.strip():
-                found.before = found.last
+                found.before, before_at = found.last, at - 1
+            found.cleared = bool(found.last) and _blank(found.last)
             found.last = found.current
+            if first_at < 0 and not _blank(found.current):
+                first, first_at = found.current, at
+    found.first = first if first_at < before_at else b""
+    found.cleared = found.cleared and not _blank(found.last)
     return found
 
 
@@ -77,25 +101,44 @@ def _split(
 ) -> tuple[list[str], bytes, str]:
     """split_lines, and with `redraws` the finished redraws a metric reader reads too.
 
-    Those are, of each line that ends here, the newest redraw before its final state
-    (put before it), and of the unfinished last line, its newest finished redraw.
+    Those are, of each line that ends here, the newest redraw before its final state, then
+    CLEAR when a blank redraw came right before that state (both put before it); of the
+    unfinished last line, its newest finished redraw (the redraw to read now). And the
+    first redraw of a line after one drawn over a clear (tqdm.write: the bar's refresh,
+    at the count the record was written at), or of the read's first line (what ended
+    before it is not known here): put first, of the unfinished line as a line.
     """
     if max_line < 4:
         raise ValueError("max_line must be at least 4 bytes (one UTF-8 character)")
     parts = (carry + data.replace(b"\0", b"")).split(b"\n")
     lines: list[str] = []
+    wanted = redraws  # the next line's first redraw
     for raw in parts[:-1]:
         found = _segments(raw, max_line, lines)
-        if redraws and found.before:
-            lines += _redraw(found.before)
+        if redraws:
+            lines += _redraw(found.first if wanted else b"") + _redraw(found.before)
+            if found.cleared:
+                lines.append(CLEAR)
+        wanted = redraws and found.cleared
         lines.append(_decode(found.last))
     found = _segments(parts[-1], max_line, lines)
     if found.current:
         # Whatever came before the last \r can no longer be the line's final state.
-        return lines, found.current, "".join(_redraw(found.before)) if redraws else ""
+        if not redraws:
+            return lines, found.current, ""
+        lines += _redraw(found.first if wanted else b"")
+        # Text drawn over a clear keeps it (one blank redraw) for the read that ends its line.
+        rest = CLEAR.encode() + found.current if found.cleared else found.current
+        return lines, rest, "".join(_redraw(found.before))
     # Ends in \r: keep the last state, and the \r so that new text starts a new segment.
-    newest = found.last if found.last.strip() else found.before
-    redraw = "".join(_redraw(newest)) if redraws else ""
+    if found.last.strip():
+        newest, earliest = found.last, found.first or found.before
+    else:
+        newest, earliest = found.before, found.first
+    redraw = ""
+    if redraws:
+        lines += _redraw(earliest if wanted else b"")
+        redraw = "".join(_redraw(newest))
     return lines, found.last + b"\r" if found.last else b"", redraw
 
 
@@ -134,10 +177,11 @@ def read_chunk(carry: bytes, data: bytes, *, final: bool, max_line: int = MAX_LI
 
     A bar redrawn with `\\r` is read while it runs: each read gives the newest finished
     redraw of the unfinished last line, and of a line that ends, the newest redraw
-    before its final state. A redraw is finished once the next `\\r` has come; the text
-    after the last `\\r` (or an unfinished line with none) may be cut anywhere by the
-    read (`loss 2` of `loss 2.3456`) and waits for its line or redraw to end. With
-    `final` the file will not grow: its unfinished line is a line.
+    before its final state; and CLEAR for a clear right before a final state, and the
+    first redraw of the line after it (`_split`). A redraw is finished once the next `\\r`
+    has come; the text after the last `\\r` (or an unfinished line with none) may be cut
+    anywhere by the read (`loss 2` of `loss 2.3456`) and waits for its line or redraw to
+    end. With `final` the file will not grow: its unfinished line is a line.
     """
     data = data.replace(b"\0", b"")
     if final and (carry or data) and not data.endswith(b"\n"):

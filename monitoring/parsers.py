@@ -85,7 +85,8 @@ def parse_stdout_metrics(
     same text later ends the line or comes first in the next call.
 
     `final` False: more of the file may come, so a block of `key = value` lines that has
-    not ended is kept in `state` until it does.
+    not ended, and a record written over a cleared bar whose refresh has not come yet
+    (`monitoring.reader`), are kept in `state` until they do.
 
     `extra_patterns` (`monitoring.user_patterns`, on RE2) that fail validate_pattern
     are skipped; a valid one adds to (and for the same name overrides) the defaults,
@@ -104,7 +105,7 @@ def parse_stdout_metrics(
         _feed(reader, provisional, users)
     points = [
         MetricPoint(name, point.step, float(value))
-        for point in reader.finish(hold_open_block=not final)
+        for point in reader.finish(more_to_come=not final)
         for name, value in point.values.items()
     ]
     if state is not None:

@@ -4,6 +4,12 @@ It keeps what must survive between lines and between polls in `ReaderState`
 (monitoring.reader_state), a small JSON-able dict. Consecutive points of one step
 merge (later values win); a line without a step attaches to the latest step when it
 reads as a metrics line (monitoring.attach); `\\r` redraws are read segment by segment.
+
+A bar lags: tqdm redraws at most every `mininterval`, so the count drawn last can be
+behind the step. A record written with tqdm.write (the bar cleared, the record, the bar
+refreshed at once at its current count: `monitoring.lines` gives the clear and the first
+redraw of the next line) takes the step of that refresh when it is ahead of the count
+drawn before; the record is held until the next text says (in the state between polls).
 Pure: no Django, no I/O. Linear in the length of the text.
 """
 
@@ -75,6 +81,16 @@ class Line:
     level: str  # the level its log prefix names, or ''
     found: LineFields
     user: bool  # a user pattern matched it
+    over_bar: int | None = None  # N of the bar it was written over, right after a clear
+
+
+@dataclass
+class Record:
+    """A step-less record written over a cleared bar: its point (at the step the bar showed
+    before) and the bar's N, held until the next text says whether that bar was refreshed."""
+
+    point: Point
+    bar: int
 
 
 def _bounded(segment: str) -> str:
@@ -140,6 +156,11 @@ class MetricReader:
         if self.state.held and self.state.block is not None:
             self.pending = Point(-1, self.state.held, counted=True, block=self.state.block)
         self.state.held = {}
+        self.record: Record | None = None
+        state = self.state
+        if state.record_step is not None and state.record_bar is not None and state.record:
+            self.record = Record(Point(state.record_step, dict(state.record)), state.record_bar)
+        state.record, state.record_step, state.record_bar = {}, None, None
         self.done: list[Point] = []
 
     # --- lines ------------------------------------------------------------------------
@@ -152,10 +173,16 @@ class MetricReader:
         user_values: dict[str, Value] | None = None,
     ) -> None:
         """One line as printed; each `\\r` segment is a redraw, read in turn."""
-        segments = line.rstrip("\n").split("\r")
-        for segment in segments[-MAX_SEGMENTS:]:
+        segments = line.rstrip("\n").split("\r")[-MAX_SEGMENTS:]
+        for at, segment in enumerate(segments):
             if segment.strip():
                 self.read(segment, user_step=user_step, user_values=user_values)
+            elif segment and at + 1 < len(segments):
+                self._clear()  # a blank redraw (`monitoring.lines.CLEAR`)
+
+    def _clear(self) -> None:
+        self._release(None, None)
+        self.state.cleared = self.state.drawn is not None
 
     def _fields(self, text: str) -> LineFields | None:
         state = self.state
@@ -202,23 +229,38 @@ class MetricReader:
             self.state.after_error = True  # nothing step-less attaches until the next step
 
     def _read(self, raw: str, user_step: int | None, user_values: dict[str, Value]) -> None:
-        text, level = read_prefix(raw)
-        if not text.strip():
-            return
         state = self.state
-        found = self._fields(text)
+        over_bar = state.drawn if state.cleared else None
+        state.drawn, state.cleared = None, False
+        text, level = read_prefix(raw)
+        found = self._fields(text) if text.strip() else None
         if found is None:
+            self._release(None, None)
             return
         zero_based = "Epoch: [" in text or any(f.name == "v_num" for f in found.fields)
         steps = resolve(found.fields, found.bar, state.epochs, zero_based=zero_based)
         if steps.skip:
+            self._release(None, None)
             return
         if user_values:
             steps.values.update(user_values)
             steps.metric_fields += len(user_values)
         if user_step is not None:
             steps.step, steps.from_counter = user_step, True
-        self._place(steps, Line(text, level, found, bool(user_values)))
+        bar = steps.of if found.bar is not None and steps.step is not None else None
+        self._release(steps.step, bar)
+        state.drawn = bar
+        self._place(steps, Line(text, level, found, bool(user_values), over_bar))
+
+    def _release(self, step: int | None, bar: int | None) -> None:
+        """Give the held record: at `step` when this text is a redraw of its bar (the
+        refresh right after it) ahead of the step it was written at, else at that step."""
+        record, self.record = self.record, None
+        if record is None:
+            return
+        if bar == record.bar and step is not None and step > record.point.step:
+            record.point.step = step
+        self._add(record.point)
 
     def _attaches(self, steps: Steps, line: Line) -> bool:
         """Whether a step-less line's values belong to the latest step (`monitoring.attach`)."""
@@ -259,6 +301,9 @@ class MetricReader:
             steps.step = state.step
             if state.step_epoch is not None:
                 steps.values.setdefault("epoch", state.step_epoch)
+            if line.over_bar is not None:  # tqdm.write: the bar's refresh comes next
+                self.record = Record(Point(steps.step, steps.values), line.over_bar)
+                return
         if steps.step is None:
             self._add(Point(-1, steps.values, counted=True, block=state.block))
         else:
@@ -311,15 +356,22 @@ class MetricReader:
 
     # --- results ----------------------------------------------------------------------
 
-    def finish(self, *, hold_open_block: bool = False) -> list[Point]:
+    def finish(self, *, more_to_come: bool = False) -> list[Point]:
         """Every point read so far, the last one included; the reader can go on after.
 
-        With hold_open_block, a `***** train metrics *****` block that may go on in the
-        next poll stays in the state instead (its point is given when it ends).
+        With more_to_come (the file may grow), a `***** train metrics *****` block that may
+        go on in the next poll stays in the state instead (its point is given when it
+        ends), and so does a record whose bar's refresh may come.
         """
+        state, record = self.state, self.record
+        if more_to_come and record is not None:
+            state.record = dict(list(record.point.values.items())[:MAX_GIVEN])
+            state.record_step, state.record_bar = record.point.step, record.bar
+            self.record = None
+        self._release(None, None)
         pending = self.pending
         if (
-            hold_open_block
+            more_to_come
             and pending is not None
             and pending.counted
             and pending.block is not None

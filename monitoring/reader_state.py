@@ -2,8 +2,9 @@
 
 The latest step (and its epoch, level, heading), the epochs and their base, the total
 steps, a table header, an open `key = value` block (and the values it held at a poll's
-end), the values the latest step was given. Every field read back is checked: the dict
-is stored on the LogFile row, and a value of the wrong type reads as absent.
+end), the values the latest step was given, the bar drawn last and a record written over
+it. Every field read back is checked: the dict is stored on the LogFile row, and a value
+of the wrong type reads as absent.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class ReaderState:
     given_step: int | None = None  # the step of the latest point given, and its values
     given: dict[str, Value] = field(default_factory=dict)
     held: dict[str, Value] = field(default_factory=dict)  # the open block's values so far
+    drawn: int | None = None  # N of the bar whose redraw was the latest text read
+    cleared: bool = False  # a blank redraw cleared that bar since (tqdm.write)
+    # A step-less record written over the cleared bar, until the next text says whether the
+    # bar's refresh is ahead of `record_step` (the step it was written at): its values, bar N.
+    record: dict[str, Value] = field(default_factory=dict)
+    record_step: int | None = None
+    record_bar: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +63,11 @@ class ReaderState:
             "block": self.block,
             "blocks": self.blocks,
             "held": self.held,
+            "drawn": self.drawn,
+            "cleared": self.cleared,
+            "record": self.record,
+            "record_step": self.record_step,
+            "record_bar": self.record_bar,
         }
 
     @classmethod
@@ -82,6 +95,11 @@ class ReaderState:
             block=number("block"),
             blocks=number("blocks") or 0,
             held=_values(data.get("held")),
+            drawn=number("drawn"),
+            cleared=data.get("cleared") is True,
+            record=_values(data.get("record")),
+            record_step=number("record_step"),
+            record_bar=number("record_bar"),
         )
 
 

@@ -38,6 +38,7 @@ class Steps:
     from_counter: bool = False  # a real counter (not an epoch standing in for one)
     epoch: int | None = None
     total: int | None = None
+    of: int | None = None  # N of the `i/N` fraction the step was counted from
     values: dict[str, Value] = field(default_factory=dict)
     metric_fields: int = 0  # fields that name a metric, nan ones included
     skip: bool = False
@@ -133,7 +134,7 @@ def resolve(fields: list[Field], bar: int | None, epochs: EpochState, *, zero_ba
     elif plain is not None:
         out.step, out.from_counter = plain, True
     elif fraction is not None and isinstance(fraction.value, int) and fraction.total is not None:
-        out.from_counter = True
+        out.from_counter, out.of = True, fraction.total
         if epoch is not None:
             base = _base(epochs, epoch, zero_based)
             out.step = (epoch - base) * fraction.total + fraction.value

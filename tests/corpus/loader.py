@@ -15,7 +15,7 @@ METRICS_DIR = CORPUS / "metrics"
 FAILURES_DIR = CORPUS / "failures"
 FAILURE_CASES = FAILURES_DIR / "cases.toml"
 
-ORIGINS = frozenset({"format-string", "pasted-log"})
+ORIGINS = frozenset({"format-string", "pasted-log", "captured-run"})
 FAILURE_CLASSES = frozenset(
     {
         "nccl_timeout",

@@ -73,6 +73,8 @@ def test_metric_case(case: loader.MetricCase) -> None:
     assert case.origin in loader.ORIGINS
     if case.origin == "pasted-log":
         assert "http" in case.source, "a pasted log cites the thread it came from"
+    if case.origin == "captured-run":
+        assert re.search(r"\d+\.\d+", case.source), "a captured run names the versions it ran"
     assert case.text.strip()
     for point in case.expect:
         assert point, "an expectation point names at least one value"

@@ -2,7 +2,9 @@
 
 `hf`: Hugging Face Trainer on a small GPT-2 (random weights, random tokens),
 logging every 10 steps. `lightning`: a Lightning module with self.log(prog_bar=True),
-the default progress bar (RichProgressBar when rich is installed, as it was on the H200). Both print exactly what a researcher's job would print.
+the default progress bar
+(RichProgressBar when rich is installed, as on the H200). Both print exactly what a
+researcher's job would print.
 """
 
 import sys

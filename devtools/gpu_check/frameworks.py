@@ -25,7 +25,7 @@ class Tokens(Dataset):
         return {"input_ids": self.data[i], "labels": self.data[i]}
 
 
-def hf() -> None:
+def hf(*, bar: bool = True) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     model = GPT2LMHeadModel(GPT2Config(vocab_size=1000, n_layer=4, n_head=4, n_embd=256))
@@ -39,13 +39,14 @@ def hf() -> None:
         bf16=True,
         report_to=[],
         save_strategy="no",
-        disable_tqdm=False,
+        disable_tqdm=not bar,
     )
     Trainer(model=model, args=args, train_dataset=Tokens(4096, 128)).train()
 
 
-def lightning() -> None:
+def lightning(*, tqdm: bool = False) -> None:
     import lightning as L
+    from lightning.pytorch.callbacks import TQDMProgressBar
 
     class Module(L.LightningModule):
         def __init__(self) -> None:
@@ -67,7 +68,15 @@ def lightning() -> None:
     x = torch.randn(8192, 64, generator=g)
     y = x[:, :1] * 2
     data = DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64)
-    L.Trainer(max_epochs=3, accelerator="gpu", devices=1, log_every_n_steps=10).fit(Module(), data)
+    bars = [TQDMProgressBar()] if tqdm else []
+    L.Trainer(max_epochs=3, accelerator="gpu", devices=1, log_every_n_steps=10, callbacks=bars).fit(
+        Module(), data
+    )
 
 
-{"hf": hf, "lightning": lightning}[sys.argv[1]]()
+{
+    "hf": hf,
+    "hf-plain": lambda: hf(bar=False),
+    "lightning": lightning,
+    "lightning-tqdm": lambda: lightning(tqdm=True),
+}[sys.argv[1]]()

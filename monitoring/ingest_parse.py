@@ -3,7 +3,9 @@
 Log bytes are stored before this runs; here they are only read for metrics. An
 attempt whose lines run past its budget or make the parser fail has them skipped
 (counted on its `AttemptIngest`), and parsing goes on from the next bytes: the
-same bytes are never parsed twice, and no other attempt waits on them.
+same bytes are never parsed twice, and no other attempt waits on them. Bytes a
+poll stored and then died before its points were (a killed worker) are read back
+from the database by the next poll.
 """
 
 import logging
@@ -15,6 +17,7 @@ from jobs.patterns import pattern_lines
 from jobs.rundir import METRICS_FILE, gpu_series, is_gpu_file
 from monitoring.ingest_gpu import gpu_points
 from monitoring.lines import Chunk, read_chunk
+from monitoring.logs import READ_BYTES_MAX, log_read
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.overwrite import newest_per_step
 from monitoring.parse_budget import Outcome, ParseFailed, ParseTimeout, parse_groups
@@ -35,6 +38,9 @@ MAX_SERIES_PER_ATTEMPT = 200
 # After this many polls over budget, an attempt's files are stored but no longer parsed.
 MAX_OVER_BUDGET = 3
 MAX_EXACT_STEP = 2**53  # a chart's x is a float64
+# Stored bytes a died poll left unparsed are read back up to this much (a poll reads at
+# most READ_BYTES_MAX of a file); a longer gap is skipped.
+MAX_GAP_BYTES = 2 * READ_BYTES_MAX
 
 Point = tuple[int, str, float, float]
 
@@ -57,16 +63,33 @@ class NewBytes:
 
 
 def _resync(log_file: LogFile, new: NewBytes, note: AttemptIngest) -> bytes:
-    """The bytes to parse: after a gap in parsing, from the first whole line only."""
+    """The bytes to parse: after a gap in parsing, the stored gap first, else from the
+    first whole line only."""
     if log_file.parsed_to == new.offset:
         return new.data
-    # Bytes stored by a poll that never got to parse them: the carry is stale, and
+    gap = _stored_gap(log_file, new.offset)
+    if gap is not None:
+        # Stored by a poll that died before its points were (a worker killed mid-poll):
+        # still here, so read now, after the carry and in the state they follow.
+        return gap + new.data
+    # Bytes no longer stored (trimmed, or never): the carry is stale, and
     # the first line here is the tail of one whose start is gone.
     note.skipped_bytes += max(new.offset - log_file.parsed_to, 0)
     log_file.carry = b""
     cut = new.data.find(b"\n") + 1
     note.skipped_bytes += cut
     return new.data[cut:] if cut else b""
+
+
+def _stored_gap(log_file: LogFile, end: int) -> bytes | None:
+    """Bytes [parsed_to, end) of the file as stored, if all of them still are."""
+    start = log_file.parsed_to
+    if not 0 < end - start <= MAX_GAP_BYTES:
+        return None
+    stored = log_read(
+        attempt_id=log_file.attempt_id, file=log_file.name, offset=start, limit=end - start
+    )
+    return stored.data if stored.offset == start and len(stored.data) == end - start else None
 
 
 @dataclass
@@ -128,6 +151,8 @@ def _reads(given: ParseInput, group: list[dict[str, Any]]) -> list[_Read]:
     for name in sorted(given.files, key=lambda n: n != METRICS_FILE):
         log_file = given.files[name]
         new = given.new_bytes.get(name)
+        if new is None and log_file.parsed_to < log_file.size:
+            new = NewBytes(log_file.size, b"")  # stored, never parsed: nothing came since
         if new is None and not (given.final and (log_file.carry or _holds(log_file))):
             continue
         data = _resync(log_file, new, given.note) if new is not None else b""

@@ -7,13 +7,14 @@ forever, and no account after it was polled.
 
 import pytest
 
-from jobs.models import Attempt
+from jobs.models import Attempt, State
 from monitoring import parse_budget
 from monitoring.logs import log_read
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_groups, parse_within
 from monitoring.series import series_read
 from tests import factories
+from tests.helpers import store_log
 from tests.security.beside import (
     assert_bystander_whole,
     assert_log_exact,
@@ -97,6 +98,21 @@ def test_a_gap_in_parsing_resumes_at_the_next_whole_line(two_tenants) -> None:
     ingest([hostile], reply_with({hostile: {"stdout.log": b"ss=0.25\nstep 3 loss=0.125\n"}}))
     loss = series_read(attempt_id=hostile.pk, name="loss")
     assert loss.xs == [1.0, 3.0]  # never a number made of two lines' pieces
+
+
+def test_bytes_a_killed_poll_stored_unparsed_are_parsed_by_the_next(two_tenants) -> None:
+    hostile, _ = two_tenants
+    ingest([hostile], reply_with({hostile: {"stdout.log": b"step 1 loss=0.5\nstep 2 lo"}}))
+    store_log(hostile, b"ss=0.25\nstep 3 loss=0.125\n")  # then its worker was killed -9
+    ingest([hostile], reply_with({hostile: {"stdout.log": b"step 4 loss=0.0625\n"}}))
+    loss = series_read(attempt_id=hostile.pk, name="loss")
+    assert (loss.xs, loss.ys) == ([1.0, 2.0, 3.0, 4.0], [0.5, 0.25, 0.125, 0.0625])
+    # The last poll of an ended job died: the next one brings no byte, and parses them.
+    store_log(hostile, b"step 5 loss=0.03125\n")
+    Attempt.objects.filter(pk=hostile.pk).update(state=State.COMPLETED)
+    ingest([Attempt.objects.get(pk=hostile.pk)], reply_with({}))
+    assert series_read(attempt_id=hostile.pk, name="loss").xs == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert AttemptIngest.objects.get(attempt=hostile).skipped_bytes == 0
 
 
 def test_the_parser_process_is_killed_past_its_budget_and_comes_back() -> None:

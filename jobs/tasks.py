@@ -17,7 +17,7 @@ from jobs.billing import charges_reconcile
 from jobs.models import Attempt
 from jobs.notifications import job_end_send
 from jobs.poll_health import poll_record
-from jobs.poll_lease import poll_lease
+from jobs.poll_lease import lease, poll_lease, submit_lease_key
 from jobs.polling import PARTS, PollResult, cluster_poll
 from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
@@ -38,7 +38,12 @@ CHARGE_RETRIES = 8
     max_retries=8,
 )
 def submit_attempt(self: Any, attempt_id: int) -> None:
-    attempt_submit(attempt_id=attempt_id)
+    # One try at a time: a try whose sbatch waits on a controller that is down must not
+    # be joined by the reconciler's second try, which would submit the job beside it.
+    with lease(_redis(), submit_lease_key(attempt_id)) as held:
+        if not held:
+            raise SubmitRetry(f"attempt {attempt_id} is being submitted by another try")
+        attempt_submit(attempt_id=attempt_id)
 
 
 @shared_task

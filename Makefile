@@ -1,13 +1,16 @@
 # The two commands a newcomer needs: `make run` and `make test`.
 PYTHON ?= python3
 
-.PHONY: run test install lint bench lock
+.PHONY: run test chaos install lint bench lock
 
 run:  ## install, migrate, seed demo data, start web + worker + beat
 	$(PYTHON) bin/dev run
 
 test:  ## install, start what the tests need, then ruff, mypy and pytest
 	$(PYTHON) bin/dev test
+
+chaos:  ## only the chaos suite (tests/chaos, part of `make test`); recovery times at the end
+	$(PYTHON) bin/dev test tests/chaos -q
 
 install:  ## only make .venv match requirements/dev.txt
 	$(PYTHON) bin/dev install

@@ -10,4 +10,5 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.run",
     "tests.fixtures.timeline",
+    "tests.fixtures.chaos",
 ]

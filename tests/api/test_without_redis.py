@@ -5,15 +5,10 @@ broker at it, and kills it (SIGKILL) where the test says.
 """
 
 import json
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from celery import current_app
 from django.test import Client
 
@@ -21,6 +16,7 @@ from jobs.models import Attempt, Job, State
 from jobs.services import attempts_reconcile
 from portal_lib import queueing
 from tests.helpers import Tokens, bearer
+from tests.throwaway import ThrowawayRedis, use_broker
 
 pytestmark = pytest.mark.usefixtures("service_account")
 
@@ -33,43 +29,6 @@ SPEC = {
     "cpus_per_task": 1,
     "time_limit": "00:30:00",
 }
-
-
-class ThrowawayRedis:
-    def __init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        server = shutil.which("redis-server")
-        if server is None:
-            pytest.skip("redis-server is not installed")
-        self.process = subprocess.Popen(
-            [server, "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-        )
-        self.client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
-def use_broker(url: str) -> None:
-    """Point the Celery app at `url`; its pools (made on first use) are made again."""
-    current_app.conf.broker_url = url  # type: ignore[misc]
-    current_app._pool = None  # type: ignore[attr-defined]
-    current_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -273,6 +273,18 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     finally:
         for job in jobs:
             job_cancel(job=job, user=user)
+        # The worker that would send those cancels is gone: scancel them as alice too.
+        ids = [
+            a.slurm_job_id
+            for a in Attempt.objects.filter(job__in=jobs).exclude(slurm_job_id="")
+            if not a.is_finished
+        ]
+        if ids:
+            account = ClusterAccount.objects.get(cluster=cluster, username="alice")
+            with Connection(account_endpoint(account=account)) as alice:
+                for start in range(0, len(ids), 500):
+                    argv = cluster.slurm_tools.wrap(["scancel", *ids[start : start + 500]])
+                    alice.run(shlex.join(argv))
         if reconfigure:
             Paths.of(settings.SANDBOX_STATE_DIR).node_cpus.unlink(missing_ok=True)
             sandbox.up(settings.SANDBOX_STATE_DIR)  # the nodes as the suite knows them

@@ -24,6 +24,16 @@ def ensure_database() -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def fresh_database(url: str) -> None:
+    """Drop and make again the database at `url`: a revision's own schema, from nothing."""
+    import psycopg
+
+    server, name = url.rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
 def delete_jobs_without_charges(**filters: object) -> None:
     """Delete the bench's jobs, except those the ledger charged (its rows are immutable)."""
     from jobs.models import Job

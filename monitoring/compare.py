@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.db.models import BinaryField, Case, F, When
+from django.db.models import BinaryField, Case, F, FloatField, Value, When
 from django.utils import timezone
 
 from jobs.models import Attempt, Job
 from jobs.rundir import gpu_series
+from monitoring.blocks import unpack
 from monitoring.chunks import decode
 from monitoring.downsample import Floats, downsample
-from monitoring.models import SeriesChunk
+from monitoring.models import SeriesBlock, SeriesChunk
 from monitoring.series import series_read
 from monitoring.step_clock import STEP, AttemptTimes, attempt_times, on_axis, run_starts
 
@@ -97,14 +98,22 @@ POINTS_PER_COLUMN = 8
 
 
 def _read_batched(jobs: list[Job], metric: str, points: int, axis: Axis) -> list[Curve] | None:
-    rows = SeriesChunk.objects.filter(
-        series__attempt__job_id__in=[job.pk for job in jobs], series__name=metric
-    ).values_list("id", "series__attempt__job_id", "x_min", "x_max", "count", "series__attempt_id")
     chunks: dict[int, list[tuple[int, float, float, int]]] = defaultdict(list)
     attempt_of: dict[int, int] = {}
-    for chunk_id, job_id, x_min, x_max, count, attempt_id in rows:
-        chunks[job_id].append((chunk_id, x_min, x_max, count))
-        attempt_of[chunk_id] = attempt_id
+    # The attempts' newest points, still in blocks (monitoring.series), raw.
+    fresh: dict[int, dict[int, list[tuple[Floats, Floats]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    counted: dict[int, int] = defaultdict(int)
+    for chunk_id, job_id, x_min, x_max, count, attempt_id, data in _listing(jobs, metric):
+        if data is None:
+            chunks[job_id].append((chunk_id, x_min, x_max, count))
+            attempt_of[chunk_id] = attempt_id
+            continue
+        new = unpack(data).points(metric)
+        if new is not None:
+            fresh[job_id][attempt_id].append(new)
+            counted[job_id] += len(new[0])
     raw: set[int] = set()
     summarised: set[int] = set()
     totals = {}
@@ -135,6 +144,10 @@ def _read_batched(jobs: list[Job], metric: str, points: int, axis: Axis) -> list
         by_attempt: dict[int, list[tuple[Floats, Floats]]] = defaultdict(list)
         for chunk in chunks.get(job.pk, []):
             by_attempt[attempt_of[chunk[0]]].append(decoded[chunk[0]])
+        for attempt_id, pieces in fresh.get(job.pk, {}).items():
+            by_attempt[attempt_id].extend(pieces)
+        if counted.get(job.pk):
+            totals[job.pk] = totals.get(job.pk, 0) + counted[job.pk]
         parts = {
             attempt_id: (
                 np.concatenate([p[0] for p in found]),
@@ -144,6 +157,23 @@ def _read_batched(jobs: list[Job], metric: str, points: int, axis: Axis) -> list
         }
         curves.append(_curve(job.pk, metric, parts, points, totals.get(job.pk, 0), axis))
     return curves
+
+
+def _listing(jobs: list[Job], metric: str) -> list[tuple[Any, ...]]:
+    """The chunks' bounds (data None) and the attempts' blocks (with data), by job and
+    attempt, in one statement: one snapshot of where the points are."""
+    job_ids = [job.pk for job in jobs]
+    nothing = Value(None, output_field=BinaryField())
+    bounds = SeriesChunk.objects.filter(
+        series__attempt__job_id__in=job_ids, series__name=metric
+    ).values_list(
+        "id", "series__attempt__job_id", "x_min", "x_max", "count", "series__attempt_id", nothing
+    )
+    zero = Value(0.0, output_field=FloatField())
+    blocks = SeriesBlock.objects.filter(attempt__job_id__in=job_ids).values_list(
+        "id", "attempt__job_id", zero, zero, "count", "attempt_id", "data"
+    )
+    return list(bounds.union(blocks, all=True))
 
 
 def _curve(
@@ -169,11 +199,12 @@ def _curve(
 
 def _read_one(job_id: int, metric: str, points: int, axis: Axis) -> Curve:
     """One run read attempt by attempt, each read retried by `series_read` itself."""
-    attempts = Attempt.objects.filter(job_id=job_id, series__name=metric).order_by("number")
+    attempts = Attempt.objects.filter(job_id=job_id).order_by("number")
     reads = {
         a: series_read(attempt_id=a, name=metric, max_points=points)
         for a in attempts.values_list("id", flat=True)
     }
+    reads = {a: read for a, read in reads.items() if read.total}
     parts = {
         a: (np.asarray(r.xs, dtype=np.float64), np.asarray(r.ys, dtype=np.float64))
         for a, r in reads.items()

@@ -33,6 +33,7 @@ from monitoring.ingest_write import ingest_notes, ingest_write, notes_state
 from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.run_summary import runs_record
+from portal_lib.gc_pause import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ class MonitoringWatcher:
         return reads, listings
 
     def ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
+        with gc_paused():  # tens of thousands of points: see portal_lib.gc_pause
+            return self._ingest(attempts, reply)
+
+    def _ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
         followed = {a.pk: a for a in attempts if a.run_dir}
         if not followed:
             return set()

@@ -14,14 +14,13 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from monitoring.ingest_parse import AttemptParse, Point
-from monitoring.models import AttemptIngest, LogFile, Series
-from monitoring.series_overwrite import series_overwrite
+from monitoring.models import AttemptIngest, LogFile
+from monitoring.series_overwrite import series_delete, series_overwrite
 from monitoring.series_write import series_append
 from portal_lib.bulk import bulk_update
 
 logger = logging.getLogger(__name__)
 
-DELETE_BATCH = 500  # series rows per delete statement
 _PARSER_STATE = ["carry", "last_step", "metric_names", "parsed_to", "reader_state"]
 _COUNTERS = [
     "series_names",
@@ -49,19 +48,6 @@ def ingest_notes(*, attempt_ids: Iterable[int]) -> dict[int, AttemptIngest]:
             for n in AttemptIngest.objects.filter(attempt_id__in=[m.attempt_id for m in missing])
         )
     return notes
-
-
-def series_delete(*, attempt_id: int, names: list[str]) -> int:
-    """Delete an attempt's series of these names (and their chunks), a batch at a time."""
-    deleted = 0
-    for start in range(0, len(names), DELETE_BATCH):
-        part = names[start : start + DELETE_BATCH]
-        ids = list(
-            Series.objects.filter(attempt_id=attempt_id, name__in=part).values_list("id", flat=True)
-        )
-        for at in range(0, len(ids), DELETE_BATCH):
-            deleted += Series.objects.filter(id__in=ids[at : at + DELETE_BATCH]).delete()[0]
-    return deleted
 
 
 def _write(parsed: list[AttemptParse], notes: list[AttemptIngest]) -> None:

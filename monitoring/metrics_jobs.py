@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Q
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobs.models import Attempt, State
 from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
 from monitoring.hangs import step_interval
-from monitoring.models import AttemptProgress, Series
+from monitoring.models import AttemptProgress
+from monitoring.series import last_points
 from monitoring.throughput import COMPUTED_MFU, PRINTED_MFU
 
 JOB_LABELS = ["job", "attempt", "user", "project", "cluster"]
@@ -88,10 +88,13 @@ def _labels(attempt: Attempt) -> list[str]:
 
 def _jobs(attempts: list[Attempt]) -> dict[int, _Job]:
     jobs = {a.pk: _Job(attempt=a, labels=_labels(a)) for a in attempts}
-    rows = Series.objects.filter(attempt_id__in=jobs).filter(
-        Q(name__startswith=GPU_SERIES_PREFIX) | Q(name__in=(PRINTED_MFU, COMPUTED_MFU))
-    )
-    for attempt_id, name, x, y in rows.values_list("attempt_id", "name", "last_x", "last_y"):
+    rows = [
+        (attempt_id, name, x, y)
+        for attempt_id, points in last_points(attempt_ids=jobs).items()
+        for name, (x, y) in points.items()
+        if name.startswith(GPU_SERIES_PREFIX) or name in (PRINTED_MFU, COMPUTED_MFU)
+    ]
+    for attempt_id, name, x, y in rows:
         if name == COMPUTED_MFU:
             jobs[attempt_id].mfu = y
             continue

@@ -7,7 +7,8 @@ from jobs.models import Attempt, Job
 from monitoring.checkpoints import job_checkpoints
 from monitoring.diagnosis import Diagnosis
 from monitoring.hang_page import job_hangs
-from monitoring.models import LogFile, Series
+from monitoring.models import LogFile
+from monitoring.series import last_points
 from monitoring.stragglers import StragglerPolicy, attempt_stragglers
 
 
@@ -27,11 +28,11 @@ def job_live_state(*, job_id: int) -> dict[str, Any]:
         "attempt_id", "name", "size"
     ):
         sizes[attempt_id][name] = size
-    last_xs: dict[int, dict[str, float]] = defaultdict(dict)
-    for attempt_id, name, last_x in Series.objects.filter(attempt__job_id=job_id).values_list(
-        "attempt_id", "name", "last_x"
-    ):
-        last_xs[attempt_id][name] = last_x
+    heads = last_points(attempt_ids=[row["pk"] for row in attempts])
+    last_xs = {
+        attempt_id: {name: x for name, (x, _) in points.items()}
+        for attempt_id, points in heads.items()
+    }
     return {
         "job": job_id,
         "state": state,
@@ -40,7 +41,7 @@ def job_live_state(*, job_id: int) -> dict[str, Any]:
                 "attempt": row["number"],
                 "state": row["state"],
                 "log_sizes": sizes[row["pk"]],
-                "series_last_x": last_xs[row["pk"]],
+                "series_last_x": last_xs.get(row["pk"], {}),
             }
             for row in attempts
         ],

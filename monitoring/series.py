@@ -1,22 +1,26 @@
 """Append, read and downsample the (x, y) series behind every chart.
 
-Layout.  A `Series` row per (attempt, name) holds the latest point (for live numbers)
-and a counter; its points live in `SeriesChunk` rows of at most CHUNK_SIZE (4,096)
+Layout.  A series' points live in `SeriesChunk` rows of at most CHUNK_SIZE (4,096)
 points each, sorted by x and stored as one `bytea` of float64 (all xs, then all ys),
 with the chunk's x/y bounds and count, and a *summary*: the min and max point of
 every run of 64 points (2 KiB per full chunk).  One row per point would need a
-million rows for a long run, too many to read in 100 ms.
+million rows for a long run, too many to read in 100 ms.  The newest points are not in
+chunks yet: each append writes one `SeriesBlock` per attempt with all its series' new
+points, and the attempt's `SeriesHead` holds every series' last point (for live
+numbers) and so names its series; every FANOUT appends the blocks become chunks.
 
-Appending is `monitoring.series_write`.
+Appending is `monitoring.series_write`, compaction `monitoring.series_compact`.
 
-Reading.  The chunks overlapping [x_from, x_to] are listed (bounds only, no blobs).
-When there are few points in range they are read whole and downsampled.  When there
-are many (each output bucket would span at least 8 runs of 64), the chunks entirely
-inside the range contribute only their summaries, and just the chunks that straddle
-a bound, plus the first and last chunk, are read whole, so that the first and last
-point are exact.  A full read of a million points thus decodes ~31,000 summary points
-and two raw chunks.  Summary points are real points, so no spike is lost; a bucket's
-min or max can only be off by falling in a neighbouring 64-point run at its edge.
+Reading.  The chunks overlapping [x_from, x_to] are listed (bounds only, no blobs),
+and in the same statement the attempt's blocks are read whole (at most FANOUT - 1,
+small).  When there are few points in range the chunks are read whole and
+downsampled.  When there are many (each output bucket would span at least 8 runs of
+64), the chunks entirely inside the range contribute only their summaries, and just
+the chunks that straddle a bound, plus the first and last chunk, are read whole, so
+that the first and last point are exact.  A full read of a million points thus
+decodes ~31,000 summary points and two raw chunks.  Summary points are real points,
+so no spike is lost; a bucket's min or max can only be off by falling in a
+neighbouring 64-point run at its edge.
 
 Non-finite values are kept out: append drops points whose x or y is NaN or infinite
 (the returned count says how many were stored), so summaries and reads never see
@@ -30,11 +34,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import BinaryField, Case, F, Q, Subquery, When
+from django.db.models import BinaryField, Case, F, FloatField, Q, QuerySet, Subquery, Value, When
 
+from monitoring.blocks import unpack
 from monitoring.chunks import decode
-from monitoring.downsample import SUMMARY_RUN, downsample
-from monitoring.models.series import Series, SeriesChunk
+from monitoring.downsample import SUMMARY_RUN, Floats, downsample
+from monitoring.models.series import Series, SeriesBlock, SeriesChunk, SeriesHead
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +119,21 @@ def _read_once(
         chunks = chunks.filter(x_max__gte=x_from)
     if x_to is not None:
         chunks = chunks.filter(x_min__lte=x_to)
-    bounds = [ChunkBounds(*row) for row in chunks.values_list("id", "x_min", "x_max", "count")]
-    if not bounds or lo > hi:
+    bounds = []
+    block_xs, block_ys = [], []
+    # One statement, so one snapshot: a compaction cannot move points from the blocks
+    # read into chunks not listed. One that runs after it replaces listed chunks (their
+    # blobs are then missing: plan again) or only adds chunks of points read here.
+    for chunk_id, x_min, x_max, count, data in listing(chunks, attempt_ids=[attempt_id]):
+        if data is None:
+            bounds.append(ChunkBounds(chunk_id, x_min, x_max, count))
+            continue
+        found = unpack(data).points(name)
+        if found is not None:
+            block_xs.append(found[0])
+            block_ys.append(found[1])
+    new_xs, new_ys = _inside(block_xs, block_ys, lo, hi)
+    if (not bounds and not len(new_xs)) or lo > hi:
         return SeriesData(xs=[], ys=[], total=0, downsampled=False)
     plan = plan_read(bounds, lo=lo, hi=hi, max_points=max_points)
     wanted = plan.raw + plan.summarised
@@ -131,11 +149,11 @@ def _read_once(
         )
     else:
         blobs = blobs.annotate(blob=F("data"))
-    rows = list(blobs.values_list("id", "blob"))
+    rows = list(blobs.values_list("id", "blob")) if wanted else []
     if len(rows) != len(wanted):
         return None  # compacted meanwhile: plan again
     raw = set(plan.raw)
-    total = plan.summarised_count
+    total = plan.summarised_count + len(new_xs)
     xs_parts, ys_parts = [], []
     for chunk_id, blob in rows:
         xs, ys = decode(blob)
@@ -146,10 +164,40 @@ def _read_once(
             total += len(xs)
         xs_parts.append(xs)
         ys_parts.append(ys)
+    xs_parts.append(new_xs)
+    ys_parts.append(new_ys)
     out_xs, out_ys = downsample(np.concatenate(xs_parts), np.concatenate(ys_parts), max_points)
     return SeriesData(
         xs=out_xs.tolist(), ys=out_ys.tolist(), total=total, downsampled=total > len(out_xs)
     )
+
+
+ListingRow = tuple[int, float, float, int, bytes | memoryview | None]
+
+
+def listing(chunks: QuerySet[SeriesChunk], *, attempt_ids: list[int]) -> list[ListingRow]:
+    """The chunks' (id, x_min, x_max, count, None) and the attempts' blocks as (id, 0, 0,
+    count, data), in one statement: one snapshot of where the points are."""
+    bounds = chunks.values_list(
+        "id", "x_min", "x_max", "count", Value(None, output_field=BinaryField())
+    )
+    blocks = SeriesBlock.objects.filter(attempt_id__in=attempt_ids).values_list(
+        "id",
+        Value(0.0, output_field=FloatField()),
+        Value(0.0, output_field=FloatField()),
+        "count",
+        "data",
+    )
+    return list(bounds.union(blocks, all=True))
+
+
+def _inside(xs: list[Floats], ys: list[Floats], lo: float, hi: float) -> tuple[Floats, Floats]:
+    """The blocks' points with lo <= x <= hi, in arrival order."""
+    if not xs:
+        return np.zeros(0), np.zeros(0)
+    all_xs, all_ys = np.concatenate(xs), np.concatenate(ys)
+    inside = (all_xs >= lo) & (all_xs <= hi)
+    return all_xs[inside], all_ys[inside]
 
 
 def plan_read(bounds: list[ChunkBounds], *, lo: float, hi: float, max_points: int) -> ReadPlan:
@@ -174,17 +222,26 @@ def plan_read(bounds: list[ChunkBounds], *, lo: float, hi: float, max_points: in
 
 def series_names(*, attempt_id: int) -> list[str]:
     """The names of an attempt's series, sorted."""
-    return list(
-        Series.objects.filter(attempt_id=attempt_id).order_by("name").values_list("name", flat=True)
-    )
+    return sorted(last_points(attempt_ids=[attempt_id]).get(attempt_id, {}))
+
+
+def last_points(*, attempt_ids: Iterable[int]) -> dict[int, dict[str, tuple[float, float]]]:
+    """Each attempt's series with their last point appended (arrival order); one query."""
+    heads = SeriesHead.objects.filter(attempt_id__in=list(attempt_ids))
+    return {
+        attempt_id: unpack(data).last_points()
+        for attempt_id, data in heads.values_list("attempt_id", "data")
+    }
 
 
 def series_last(
     *, attempt_ids: Iterable[int], names: Iterable[str]
 ) -> dict[Key, tuple[float, float]]:
     """The last point appended to each of these series, by (attempt_id, name); one query."""
-    rows = Series.objects.filter(attempt_id__in=list(attempt_ids), name__in=list(names))
+    wanted = set(names)
     return {
-        (attempt_id, name): (x, y)
-        for attempt_id, name, x, y in rows.values_list("attempt_id", "name", "last_x", "last_y")
+        (attempt_id, name): point
+        for attempt_id, points in last_points(attempt_ids=attempt_ids).items()
+        for name, point in points.items()
+        if name in wanted
     }

@@ -1,51 +1,60 @@
 """Append points to the series behind every chart (the layout: `monitoring.series`).
 
-Appending. Each append adds one small chunk per series (level 0) and never rewrites
-anything: rewriting an "open" 64 KiB tail chunk every second for thousands of live
-series would write gigabytes per hour. Instead, every FANOUT-th append of a series
-(staggered between series) compacts it in the same call, like a small LSM tree: the
-level-0 chunks are merged into one level-1 chunk, sixteen level-1 chunks into one
-level-2, and so on; whatever reaches CHUNK_SIZE points becomes a full chunk, never
-touched again. A point is thus rewritten about log16(4096 / batch size) times, at most
-three, and a series has at most ~45 chunks that are not full. A call costs the same
-few queries whatever the number of series: one upsert of the `Series` rows (which also
-says which are due for compaction), one insert of the new chunks, and for the due
-series one listing, one read and one delete of their small chunks. On PostgreSQL the
-rows travel by binary COPY (`portal_lib.bulk`): the Series rows into a staging table
-that one INSERT ... ON CONFLICT merges, the chunks straight into their table; SQLite
-gets the same rows as plain statements.
+Appending. A poll brings one or a few points for each of tens of thousands of series,
+a few dozen series per attempt, so rows are per attempt, never per series: each append
+writes one `SeriesBlock` per attempt holding all its new points (`monitoring.blocks`),
+and rewrites the attempt's `SeriesHead` (every series' last point, and a counter). A
+call costs the same few queries whatever the number of attempts or series: the heads
+read (locked), the heads written, the blocks inserted. On PostgreSQL the rows travel by
+binary COPY (`portal_lib.bulk`); SQLite gets the same rows as plain statements.
+
+Every FANOUT-th append of an attempt (staggered between attempts), or once its blocks
+would hold MAX_PENDING points, compacts it in the same call instead of writing a block
+(`monitoring.series_compact`): its blocks and new points become one chunk per series,
+like a small LSM tree whose level 0 is the blocks. So a series read decodes at most
+FANOUT - 1 small blocks beside its chunks, and a burst goes to chunks at once.
 
 Where a rule about the points themselves belongs (which of two values for one step
-is kept, say): `_batches` sees each call's points per series in arrival order, and
-`compact` sees a series' stored pieces in arrival order (chunk ids grow with arrival,
-COPY included) before the new ones, so "the newest value per step" can be applied
-in both without touching how rows are written.
+is kept, say): `attempt_batches` sees each call's points per series in arrival order,
+and compaction sees a series' stored pieces in arrival order (block and chunk ids grow
+with arrival, COPY included) before the new ones.
 """
 
 import logging
-import struct
 import zlib
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from itertools import accumulate, pairwise
 
 import numpy as np
-from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db import transaction
 
-from monitoring.chunks import Piece, compact, decode, encode, split
-from monitoring.downsample import Floats, summary
-from monitoring.models.series import CHUNK_SIZE, Series, SeriesChunk
-from monitoring.series import Key
-from portal_lib.bulk import Row, copy_enabled, copy_rows, row_source, staged_rows
+from monitoring.blocks import Block, pack, pack_points, unpack
+from monitoring.downsample import Floats
+from monitoring.models.series import CHUNK_SIZE, Series, SeriesBlock, SeriesHead
+from monitoring.series_compact import FANOUT, attempts_compact
+from portal_lib.bulk import insert_rows, update_rows
 
 log = logging.getLogger(__name__)
 
-_POINT = struct.Struct("<dd")
-
-FANOUT = 16  # chunks of one level merged at once
+MAX_PENDING = CHUNK_SIZE  # points an attempt's blocks may hold
 NAME_MAX = Series._meta.get_field("name").max_length or 200
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One attempt's points of a call, series by series, each in arrival order."""
+
+    names: tuple[str, ...]
+    counts: tuple[int, ...]
+    xs: Floats
+    ys: Floats
+
+    def fields(self) -> tuple[tuple[str, ...], tuple[int, ...], Floats, Floats]:
+        return self.names, self.counts, self.xs, self.ys
+
+    def block(self) -> Block:
+        return Block(self.names, (0, *accumulate(self.counts)), self.xs, self.ys)
 
 
 # --- appending -----------------------------------------------------------------------
@@ -53,236 +62,154 @@ NAME_MAX = Series._meta.get_field("name").max_length or 200
 
 def series_append(*, points: Iterable[tuple[int, str, float, float]]) -> int:
     """Store (attempt_id, name, x, y) points of any attempts and series; returns how many."""
-    batches = _batches(points)
+    batches = attempt_batches(points)
     if not batches:
         return 0
     with transaction.atomic():
-        series = _upsert_series(batches)
-        due = {series_id: key for key, (series_id, is_due) in series.items() if is_due}
-        merged = _merge_plan(due, batches) if due else None
-        stored: dict[int, list[Piece]] = defaultdict(list)
-        if merged is not None:
-            rows = merged.order_by("id").values_list("id", "series_id", "level", "data")
-            for chunk_id, series_id, level, data in rows:
-                stored[series_id].append(Piece(level, *decode(data), id=chunk_id))
-        chunks: list[Row] = []
-        for key, (xs, ys) in batches.items():
-            series_id, is_due = series[key]
-            if len(xs) == 1 and not is_due:  # most series of a poll: one point, one chunk
-                chunks.append(_point_chunk(series_id, float(xs[0]), float(ys[0])))
-                continue
-            pieces = split(Piece(0, xs, ys))
-            if is_due:
-                pieces = compact([*stored[series_id], *pieces])
-            chunks.extend(_chunk(series_id, piece) for piece in pieces)
-        if merged is not None:
-            merged.delete()
-        _insert_chunks(chunks)
-    return sum(len(xs) for xs, _ in batches.values())
+        heads = _heads_locked(sorted(batches))
+        due: dict[int, Batch] = {}
+        head_rows, block_rows = [], []
+        for attempt_id, batch in batches.items():
+            blocks, pending, last = heads[attempt_id]
+            pending += len(batch.xs)
+            if blocks + 1 >= FANOUT or pending >= MAX_PENDING:
+                due[attempt_id] = batch
+                blocks = pending = 0
+            else:
+                blocks += 1
+                block_rows.append((attempt_id, len(batch.xs), pack(*batch.fields())))
+            head_rows.append((attempt_id, blocks, pending, _head(last, batch)))
+        update_rows(SeriesHead._meta.db_table, _HEAD_COLUMNS, head_rows)
+        insert_rows(SeriesBlock._meta.db_table, _BLOCK_COLUMNS, block_rows)
+        if due:
+            attempts_compact({a: b.block() for a, b in due.items()})
+    return sum(len(batch.xs) for batch in batches.values())
 
 
-def _batches(points: Iterable[tuple[int, str, float, float]]) -> dict[Key, tuple[Floats, Floats]]:
-    """Group points by series, finite ones only, in arrival order; series in key order.
+_HEAD_COLUMNS = (
+    ("attempt_id", "bigint"),
+    ("blocks", "smallint"),
+    ("points", "integer"),
+    ("data", "bytea"),
+)
+_BLOCK_COLUMNS = (("attempt_id", "bigint"), ("count", "integer"), ("data", "bytea"))
+
+
+def attempt_batches(points: Iterable[tuple[int, str, float, float]]) -> dict[int, Batch]:
+    """Group points by attempt and series, finite ones only, each series in arrival order.
 
     A poll brings one or a few points for each of tens of thousands of series, so the
-    points go into numpy once, whole, and each series gets a slice of them.
+    points go into numpy once, whole, and each attempt gets a slice of them.
     """
-    keys: dict[Key, int] = {}
+    keys: dict[tuple[int, str], int] = {}
+    unnamed: list[int] = []
     groups: list[int] = []
     x_list: list[float] = []
     y_list: list[float] = []
+    group_of, add_group, add_x, add_y = keys.get, groups.append, x_list.append, y_list.append
     for attempt_id, name, x, y in points:
-        group = keys.get((attempt_id, name))
+        key = (attempt_id, name)
+        group = group_of(key)
         if group is None:
-            group = keys[(attempt_id, name)] = len(keys)
-        groups.append(group)
-        x_list.append(x)
-        y_list.append(y)
+            group = keys[key] = len(keys)
+            if not name or len(name) > NAME_MAX:
+                unnamed.append(group)
+        add_group(group)
+        add_x(x)
+        add_y(y)
     if not groups:
         return {}
     xs = np.asarray(x_list, dtype=np.float64)
     ys = np.asarray(y_list, dtype=np.float64)
     ids = np.asarray(groups, dtype=np.int64)
-    finite = np.isfinite(xs) & np.isfinite(ys)
-    if not finite.all():
-        xs, ys, ids = xs[finite], ys[finite], ids[finite]
-    order = np.argsort(ids, kind="stable")  # stable: arrival order within a series
-    xs, ys, ids = xs[order], ys[order], ids[order]
-    starts = np.flatnonzero(np.diff(ids)) + 1
-    edges = zip(
-        ids[np.concatenate(([0], starts))].tolist() if len(ids) else [],
-        np.concatenate(([0], starts)).tolist(),
-        np.concatenate((starts, [len(ids)])).tolist(),
-        strict=True,
-    )
-    spans = {group: (start, stop) for group, start, stop in edges}
-    batches = {}
-    for (attempt_id, name), group in sorted(keys.items()):
-        if not name or len(name) > NAME_MAX:
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    key_list = list(keys)
+    if unnamed:
+        for group in unnamed:
+            attempt_id, name = key_list[group]
             log.warning(
                 "series name %r of attempt %s skipped: 1-%s characters",
                 name[:300],
                 attempt_id,
                 NAME_MAX,
             )
-            continue
-        span = spans.get(group)
-        if span is not None:
-            batches[(attempt_id, name)] = (xs[span[0] : span[1]], ys[span[0] : span[1]])
+        keep &= ~np.isin(ids, unnamed)
+    if not keep.all():
+        xs, ys, ids = xs[keep], ys[keep], ids[keep]
+    # The series of one attempt next to each other, in the order they first came.
+    attempt_of = np.fromiter((attempt for attempt, _ in key_list), np.int64, len(key_list))
+    by_attempt = np.argsort(attempt_of, kind="stable")
+    rank = np.empty(len(key_list), dtype=np.int64)
+    rank[by_attempt] = np.arange(len(key_list))
+    ranks = rank[ids]
+    order = np.argsort(ranks, kind="stable")  # stable: arrival order within a series
+    xs, ys = xs[order], ys[order]
+    present, counts = np.unique(ranks, return_counts=True)
+    if not len(present):
+        return {}
+    offsets = np.concatenate(([0], np.cumsum(counts))).tolist()
+    series = by_attempt[present]
+    attempts = attempt_of[series]
+    cuts = [0, *(np.flatnonzero(np.diff(attempts)) + 1).tolist(), len(series)]
+    names = [key_list[at][1] for at in series.tolist()]
+    count_list = counts.tolist()
+    batches = {}
+    for lo, hi in pairwise(cuts):
+        start, stop = offsets[lo], offsets[hi]
+        batches[int(attempts[lo])] = Batch(
+            tuple(names[lo:hi]), tuple(count_list[lo:hi]), xs[start:stop], ys[start:stop]
+        )
     return batches
 
 
-_SERIES_COLUMNS = (
-    ("attempt_id", "bigint"),
-    ("name", "text"),
-    ("last_x", "float8"),
-    ("last_y", "float8"),
-    ("unmerged", "smallint"),
-)
+# --- heads -----------------------------------------------------------------------------
 
 
-def _upsert_series(batches: dict[Key, tuple[Floats, Floats]]) -> dict[Key, tuple[int, bool]]:
-    """Create or update each series' row; returns its id and whether it is due for compaction.
-
-    Rows go in key order so that concurrent appenders lock them in the same order.
-    """
-    table = connection.ops.quote_name(Series._meta.db_table)
-    # A new series starts its count at a point of the cycle that depends on its name, so
-    # that series created together are not all compacted in the same call.
-    rows = [
-        (attempt_id, name, float(xs[-1]), float(ys[-1]), _first_count(attempt_id, name))
-        for (attempt_id, name), (xs, ys) in batches.items()
-    ]
-    columns = ", ".join(name for name, _ in _SERIES_COLUMNS)
-    result = {}
-    with connection.cursor() as cursor:
-        for source, params in _series_sources(rows):
-            # Only the table name and placeholders are formatted in; values are parameters.
-            cursor.execute(
-                f"{source.prefix}INSERT INTO {table} ({columns}) {source.select}"
-                " ON CONFLICT (attempt_id, name) DO UPDATE SET"
-                " last_x = excluded.last_x, last_y = excluded.last_y,"
-                f" unmerged = CASE WHEN {table}.unmerged + 1 >= {FANOUT} THEN 0"
-                f" ELSE {table}.unmerged + 1 END"
-                " RETURNING id, attempt_id, name, unmerged",
-                params,
-            )
-            for series_id, attempt_id, name, unmerged in cursor.fetchall():
-                result[(attempt_id, name)] = (series_id, unmerged == 0)
-    return result
+def _heads_locked(attempt_ids: list[int]) -> dict[int, tuple[int, int, Block]]:
+    """Each attempt's head as (blocks, points, last points), made where missing; locked for
+    this transaction in attempt order, so concurrent appenders of an attempt take turns."""
+    heads = SeriesHead.objects.select_for_update().order_by("attempt_id")
+    found = {
+        attempt_id: (blocks, points, unpack(data))
+        for attempt_id, blocks, points, data in heads.filter(
+            attempt_id__in=attempt_ids
+        ).values_list("attempt_id", "blocks", "points", "data")
+    }
+    missing = [attempt_id for attempt_id in attempt_ids if attempt_id not in found]
+    if missing:
+        SeriesHead.objects.bulk_create(
+            [SeriesHead(attempt_id=a, blocks=_first_count(a)) for a in missing],
+            ignore_conflicts=True,  # another appender made it first: read below
+        )
+        found.update(
+            (attempt_id, (blocks, points, unpack(data)))
+            for attempt_id, blocks, points, data in heads.filter(
+                attempt_id__in=missing
+            ).values_list("attempt_id", "blocks", "points", "data")
+        )
+    return found
 
 
-@dataclass(frozen=True)
-class _Source:
-    prefix: str  # a WITH clause, or nothing
-    select: str
+def _first_count(attempt_id: int) -> int:
+    """Where a new head starts in the compaction cycle: spread over it by attempt, and
+    never at its end, so that a first append always writes a block."""
+    return zlib.crc32(str(attempt_id).encode()) % (FANOUT - 1)
 
 
-def _series_sources(rows: list[Row]) -> Iterator[tuple[_Source, list[Any] | None]]:
-    """The upsert's rows as SELECTs: staged by COPY, or as parameters on the plain path."""
-    columns = ", ".join(name for name, _ in _SERIES_COLUMNS)
-    # SQLite needs the WHERE to read ON CONFLICT as an upsert, not a join.
-    if copy_enabled():
-        taken = staged_rows("portal_series_batch", _SERIES_COLUMNS, rows)
-        select = f"SELECT {columns} FROM batch WHERE true ORDER BY attempt_id, name"  # noqa: S608
-        yield _Source(f"WITH batch AS ({taken}) ", select), None
-        return
-    for source, params in row_source([kind for _, kind in _SERIES_COLUMNS], rows):
-        yield _Source("", f"SELECT * FROM ({source}) AS batch WHERE true"), params  # noqa: S608
-
-
-def _first_count(attempt_id: int, name: str) -> int:
-    return 1 + zlib.crc32(f"{attempt_id}/{name}".encode()) % (FANOUT - 1)
-
-
-_CHUNK_COLUMNS = (
-    ("series_id", "bigint"),
-    ("level", "smallint"),
-    ("count", "integer"),
-    ("x_min", "float8"),
-    ("x_max", "float8"),
-    ("y_min", "float8"),
-    ("y_max", "float8"),
-    ("data", "bytea"),
-    ("summary", "bytea"),
-)
-
-
-def _insert_chunks(rows: list[Row]) -> None:
-    if not rows:
-        return
-    if copy_enabled():
-        copy_rows(SeriesChunk._meta.db_table, _CHUNK_COLUMNS, rows)
-        return
-    table = connection.ops.quote_name(SeriesChunk._meta.db_table)
-    columns = ", ".join(name for name, _ in _CHUNK_COLUMNS)
-    types = [kind for _, kind in _CHUNK_COLUMNS]
-    with connection.cursor() as cursor:
-        for source, params in row_source(types, rows):
-            cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT * FROM ({source}) AS batch",  # noqa: S608
-                params,
-            )
-
-
-def _merge_plan(
-    due: dict[int, Key], batches: dict[Key, tuple[Floats, Floats]]
-) -> "QuerySet[SeriesChunk] | None":
-    """The stored chunks a compaction of the `due` series merges, found from their sizes.
-
-    All level-0 chunks merge; so does any level that then holds FANOUT chunks.  The
-    remainder of a merge (what does not fill whole chunks) goes up one level.  So the
-    merged levels of a series are 0 to some k, and the chunks are selected by series
-    and k (a few ids per series would be hundreds of thousands of parameters).
-    """
-    rows = SeriesChunk.objects.filter(series_id__in=due, count__lt=CHUNK_SIZE).values_list(
-        "series_id", "level", "count"
+def _head(last: Block, batch: Batch) -> bytes:
+    """The head's new data: `last` with the batch's last points laid over it."""
+    if batch.counts == (1,) * len(batch.counts):  # the usual poll: a point per series
+        new_xs, new_ys = batch.xs, batch.ys
+    else:
+        ends = np.cumsum(batch.counts) - 1
+        new_xs, new_ys = batch.xs[ends], batch.ys[ends]
+    if last.names == batch.names:  # the usual poll: every series once more
+        return pack_points(batch.names, new_xs, new_ys)
+    merged = last.last_points()
+    merged.update(zip(batch.names, zip(new_xs.tolist(), new_ys.tolist(), strict=True), strict=True))
+    names = list(merged)
+    return pack_points(
+        names,
+        np.fromiter((merged[n][0] for n in names), dtype=np.float64, count=len(names)),
+        np.fromiter((merged[n][1] for n in names), dtype=np.float64, count=len(names)),
     )
-    levels: dict[int, dict[int, list[int]]] = {series_id: defaultdict(list) for series_id in due}
-    for series_id, level, count in rows:
-        levels[series_id][level].append(count)
-    by_top: dict[int, list[int]] = defaultdict(list)
-    for series_id, key in due.items():
-        by_level = levels[series_id]
-        top = None
-        incoming = len(batches[key][0])  # points climbing from the level below
-        level = 0
-        while level == 0 or incoming:
-            counts = by_level.pop(level, [])
-            if level and len(counts) + 1 < FANOUT:
-                break
-            if counts:
-                top = level
-            incoming = (sum(counts) + incoming) % CHUNK_SIZE
-            level += 1
-        if top is not None:
-            by_top[top].append(series_id)
-    if not by_top:
-        return None
-    chosen = Q()
-    for top, series_ids in by_top.items():
-        chosen |= Q(series_id__in=series_ids, level__lte=top)
-    return SeriesChunk.objects.filter(chosen, count__lt=CHUNK_SIZE)
-
-
-def _chunk(series_id: int, piece: Piece) -> Row:
-    """A row of `_CHUNK_COLUMNS`."""
-    if len(piece.xs) == 1:  # plain floats are faster than numpy
-        return _point_chunk(series_id, float(piece.xs[0]), float(piece.ys[0]), piece.level)
-    return (
-        series_id,
-        piece.level,
-        len(piece.xs),
-        float(piece.xs[0]),
-        float(piece.xs[-1]),
-        float(piece.ys.min()),
-        float(piece.ys.max()),
-        encode(piece.xs, piece.ys),
-        encode(*summary(piece.xs, piece.ys)),
-    )
-
-
-def _point_chunk(series_id: int, x: float, y: float, level: int = 0) -> Row:
-    """The row of a one-point chunk: `encode`'s layout, and the point is its own summary."""
-    point = _POINT.pack(x, y)
-    return (series_id, level, 1, x, x, y, y, point, point)

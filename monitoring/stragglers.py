@@ -18,8 +18,7 @@ from django.conf import settings
 
 from jobs.models import Attempt, State
 from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
-from monitoring.models import Series
-from monitoring.series import series_read
+from monitoring.series import last_points, series_read
 
 _WATCHED_GPU_METRICS = ("utilization", "temperature")
 _PACE = re.compile(r"^steps_per_sec/(?P<node>[^/]+)$")
@@ -161,10 +160,10 @@ def attempt_stragglers(
     if attempt.state != State.RUNNING:
         return []
     policy = policy or StragglerPolicy.from_settings()
-    rows = list(
-        Series.objects.filter(attempt_id=attempt.pk)
-        .filter(name__regex=rf"^({GPU_SERIES_PREFIX}|steps_per_sec/)")
-        .values_list("name", "last_x")
+    rows = sorted(
+        (name, x)
+        for name, (x, _) in last_points(attempt_ids=[attempt.pk]).get(attempt.pk, {}).items()
+        if name.startswith((GPU_SERIES_PREFIX, "steps_per_sec/"))
     )
     gpu_now = max((x for n, x in rows if n.startswith(GPU_SERIES_PREFIX)), default=0.0)
     pace_now = max((x for n, x in rows if n.startswith("steps_per_sec/")), default=0.0)

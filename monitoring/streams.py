@@ -29,8 +29,7 @@ from jobs.models import FINAL_STATES, Attempt
 from jobs.rundir import GPU_SERIES_PREFIX
 from monitoring.api import MAX_POINTS_CAP, _log_file_field
 from monitoring.logs import LogSlice, log_read
-from monitoring.models import Series
-from monitoring.series import series_read
+from monitoring.series import last_points, series_read
 from monitoring.stream_access import StreamViewer, viewer_may_follow
 from monitoring.stream_slots import slot_give_back, slot_renew, slot_take
 from portal_lib.bounds import BIGINT_MAX
@@ -206,11 +205,13 @@ class MetricStreamQuery(serializers.Serializer[Any]):
 
 
 def _series_last_x(attempt_id: int, names: list[str]) -> dict[str, float]:
-    rows = Series.objects.filter(attempt_id=attempt_id)
-    rows = (
-        rows.filter(name__in=names) if names else rows.exclude(name__startswith=GPU_SERIES_PREFIX)
-    )
-    return dict(rows.values_list("name", "last_x"))
+    points = last_points(attempt_ids=[attempt_id]).get(attempt_id, {})
+    wanted = set(names)
+    return {
+        name: x
+        for name, (x, _) in points.items()
+        if (name in wanted if names else not name.startswith(GPU_SERIES_PREFIX))
+    }
 
 
 def _new_points(attempt_id: int, name: str, after: float | None) -> tuple[list[float], list[float]]:

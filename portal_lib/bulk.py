@@ -10,13 +10,13 @@ default, takes the same rows as VALUES lists (`row_source`).
 """
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Field, Model
+from django.db.models import F, Field, Lookup, Model, Q
 
 Row = tuple[Any, ...]  # values of one SQL row
 Column = tuple[str, str]  # name, PostgreSQL type
@@ -79,6 +79,108 @@ def row_source(types: Sequence[str], rows: Sequence[Row]) -> Iterator[tuple[str,
         part = rows[start : start + per_query]
         values = ", ".join([placeholders] * len(part))
         yield f"VALUES {values}", [value for row in part for value in row]
+
+
+def insert_rows(table: str, columns: Sequence[Column], rows: Sequence[Row]) -> None:
+    """Append rows to a table: one COPY, else INSERTs of `row_source`."""
+    if not rows:
+        return
+    if copy_enabled():
+        copy_rows(table, columns, rows)
+        return
+    names = ", ".join(connection.ops.quote_name(name) for name, _ in columns)
+    with connection.cursor() as cursor:
+        for source, params in row_source([kind for _, kind in columns], rows):
+            # Only our own table and column names are formatted in.
+            cursor.execute(
+                f"INSERT INTO {connection.ops.quote_name(table)} ({names})"  # noqa: S608
+                f" SELECT * FROM ({source}) AS batch",
+                params,
+            )
+
+
+def insert_new_rows(
+    table: str, columns: Sequence[Column], rows: Sequence[Row], *, returning: Sequence[str]
+) -> list[Row]:
+    """Insert the rows that no unique key of the table already holds, in column order (a lock
+    order for concurrent writers); returns the `returning` columns of those inserted."""
+    if not rows:
+        return []
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(name) for name, _ in columns)
+    back = ", ".join(quote(name) for name in returning)
+    order = ", ".join(str(at) for at in range(1, len(columns) + 1))
+    if copy_enabled():
+        taken = staged_rows(f"portal_new_{table}", columns, rows)
+        sources: Iterable[tuple[str, str, list[Any] | None]] = [
+            (f"WITH batch AS ({taken}) ", "batch", None)
+        ]
+    else:
+        sources = (
+            ("", f"({source}) AS batch", params)
+            for source, params in row_source([k for _, k in columns], rows)
+        )
+    inserted: list[Row] = []
+    with connection.cursor() as cursor:
+        for prefix, source, params in sources:
+            # SQLite needs the WHERE to read ON CONFLICT as an upsert, not a join. Only our own
+            # table and column names are formatted in; values are parameters.
+            cursor.execute(
+                f"{prefix}INSERT INTO {quote(table)} ({names}) SELECT * FROM {source}"  # noqa: S608
+                f" WHERE true ORDER BY {order} ON CONFLICT DO NOTHING RETURNING {back}",
+                params,
+            )
+            inserted += cursor.fetchall()
+    return inserted
+
+
+def any_of(field: str, values: Collection[int]) -> "Q | AnyOf":
+    """A filter for `field__in=values`: on PostgreSQL `field = ANY(array)` with the array one
+    parameter, since thousands of placeholders cost more to build and parse than the query
+    takes, and the planner reads an array as index look-ups where `IN (SELECT unnest(...))`
+    may become a scan of the whole table."""
+    if connection.vendor == "postgresql":
+        return AnyOf(F(field), list(values))
+    return Q(**{f"{field}__in": list(values)})
+
+
+class AnyOf(Lookup):
+    """`lhs = ANY(%s)`, the right-hand side a list passed as one array parameter."""
+
+    lookup_name = "any_of"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        return f"{lhs} = ANY(%s)", (*lhs_params, list(self.rhs))
+
+
+def update_rows(table: str, columns: Sequence[Column], rows: Sequence[Row]) -> None:
+    """Set columns[1:] of the rows whose columns[0] (a unique key) is each row's first value:
+    one UPDATE from the rows staged by COPY, else from `row_source`.
+    """
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    target = quote(table)
+    key = quote(columns[0][0])
+    names = ", ".join(quote(name) for name, _ in columns)
+    assignments = ", ".join(f"{quote(c)} = batch.{quote(c)}" for c, _ in columns[1:])
+    # In a transaction (no savepoint of its own): a commit between the COPY and the UPDATE
+    # would empty the staging table.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        if copy_enabled():
+            taken = staged_rows(f"portal_rows_{table}", columns, rows)
+            sources: Iterable[tuple[str, list[Any] | None]] = [(taken, None)]
+        else:
+            sources = row_source([kind for _, kind in columns], rows)
+        for source, params in sources:
+            # Only our own table and column names are formatted in; values are parameters.
+            cursor.execute(
+                f"WITH batch ({names}) AS ({source}) UPDATE {target} SET {assignments}"  # noqa: S608
+                f" FROM batch WHERE {target}.{key} = batch.{key}",
+                params,
+            )
 
 
 def bulk_update(model: type[Model], objects: Sequence[Model], fields: Sequence[str]) -> None:

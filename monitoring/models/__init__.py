@@ -11,4 +11,9 @@ from monitoring.models.ingest import AttemptIngest  # noqa: F401
 from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
 from monitoring.models.progress import AttemptProgress  # noqa: F401
 from monitoring.models.runs import RunSummary  # noqa: F401
-from monitoring.models.series import Series, SeriesChunk  # noqa: F401
+from monitoring.models.series import (  # noqa: F401
+    Series,
+    SeriesBlock,
+    SeriesChunk,
+    SeriesHead,
+)

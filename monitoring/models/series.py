@@ -1,4 +1,4 @@
-"""Time series behind the charts: one row per (attempt, name), points stored in chunks.
+"""Time series behind the charts: a poll's points per attempt in blocks, compacted per series.
 
 See `monitoring.series` for the layout and why; these are only the tables.
 """
@@ -12,20 +12,50 @@ from jobs.models import Attempt
 CHUNK_SIZE = 4096
 
 
-class Series(models.Model):
-    """One named series of an attempt, with its latest point for the live numbers."""
+class SeriesHead(models.Model):
+    """An attempt's series: each one's last point, and what waits in blocks for compaction."""
 
-    # No index of its own: the unique (attempt, name) serves lookups by attempt, and every
-    # poll writes this table, so an index more is a write more.
+    attempt = models.OneToOneField(
+        Attempt, on_delete=models.CASCADE, primary_key=True, related_name="series_head"
+    )
+    # Appends since the last compaction (a new head starts part-way through the cycle so
+    # that attempts started together are not all compacted in the same poll).
+    blocks = models.PositiveSmallIntegerField(default=0)
+    # Points in the attempt's blocks: a burst is compacted at once rather than kept there.
+    points = models.PositiveIntegerField(default=0)
+    # Every series' last point appended (arrival order, not largest x), in
+    # `monitoring.blocks`' layout: its names are the attempt's series.
+    data = models.BinaryField(default=b"")
+
+    def __str__(self) -> str:
+        return f"series of {self.attempt_id}"
+
+
+class SeriesBlock(models.Model):
+    """One append's points of one attempt, every series in one row (`monitoring.blocks`)."""
+
+    # Indexed by (attempt, id) below: an attempt's blocks in the order they came.
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="series_blocks", db_index=False
+    )
+    count = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["attempt", "id"], name="seriesblock_attempt")]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}: block {self.pk} ({self.count})"
+
+
+class Series(models.Model):
+    """One named series of an attempt, owner of its compacted chunks (made at compaction)."""
+
+    # No index of its own: the unique (attempt, name) serves lookups by attempt.
     attempt = models.ForeignKey(
         Attempt, on_delete=models.CASCADE, related_name="series", db_index=False
     )
     name = models.CharField(max_length=200)
-    # The last point appended (arrival order, not largest x): what a live number shows.
-    last_x = models.FloatField()
-    last_y = models.FloatField()
-    # Appends since the last compaction: a small chunk each, merged when it reaches the fan-out.
-    unmerged = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         verbose_name_plural = "series"

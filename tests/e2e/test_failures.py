@@ -15,7 +15,8 @@ from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
-from monitoring.models import Checkpoint, Series
+from monitoring.models import Checkpoint
+from monitoring.series import series_last
 from tests.factories import spec
 from tests.helpers import attempt_shell, run_file, upload_example, wait_for
 
@@ -75,7 +76,12 @@ def test_failures_are_diagnosed_and_the_warning_signal_reaches_the_trainer(
     # (`scancel --batch`, not its children); its trap passes USR1 on to the steps.
     attempt = Attempt.objects.get(job=warned)
     wait_for(
-        lambda: Series.objects.filter(attempt=attempt, name="loss", last_x__gte=3).exists(),
+        lambda: (
+            series_last(attempt_ids=[attempt.pk], names=["loss"]).get(
+                (attempt.pk, "loss"), (0.0, 0.0)
+            )[0]
+            >= 3
+        ),
         120,
         "the trainer to take a few steps",
     )

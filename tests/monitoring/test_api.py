@@ -320,8 +320,9 @@ def test_series_query_counts(charted: Job, as_user, member, django_assert_num_qu
     # stdout reader's state (total steps), the attempt's ingest note (a printed MFU), the cluster
     with django_assert_num_queries(7):
         client.get(_series_url(charted))
-    # session, user, attempt with the membership check, chunk bounds, chunk blobs
-    with django_assert_num_queries(5):
+    # session, user, attempt with the membership check, chunk bounds with the attempt's
+    # blocks (one append: all its points are in a block, no chunk blobs to read)
+    with django_assert_num_queries(4):
         client.get(_series_url(charted, "loss"))
 
 

@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.models import Attempt, Job, State
-from monitoring.models import LogFile, Series
+from monitoring.models import LogFile
+from monitoring.series_write import series_append
 from portal.asgi import application
 from projects.models import Membership, Project
 from tests import factories
@@ -42,8 +43,9 @@ def running(project: Project, owner: User) -> tuple[Job, Attempt]:
     job, attempt = factories.job(project, owner, factories.cluster(), state=State.RUNNING)
     Attempt.objects.filter(pk=attempt.pk).update(state=State.RUNNING)
     LogFile.objects.create(attempt=attempt, name="stdout.log", size=1500, first_offset=0)
-    Series.objects.create(attempt=attempt, name="loss", last_x=11, last_y=0.52)
-    Series.objects.create(attempt=attempt, name="gpu/n1/0/utilization", last_x=1.5e9, last_y=87)
+    series_append(
+        points=[(attempt.pk, "loss", 11.0, 0.52), (attempt.pk, "gpu/n1/0/utilization", 1.5e9, 87.0)]
+    )
     return job, attempt
 
 

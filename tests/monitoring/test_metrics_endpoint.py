@@ -19,7 +19,7 @@ from jobs.poll_health import poll_record
 from jobs.polling import PollResult
 from monitoring import metrics_health
 from monitoring.ingest_figures import ingest_record
-from monitoring.models import Series
+from monitoring.series_overwrite import series_delete
 from monitoring.series_write import series_append
 from monitoring.stream_slots import slot_give_back, slot_take
 from portal_lib.health import HEALTH_KEY, health_redis
@@ -123,7 +123,8 @@ def test_a_printed_mfu_is_not_served_as_a_ratio(
 ) -> None:
     attempt = factories.running_attempt(project, owner, cluster)
     # What monitoring.throughput does once a trainer prints its own: no computed MFU.
-    Series.objects.filter(attempt=attempt, name="mfu_computed").update(name="mfu", last_y=12.5)
+    series_delete(attempt_id=attempt.pk, names=["mfu_computed"])
+    series_append(points=[(attempt.pk, "mfu", 40.0, 12.5)])
     samples = scrape()
     assert values(samples, "portal_job_mfu_ratio") == []
     assert values(samples, "portal_job_mfu_printed", job=str(attempt.job_id)) == [12.5]

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Attempt
 from monitoring import series, series_write
-from monitoring.models import Series, SeriesChunk
+from monitoring.models import Series, SeriesBlock, SeriesChunk, SeriesHead
 from monitoring.models.series import CHUNK_SIZE
 from projects.models import Project
 from tests import factories
@@ -102,20 +102,24 @@ def test_append_costs_the_same_queries_for_one_series_or_hundreds(
 ) -> None:
     names = [f"gpu/n1/{gpu}/{metric}" for gpu in range(25) for metric in ("utilization", "power")]
     many = [(a.pk, name, 1.0, 1.0) for a in attempts for name in names]  # 150 series
-    # Savepoint; the staging table made if missing, the Series rows copied into it and
-    # upserted from it; the chunks copied in; release.
-    assert count_queries([(attempts[0].pk, "loss", 1.0, 1.0)]) == 6
-    assert count_queries(many) == 6
-    # New series are staggered over the compaction cycle; a call that compacts some,
-    # however many, adds a listing, a read and a delete of their small chunks.
+    # Savepoint; the heads read and locked; the missing ones made and read; the heads
+    # staged (temporary table, COPY) and updated from there; the blocks copied in; release.
+    assert count_queries(many) == 9
+    assert count_queries([(x[0], x[1], 2.0, 1.0) for x in many]) == 7
+    assert count_queries([(attempts[0].pk, "loss", 2.0, 1.0)]) == 7
+    # Heads are staggered over the compaction cycle; a call that compacts attempts, however
+    # many, adds: their blocks read, their Series rows read (the first time the missing ones
+    # also staged and inserted: three more), their small chunks listed, the blocks deleted,
+    # the new chunks copied in.
     counts = [
         count_queries([(x[0], x[1], float(step), 1.0) for x in many])
-        for step in range(2, 2 + series_write.FANOUT)
+        for step in range(3, 3 + series_write.FANOUT)
     ]
-    assert set(counts) == {6, 9}
+    assert set(counts) == {7, 15}
     compacted = SeriesChunk.objects.filter(series__name__startswith="gpu/", level=1)
     assert compacted.count() == 150  # each series once, within FANOUT appends
-    assert everything(attempts[2], names[-1]).xs == [*range(1, 2 + series_write.FANOUT)]
+    assert SeriesBlock.objects.count() < 3 * series_write.FANOUT
+    assert everything(attempts[2], names[-1]).xs == [*range(1, 3 + series_write.FANOUT)]
 
 
 @pytest.mark.parametrize("copy", [True, False], ids=["binary COPY", "plain SQL"])
@@ -151,6 +155,7 @@ def test_compaction_keeps_every_point_and_few_small_chunks(attempts: list[Attemp
         )
         start += size
         assert SeriesChunk.objects.filter(count__lt=CHUNK_SIZE).count() <= 3 * series_write.FANOUT
+        assert SeriesBlock.objects.count() < series_write.FANOUT
     check_chunks()
     read = everything(one, "loss")
     assert read.xs == xs.tolist() and read.ys == ys.tolist() and read.total == len(xs)
@@ -205,9 +210,16 @@ def test_last_points_for_many_series_in_one_query(attempts: list[Attempt]) -> No
 def test_series_go_with_their_attempt(attempts: list[Attempt]) -> None:
     one, two, _ = attempts
     series_write.series_append(points=[(one.pk, "loss", 1.0, 1.0), (two.pk, "loss", 1.0, 1.0)])
+    burst = np.arange(2.0, series_write.MAX_PENDING + 1)  # with the first: one full chunk
+    series_write.series_append(points=points(one, "loss", burst, burst))
+    series_write.series_append(points=points(two, "loss", burst, burst))
+    assert Series.objects.count() == SeriesChunk.objects.count() == 2
     one.job.delete()
+    assert list(SeriesHead.objects.values_list("attempt_id", flat=True)) == [two.pk]
     assert list(Series.objects.values_list("attempt_id", flat=True)) == [two.pk]
     assert SeriesChunk.objects.count() == 1
+    assert not SeriesBlock.objects.exists()
+    assert everything(two, "loss").total == series_write.MAX_PENDING
 
 
 def test_a_million_points_read_downsampled_with_spikes_kept(attempts: list[Attempt]) -> None:

@@ -12,18 +12,25 @@ and fill factor as migrated). The storage alone (log bytes, points, parser state
 without the parse) is timed as well.
 
 `--against REF` (say `--against main`) first runs this bench as it is in the git
-revision REF, with that revision's code (`git archive`, same database and Python), and
+revision REF, with that revision's code (`git archive`, same Python) on a database of
+its own made afresh (`<database>_against`: a revision migrates its own schema), and
 prints its rows above ours: the path as it was beside the path as it is, in one run.
-The machine is shared: compare rows of one run, not numbers across runs.
+This run's database is vacuumed first (autovacuum may be off: the rows earlier runs
+deleted would be scanned again). The machine is shared: compare rows of one run, not
+numbers across runs.
 
-Measured with `--against main` at 4df6e25 (2 shared cores, load average 1.7 at the
-end; median of 10 polls of 40,000 points): through the whole ingest with COPY, 7.6 s
-a poll (5,300 points/s) before, 3.3 s (12,200 points/s) now; plain SQL 12.8 s against
-8.8 s; the storage alone with COPY 2.1 s against 1.6 s. What is left of a poll, per
-40,000 points: the series upsert and chunk COPY (~0.6 s, one row each per series per
-poll), compaction's reads, the parser process (~0.4 s), loading 3,000 parser-state
-rows (~0.35 s, JSON columns), run summaries (~0.5 s), the 1,000 WebSocket sends
-(~0.25 s). The goal, 50,000 points/s, is not reached.
+Measured with `--against main` at a4b951b (2 shared cores, load average 2.0 at the
+end; median of 10 polls of 40,000 points), since a poll writes one row per attempt
+rather than per series (`monitoring.series_write`) and pauses the cyclic GC: through
+the whole ingest with COPY, 3.3 s a poll (12,100 points/s) before, 1.6 s (24,700)
+now; plain SQL 9.9 s against 4.8 s; the storage alone (the metric writes) with COPY
+1.5 s (26,600 points/s) against 0.32 s (123,800). What is left of a poll, per 40,000
+points (measured one by one, under load): the parse (~0.4 s, of which the parser
+process ~0.15 s; a MetricPoint and a tuple per point, JSON both ways), run summaries
+(~0.35 s: every running job's `RunSummary.metrics` JSON decoded and encoded again),
+the 1,000 WebSocket sends (~0.2 s, two Redis round trips each even for a job nobody
+watches), the storage (~0.3 s), the file rows read twice (~0.1 s). The goal for the
+whole ingest, 50,000 points/s, is not reached.
 
 Uses its own database `portal_bench_ingest` on the local PostgreSQL.
 Run: `.venv/bin/python bench/ingest.py [--quick] [--against REF]`.

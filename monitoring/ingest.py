@@ -51,7 +51,7 @@ class MonitoringWatcher:
     def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]:
         followed = [a for a in attempts if a.run_dir]
         self._states.update({a.pk: a.state for a in followed})
-        files = log_files(attempt_ids=[a.pk for a in followed], names=FOLLOWED)
+        files = log_files(attempt_ids=[a.pk for a in followed], names=FOLLOWED, sizes_only=True)
         names = _names_by_attempt(files)
         reads = [
             FileRead(

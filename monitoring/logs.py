@@ -65,18 +65,27 @@ class Stored:
     data: bytes
 
 
+# What deciding the next reads needs of a file (`log_files(..., sizes_only=True)`).
+_SIZES = ("id", "attempt_id", "name", "size", "remote_size")
+
+
 def log_files(
-    *, attempt_ids: Iterable[int], names: Iterable[str] = ()
+    *, attempt_ids: Iterable[int], names: Iterable[str] = (), sizes_only: bool = False
 ) -> dict[tuple[int, str], LogFile]:
-    """The attempts' followed files, creating missing rows for the given names."""
+    """The attempts' followed files, creating missing rows for the given names.
+
+    `sizes_only`: only the fields that say where the next read starts (the parser state
+    of thousands of files, JSON, is not decoded for nothing); no other field may be read.
+    """
     attempt_ids = list(attempt_ids)
-    files = {(f.attempt_id, f.name): f for f in LogFile.objects.filter(attempt_id__in=attempt_ids)}
+    rows = LogFile.objects.only(*_SIZES) if sizes_only else LogFile.objects.all()
+    files = {(f.attempt_id, f.name): f for f in rows.filter(attempt_id__in=attempt_ids)}
     missing = [
         LogFile(attempt_id=a, name=n) for a in attempt_ids for n in names if (a, n) not in files
     ]
     if missing:
         LogFile.objects.bulk_create(missing, ignore_conflicts=True)
-        created = LogFile.objects.filter(
+        created = rows.filter(
             attempt_id__in={f.attempt_id for f in missing}, name__in={f.name for f in missing}
         )
         files.update({(f.attempt_id, f.name): f for f in created})

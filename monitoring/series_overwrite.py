@@ -107,7 +107,12 @@ _BLOCK_COLUMNS = (("id", "bigint"), ("count", "integer"), ("data", "bytea"))
 
 
 def _blocks_rewrite(attempt_ids: set[int], keep: Keep) -> int:
-    """Drop the points `keep` refuses from these attempts' blocks; returns how many went."""
+    """Drop the points `keep` refuses from these attempts' blocks; returns how many went.
+
+    The attempts' heads are locked first, as an append does: no compaction of theirs can
+    move a block's points into chunks between its read here and its rewrite."""
+    heads = SeriesHead.objects.select_for_update().filter(attempt_id__in=attempt_ids)
+    list(heads.order_by("attempt_id").values_list("attempt_id", flat=True))
     rewritten: list[Row] = []
     emptied: list[int] = []
     dropped = 0

@@ -12,7 +12,7 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 FANOUT = 16  # monitoring.series_compact.FANOUT when this was written
-HEAD_FILLFACTOR = 50  # every poll rewrites each live head: room for HOT updates
+HOT_FILLFACTOR = 50
 BATCH = 1000
 
 
@@ -106,15 +106,17 @@ def series_from_heads(apps, schema_editor):
 
 def storage_params(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(
-            f"ALTER TABLE monitoring_serieshead SET (fillfactor = {HEAD_FILLFACTOR})"
-        )
+        # Every poll rewrites each live head, and each followed file's row twice (its size,
+        # its parser state): room on the page lets PostgreSQL update them in place (HOT).
+        for table in ("monitoring_serieshead", "monitoring_logfile"):
+            schema_editor.execute(f"ALTER TABLE {table} SET (fillfactor = {HOT_FILLFACTOR})")
         # Series rows are no longer rewritten every poll (migration 0012 set it).
         schema_editor.execute("ALTER TABLE monitoring_series RESET (fillfactor)")
 
 
 def storage_params_reset(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("ALTER TABLE monitoring_logfile RESET (fillfactor)")
         schema_editor.execute("ALTER TABLE monitoring_series SET (fillfactor = 50)")
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from clusters.agent import (
@@ -36,7 +38,7 @@ from jobs.authority import (
     truth_read,
 )
 from jobs.models import Attempt, State
-from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
+from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key, job_group
 from jobs.selectors import live_attempts
 from jobs.start_estimates import estimates_due, record_estimates
 from jobs.states import attempt_transition
@@ -116,6 +118,14 @@ def _poll_state(attempts: list[Attempt], result: PollResult) -> None:
     if not live:
         return
     result.attempts = len(live)
+    before = {a.pk: a.state for a in live}
+    try:
+        _read_state(live, result)
+    finally:  # an open page hears of a new state at once, new bytes or not
+        _push_states([a for a in live if a.state != before[a.pk]])
+
+
+def _read_state(live: list[Attempt], result: PollResult) -> None:
     cluster = live[0].job.cluster
     if not cluster.has_portal_account:
         _each_account(live, result, lambda account, group: _user_state(account, group, result))
@@ -139,6 +149,27 @@ def _poll_state(attempts: list[Attempt], result: PollResult) -> None:
             continue
         hints |= {a.pk: _exit_code(reply, a) for a in group}
     result.changed += truth_apply(live, truth, hints)
+
+
+def _push_states(attempts: list[Attempt]) -> None:
+    layer = get_channel_layer()
+    if layer is None or not attempts:
+        return
+
+    async def send_all() -> None:
+        for attempt in attempts:
+            delta = {
+                "type": "job.delta",
+                "job": attempt.job_id,
+                "attempt": attempt.number,
+                "state": attempt.state,
+            }
+            try:
+                await layer.group_send(job_group(attempt.job_id), delta)
+            except Exception:  # a lost push is caught up over REST; never fail the poll
+                logger.exception("state push to job %s failed", attempt.job_id)
+
+    async_to_sync(send_all)()
 
 
 def _user_state(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:

@@ -174,17 +174,21 @@ class MonitoringWatcher:
             else:
                 pairs.append([x, y])
         logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
+        # The state now, not as this poll loaded it: the state poll runs beside this one and
+        # a delta must not take an open page back to a state it already left.
+        now = dict(Attempt.objects.filter(pk__in=list(attempts)).values_list("pk", "state"))
         deltas = []
         for attempt in attempts.values():
-            before = self._states.pop(attempt.pk, attempt.state)
+            state = now.get(attempt.pk, attempt.state)  # not set on the attempt: see _files
+            before = self._states.pop(attempt.pk, state)
             log = logs.get(attempt.pk)
-            if before == attempt.state and log is None and attempt.pk not in series:
+            if before == state and log is None and attempt.pk not in series:
                 continue
             delta: dict[str, Any] = {
                 "type": "job.delta",
                 "job": attempt.job_id,
                 "attempt": attempt.number,
-                "state": attempt.state,
+                "state": state,
             }
             if log is not None:
                 end = log.offset + len(log.data)

@@ -228,8 +228,12 @@ class Connection:
                     out += channel.recv(65536)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                if channel.exit_status_ready() and not (
-                    channel.recv_ready() or channel.recv_stderr_ready()
+                # sshd sends the exit status when the command exits, which can be before the
+                # last of its output: done only at EOF, which follows every byte.
+                if (
+                    channel.exit_status_ready()
+                    and (channel.eof_received or channel.closed)
+                    and not (channel.recv_ready() or channel.recv_stderr_ready())
                 ):
                     break
             status = channel.recv_exit_status()

@@ -58,6 +58,25 @@ def test_a_command_that_exits_before_reading_its_input_still_gives_its_status(
     assert alice.is_alive  # the connection is fine for the next command
 
 
+def test_every_byte_of_a_large_output_arrives_with_its_status(alice: Connection) -> None:
+    """sshd may send the exit status before the last of the output: read to EOF.
+
+    A thousand jobs' squeue (or an agent reply) is hundreds of KB. Reading stopped at the
+    exit status lost 30-60 KB of the end in 1 to 6 of these 45 commands (a loop of them
+    on 2026-12-04), and running jobs then looked gone from the queue (bench/soak.py).
+    """
+    line = b"0123456789abcdef" * 7 + b"\n"  # squeue-like rows of 113 bytes
+    for rows in (20_000, 60_000, 200_000):  # 2.3, 6.8 and 22.6 MB
+        program = f"import sys; sys.stdout.buffer.write({line!r} * {rows})"
+        command = f"python3 -c {shlex.quote(program)}; echo done >&2"
+        for _ in range(15):
+            result = alice.run(command, timeout=60)
+            assert result.exit_status == 0
+            assert len(result.stdout) == len(line) * rows
+            assert result.stdout == line * rows
+            assert result.stderr == b"done\n"
+
+
 # What other tests write into alice's home meanwhile: their job scripts and outputs carry
 # their run's and worker's tag (tests.helpers.slurm_name), or are Slurm's default output.
 OTHER_TESTS_FILES = re.compile(r"-t[0-9a-f]+-(gw\d+|main)-|^slurm-\d+\.out$")

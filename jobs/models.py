@@ -63,6 +63,8 @@ class FailureClass(models.TextChoices):
     MISSING_FILE = "missing_file", "Missing file"
     RANK_CRASH = "rank_crash", "A rank crashed"
     GPU_HARDWARE = "gpu_hardware", "GPU hardware fault"
+    DEVICE_ASSERT = "device_assert", "Device-side assert"
+    DIVERGED = "diverged", "Diverged (NaN or inf)"
     HANG = "hang", "Hung (no progress on any rank)"
     CANCELLED = "cancelled", "Cancelled"
     UNKNOWN = "unknown", "Unknown failure"
@@ -82,6 +84,7 @@ NEVER_RESTART = frozenset(
         FailureClass.CUDA_OOM,
         FailureClass.MISSING_MODULE,
         FailureClass.MISSING_FILE,
+        FailureClass.DEVICE_ASSERT,
         FailureClass.CANCELLED,
     }
 )

@@ -5,8 +5,9 @@ log clues that reveal it, a one-line explanation and the fixes to try) and a
 test with a log as the tool really prints it. Clues are the stable core of a
 message (`CUDA out of memory`, an errno phrase in an NCCL context), not a whole
 line of one version, and every pattern is linear: literals, alternations and
-single character-class runs, never a quantified group that can backtrack. The
-engine that applies the table is `monitoring.diagnosis`.
+single character-class runs, never a quantified group that can backtrack; a pattern
+that begins with a literal (not `\b`) is found by a fast scan. The engine that applies
+the table is `monitoring.diagnosis`.
 """
 
 import re
@@ -118,6 +119,34 @@ RULES: tuple[Rule, ...] = (
         patterns=_p(r"CANCELLED AT \S+ DUE TO TIME LIMIT", r"\bJob \d+ exceeded \S+ time limit"),
     ),
     Rule(
+        FailureClass.DEVICE_ASSERT,
+        "Device-side assert",
+        "A check inside a GPU kernel failed (a device-side assert): almost always an index "
+        "out of range, such as a token id past the embedding's size or a label past the "
+        "number of classes. It is the code or the data, not the node; the traceback may "
+        "point at a later call, since CUDA reports kernel errors asynchronously.",
+        (
+            "Rerun with CUDA_LAUNCH_BLOCKING=1 (slower) so that the traceback stops at the "
+            "operation that failed; the kernel's `Assertion ... failed` line names it too.",
+            "Check every index against the size it indexes: token ids against the vocabulary "
+            "and embedding size (after adding tokens, model.resize_token_embeddings), class "
+            "labels against the number of classes (0 to C-1; -100 only where the loss "
+            "ignores it), gather/index_select indices against their dimension.",
+            "Assert the ranges in the data pipeline (e.g. `assert labels.max() < num_classes`), "
+            "or run one failing batch on the CPU: it raises a plain IndexError naming the value.",
+        ),
+        # The kernel's own line (CUDA's device printf: `file.cu:1515: kernel: block: [0,0,0],
+        # thread: [1,0,0] Assertion `cond` failed.`), then the runtime's error, as torch
+        # (RuntimeError, torch.AcceleratorError), the runtime and the driver API name it.
+        patterns=_p(
+            r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `",
+            r"device-side assert triggered",
+            r"cudaErrorAssert\b",
+            r"CUDA_ERROR_ASSERT\b",
+        ),
+        when=_failed,
+    ),
+    Rule(
         FailureClass.GPU_HARDWARE,
         "GPU hardware fault",
         "A GPU of the node reported a hardware or driver fault (Xid, ECC, a lost GPU); the "
@@ -211,6 +240,38 @@ RULES: tuple[Rule, ...] = (
             r"Out of memory: Kill(?:ed)? process \d+",
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
         ),
+    ),
+    Rule(
+        FailureClass.DIVERGED,
+        "Diverged (NaN or inf)",
+        "The loss or the gradients became NaN or infinite and the trainer stopped: the run "
+        "diverged (a learning rate too high for this point, an fp16 overflow, a bad batch, "
+        "a log or a division of zero).",
+        (
+            "Look at the loss and grad-norm charts for where it started to rise; resume from a "
+            "checkpoint before that with a lower learning rate or a longer warm-up (and skip "
+            "the batches around the failure if one batch caused it).",
+            "Clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)).",
+            "Prefer bf16 to fp16 (fp16 overflows past 65504) or keep a loss scaler; compute "
+            "softmax, log and norms in fp32 and add an eps to divisions and logs.",
+            "Find the first operation that makes a NaN with torch.autograd.set_detect_anomaly"
+            "(True) (slow), and check the inputs for NaN or inf.",
+        ),
+        # Python's FloatingPointError (a trainer's NaN check, fairseq's `Minimum loss scale
+        # reached`, numpy's seterr), autograd's anomaly mode, DeiT/MAE-style `Loss is nan,
+        # stopping training` before sys.exit(1), Megatron-LM's grad-norm check, DeepSpeed's
+        # fp16 loss scale at its floor, MMCV's CheckInvalidLossHook, Lightning's
+        # detect_nan_parameters.
+        patterns=_p(
+            r"FloatingPointError\b",
+            r"returned nan values in its \w+ output",
+            r"Loss is -?(?:nan|inf), stopping training",
+            r"found NaN in local grad norm",
+            r"Current loss scale already at minimum",
+            r"loss become infinite or NaN",
+            r"Detected nan and/or inf values in ",
+        ),
+        when=_failed,
     ),
     Rule(
         FailureClass.ADDRESS_IN_USE,

@@ -61,6 +61,12 @@ def _is_int(token: Token) -> bool:
     return token.kind == NUMBER and isinstance(token.value, int) and not token.unit
 
 
+def _progress(done: Token, total: Token) -> bool:
+    """Whether `done/total` can be progress, i of N: neither is negative (NCCL's tree
+    `-1/-1/-1->0->-1` is no step -1 of -1)."""
+    return _is_int(done) and _is_int(total) and (done.value or 0) >= 0 and (total.value or 0) >= 0
+
+
 class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
@@ -160,7 +166,7 @@ class _Parser:
         j = self.peek(i + 1)
         k = self.peek(j + 1)
         total = self.tokens[k].value if k < len(self.tokens) else None
-        if _is_int(token) and self.kind(j) == SLASH and total and _is_int(self.tokens[k]):
+        if self.kind(j) == SLASH and total and _progress(token, self.tokens[k]):
             result = self.emit(token, total=int(total))
             result.then_comma = k + 1 < len(self.tokens) and self.tokens[k + 1].text == ","
             return k + 1
@@ -244,7 +250,7 @@ class _Parser:
             if len(inner) == 1:
                 self.emit(inner[0], bracketed=True)
                 return end + 1
-            if len(inner) == 3 and inner[1].kind == SLASH and _is_int(inner[2]):
+            if len(inner) == 3 and inner[1].kind == SLASH and _progress(inner[0], inner[2]):
                 self.emit(inner[0], total=int(inner[2].value or 0), bracketed=True)
                 return end + 1
         if self.bound and self.label:

@@ -126,6 +126,22 @@ def _bar_start(text: str) -> int:
     return i
 
 
+def _bar_end(text: str) -> int:
+    """Where a tqdm bar's text ends: after the `]` closing its `[elapsed<remaining, rate,
+    postfix]` (nested brackets counted); the whole text when it holds no such bar."""
+    start = _bar_start(text)
+    edge = text.find("|", text.find("%|", start) + 2) if start >= 0 else -1
+    at = text.find("[", edge) if edge >= 0 else -1
+    if at < 0:
+        return len(text)
+    depth = 0
+    for index in range(at, len(text)):
+        depth += (text[index] == "[") - (text[index] == "]")
+        if depth == 0:
+            return index + 1
+    return len(text)
+
+
 def _row_fields(header: list[str], columns: list[str]) -> list[Field]:
     fields: list[Field] = []
     for name, cell in zip(header, columns, strict=True):
@@ -224,7 +240,10 @@ class MetricReader:
         report = _error_report(raw)
         if report:  # what came before it on the line is read (a bar the error ran into)
             raw = raw[: report.start()]
-        self._read(raw, user_step, user_values or {})
+        end = _bar_end(raw)
+        self._read(raw[:end], user_step, user_values or {})
+        if raw[end:].strip():  # printed onto the bar: a line of its own
+            self._read(raw[end:], None, {})
         if report:
             self.state.after_error = True  # nothing step-less attaches until the next step
 
@@ -240,6 +259,14 @@ class MetricReader:
         zero_based = "Epoch: [" in text or any(f.name == "v_num" for f in found.fields)
         steps = resolve(found.fields, found.bar, state.epochs, zero_based=zero_based)
         if steps.skip:
+            self._release(None, None)
+            return
+        if found.bar is not None and steps.count == 0 and user_step is None:
+            # A bar at 0 of N is its start or a reset for the next epoch (Lightning redraws
+            # it at 0 under the old description first): no step is done, and its postfix
+            # holds the values of the last step before.
+            if steps.total is not None:
+                state.total_steps = steps.total
             self._release(None, None)
             return
         if user_values:

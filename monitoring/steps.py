@@ -39,6 +39,7 @@ class Steps:
     epoch: int | None = None
     total: int | None = None
     of: int | None = None  # N of the `i/N` fraction the step was counted from
+    count: int | None = None  # i of that fraction
     values: dict[str, Value] = field(default_factory=dict)
     metric_fields: int = 0  # fields that name a metric, nan ones included
     skip: bool = False
@@ -134,7 +135,7 @@ def resolve(fields: list[Field], bar: int | None, epochs: EpochState, *, zero_ba
     elif plain is not None:
         out.step, out.from_counter = plain, True
     elif fraction is not None and isinstance(fraction.value, int) and fraction.total is not None:
-        out.from_counter, out.of = True, fraction.total
+        out.from_counter, out.of, out.count = True, fraction.total, fraction.value
         if epoch is not None:
             base = _base(epochs, epoch, zero_based)
             out.step = (epoch - base) * fraction.total + fraction.value

@@ -29,6 +29,8 @@ FAILURE_CLASSES = frozenset(
         "missing_file",
         "rank_crash",
         "gpu_hardware",
+        "device_assert",
+        "diverged",
         "cancelled",
         "unknown",
         "none",

@@ -11,6 +11,7 @@ from monitoring.failures import FailureWatcher, expand_nodes
 from monitoring.logs import Delivery, log_files, log_store
 from monitoring.models import Checkpoint
 from tests import factories
+from tests.corpus.loader import FAILURES_DIR
 
 RANK_CRASH_LOG = b"""step 20, loss=0.0712
 checkpoint step-20.pt saved (31277 bytes)
@@ -123,6 +124,30 @@ def test_cuda_oom_never_restarts_and_says_why(failed) -> None:
     assert Attempt.objects.filter(job=job).count() == 1
     note = JobEvent.objects.filter(attempt=attempt).last()
     assert note is not None and "would fail again" in note.reason
+
+
+def test_a_device_side_assert_never_restarts(failed) -> None:
+    job, attempt = failed
+    job.restart_on = [c.value for c in FailureClass]  # even a policy that asks for everything
+    job.save()
+    log = (FAILURES_DIR / "device_assert_embedding_index_h200.log").read_bytes()
+    _finish_poll(attempt, log, [])
+    attempt.refresh_from_db()
+    assert attempt.failure_class == FailureClass.DEVICE_ASSERT
+    assert Attempt.objects.filter(job=job).count() == 1
+    assert "would fail again" in _last_note(attempt)
+
+
+def test_a_diverged_run_restarts_only_when_its_policy_asks(failed) -> None:
+    job, attempt = failed
+    assert FailureClass.DIVERGED not in default_restart_on()
+    job.restart_on = [FailureClass.DIVERGED.value]  # e.g. a trainer that skips batches on resume
+    job.save()
+    log = (FAILURES_DIR / "diverged_floating_point_error_h200.log").read_bytes()
+    _finish_poll(attempt, log, [("step-20.pt", 10)])
+    attempt.refresh_from_db()
+    assert attempt.failure_class == FailureClass.DIVERGED
+    assert Attempt.objects.filter(job=job).count() == 2
 
 
 def test_a_log_not_yet_read_to_its_end_waits(failed) -> None:

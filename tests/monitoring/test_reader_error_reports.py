@@ -36,7 +36,7 @@ def test_the_whole_corpus_reads_only_its_training_lines() -> None:
     names = set().union(*(_names(log.read_text(errors="replace").splitlines()) for log in LOGS))
     assert names == {
         "loss", "epoch", "it_per_s", "speed", "acc", "ms_per_step", "mean_squared_error",
-        "consumed_samples", "reduced_train_loss",
+        "consumed_samples", "reduced_train_loss", "samples_per_sec",
     }  # fmt: skip
 
 

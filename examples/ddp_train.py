@@ -25,6 +25,9 @@ node's slowest rank could keep alone (its compute time per step, waits for the
 other ranks excluded), which is how the portal spots a straggling node.
 `--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose
 (`--throttle-rank R` instead: the node rank R runs on, wherever Slurm put it);
+`--throttle-factor F` makes them also take F times their compute time, as a slower
+GPU would, so that they stay behind however loaded the machine (`--throttle-until N`:
+only up to step N);
 `--checkpoint-pause S` makes every checkpoint take S seconds longer (a declared pause).
 SIGUSR1 or SIGTERM (Slurm's --signal warning, or the time limit): checkpoint
 after the current step and exit 0.
@@ -86,6 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--throttle-node", default="", help="slow this node's ranks (a test knob)")
     p.add_argument("--throttle-rank", type=int, default=None, help="slow the node of this rank")
     p.add_argument("--throttle-seconds", type=float, default=0.0, help="extra seconds per step")
+    p.add_argument("--throttle-factor", type=float, default=1.0, help="times its compute time")
+    p.add_argument("--throttle-until", type=int, default=0, help="last throttled step (0: all)")
     p.add_argument("--timeout", type=float, default=300, help="collective timeout, seconds")
     p.add_argument(
         "--checkpoint-pause", type=float, default=0.0, help="extra seconds per checkpoint"
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     slow_node = args.throttle_node
     if args.throttle_rank is not None and 0 <= args.throttle_rank < world:
         slow_node = nodes[args.throttle_rank]
-    throttle = args.throttle_seconds if slow_node == node_name() else 0.0
+    throttled = slow_node == node_name()
 
     model = make_model(args.seed).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
@@ -306,7 +311,11 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         optimizer.step()
         scheduler.step()
-        deadline = time.monotonic() + args.sleep + throttle
+        extra = 0.0
+        if throttled and (not args.throttle_until or step <= args.throttle_until):
+            computed = time.monotonic() - step_start
+            extra = args.throttle_seconds + (args.throttle_factor - 1) * computed
+        deadline = time.monotonic() + args.sleep + extra
         while _stop_signal is None and time.monotonic() < deadline:
             time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
         busy = [0.0] * world

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from clusters.agent import (
@@ -38,7 +36,8 @@ from jobs.authority import (
     truth_read,
 )
 from jobs.models import Attempt, State
-from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key, job_group
+from jobs.push import push_deltas
+from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
 from jobs.start_estimates import estimates_due, record_estimates
 from jobs.states import attempt_transition
@@ -152,24 +151,12 @@ def _read_state(live: list[Attempt], result: PollResult) -> None:
 
 
 def _push_states(attempts: list[Attempt]) -> None:
-    layer = get_channel_layer()
-    if layer is None or not attempts:
-        return
-
-    async def send_all() -> None:
-        for attempt in attempts:
-            delta = {
-                "type": "job.delta",
-                "job": attempt.job_id,
-                "attempt": attempt.number,
-                "state": attempt.state,
-            }
-            try:
-                await layer.group_send(job_group(attempt.job_id), delta)
-            except Exception:  # a lost push is caught up over REST; never fail the poll
-                logger.exception("state push to job %s failed", attempt.job_id)
-
-    async_to_sync(send_all)()
+    push_deltas(
+        [
+            {"type": "job.delta", "job": a.job_id, "attempt": a.number, "state": a.state}
+            for a in attempts
+        ]
+    )
 
 
 def _user_state(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:

@@ -5,24 +5,21 @@ single agent call, stores the new bytes, parses them into series, and after
 the commit pushes a delta to the job's WebSocket group.
 """
 
-import asyncio
 import logging
 from collections import defaultdict
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
+from jobs.push import push_deltas
 from jobs.rundir import (
     METRICS_FILE,
     STDOUT_FILE,
     RunDir,
     file_key,
     is_gpu_file,
-    job_group,
     run_dir_key,
 )
 from monitoring.alerts import alerts_evaluate
@@ -40,17 +37,11 @@ logger = logging.getLogger(__name__)
 FOLLOWED = (STDOUT_FILE, METRICS_FILE)
 INLINE_LOG_BYTES = 64 * 1024  # larger deltas carry offsets only; the page reads them over REST
 DELTA_POINTS = 2000  # per series per delta
-PUSH_CONCURRENCY = 16  # jobs whose deltas are sent at once (a Redis connection each)
 
 
 class MonitoringWatcher:
-    def __init__(self) -> None:
-        # The states the poll started from, to push a delta when one changes.
-        self._states: dict[int, str] = {}
-
     def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]:
         followed = [a for a in attempts if a.run_dir]
-        self._states.update({a.pk: a.state for a in followed})
         files = log_files(attempt_ids=[a.pk for a in followed], names=FOLLOWED, sizes_only=True)
         names = _names_by_attempt(files)
         reads = [
@@ -127,7 +118,7 @@ class MonitoringWatcher:
         except Exception:
             logger.exception("alert evaluation of %d attempts failed", len(followed))
         deltas = self._deltas(followed, stored, points)
-        transaction.on_commit(lambda: _push(deltas))
+        transaction.on_commit(lambda: push_deltas(deltas))
         transaction.on_commit(lambda: ingest_record(points=points, stored=stored))
         return unread
 
@@ -174,21 +165,17 @@ class MonitoringWatcher:
             else:
                 pairs.append([x, y])
         logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
-        # The state now, not as this poll loaded it: the state poll runs beside this one and
-        # a delta must not take an open page back to a state it already left.
-        now = dict(Attempt.objects.filter(pk__in=list(attempts)).values_list("pk", "state"))
+        # No state: the state poll pushes each new one (jobs.polling) and runs beside this
+        # one, so a state read here could reach a page after a newer one and take it back.
         deltas = []
         for attempt in attempts.values():
-            state = now.get(attempt.pk, attempt.state)  # not set on the attempt: see _files
-            before = self._states.pop(attempt.pk, state)
             log = logs.get(attempt.pk)
-            if before == state and log is None and attempt.pk not in series:
+            if log is None and attempt.pk not in series:
                 continue
             delta: dict[str, Any] = {
                 "type": "job.delta",
                 "job": attempt.job_id,
                 "attempt": attempt.number,
-                "state": state,
             }
             if log is not None:
                 end = log.offset + len(log.data)
@@ -221,34 +208,3 @@ def _delivery(attempt: Attempt, name: str, chunk: FileChunk) -> Delivery:
         remote_size=chunk.size,
         inode=chunk.inode,
     )
-
-
-def _push(deltas: list[dict[str, Any]]) -> None:
-    layer = get_channel_layer()
-    if layer is None or not deltas:
-        return
-    # One trip into the event loop for all of them: one per delta cost ~10 ms each, ten
-    # seconds of a poll of a thousand jobs.
-    async_to_sync(_send_all)(layer, deltas)
-
-
-async def _send_all(layer: Any, deltas: list[dict[str, Any]]) -> None:
-    """Send each job's deltas in order, PUSH_CONCURRENCY jobs at a time.
-
-    Each send is a few Redis round trips even for a group nobody listens to; a thousand
-    jobs one after the other took most of a second.
-    """
-    by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for delta in deltas:
-        by_job[delta["job"]].append(delta)
-    gate = asyncio.Semaphore(PUSH_CONCURRENCY)
-
-    async def send(job_deltas: list[dict[str, Any]]) -> None:
-        async with gate:
-            for delta in job_deltas:
-                try:
-                    await layer.group_send(job_group(delta["job"]), delta)
-                except Exception:  # a lost push is caught up over REST; never fail the poll
-                    logger.exception("push to job %s failed", delta["job"])
-
-    await asyncio.gather(*(send(job_deltas) for job_deltas in by_job.values()))

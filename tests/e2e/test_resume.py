@@ -57,9 +57,12 @@ def test_a_killed_rank_resumes_from_the_latest_checkpoint(
         project,
         sandbox_cluster,
         name="resume after a rank dies",
-        # Rank 1's node, whichever two of the sandbox's nodes the job gets.
-        args=f"--steps {STEPS} --checkpoint-every 12 --sleep 0.02 "
-        "--throttle-rank 1 --throttle-seconds 0.4",
+        # Rank 1's node, whichever two of the sandbox's nodes the job gets: three times
+        # the others' step time however loaded the machine (at 1.1 s of compute a step
+        # under CI's load, a fixed 0.4 s more was not slow enough to flag), up to step 30,
+        # so that attempt 2 does not crawl all the way.
+        args=f"--steps {STEPS} --checkpoint-every 12 --sleep 0.02 --throttle-rank 1 "
+        "--throttle-seconds 0.4 --throttle-factor 3 --throttle-until 30",
     )
     Job.objects.filter(pk=job.pk).update(max_restarts=2)  # read when the failure is decided
     first = Attempt.objects.get(job=job, number=1)

@@ -252,12 +252,18 @@ def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: P
     train(job_bin, tmp_path / "other", *other, SLURMD_NODENAME="nx")
     by_rank = (*args, "--throttle-rank", "0", "--throttle-seconds", "0.3")  # rank 0 is on nx
     train(job_bin, tmp_path / "by_rank", *by_rank, SLURMD_NODENAME="nx")
+    until = (*by_rank, "--throttle-factor", "3", "--throttle-until", "3")
+    train(job_bin, tmp_path / "until", *until, SLURMD_NODENAME="nx")
+
+    def rates(name: str) -> list[float]:
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(line)["steps_per_sec/nx"] for line in lines]
 
     def pace(name: str) -> float:
-        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
-        rates = [json.loads(line)["steps_per_sec/nx"] for line in lines]
-        return sorted(rates)[len(rates) // 2]
+        return sorted(rates(name))[len(rates(name)) // 2]
 
     assert pace("slow") < 1 / 0.3  # at least 0.35 s of work per step
     assert pace("other") > 2 * pace("slow")  # another node's throttle leaves this one alone
     assert pace("by_rank") < 1 / 0.3  # the node of the rank named
+    slow_steps, fast_steps = rates("until")[:3], rates("until")[3:]
+    assert max(slow_steps) < 1 / 0.3 < min(fast_steps)  # throttled up to step 3 only

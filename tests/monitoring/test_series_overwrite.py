@@ -42,7 +42,7 @@ TWICE = [
 def pushed(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The deltas the poll pushes to open job pages, in order."""
     deltas: list[dict[str, Any]] = []
-    monkeypatch.setattr(ingest_module, "_push", deltas.extend)
+    monkeypatch.setattr(ingest_module, "push_deltas", deltas.extend)
     return deltas
 
 

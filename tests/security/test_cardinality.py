@@ -147,4 +147,7 @@ def test_a_flood_of_names_and_fake_gpus_costs_only_its_job(
     # Whatever the timing, none is followed.
     assert note.dropped_names >= 1000 - MAX_NAMES_PER_LINE
     assert not LogFile.objects.filter(attempt=attempt, name__startswith="gpu-fake").exists()
-    assert note.dropped_series > 0
+    # Its 100k names are refused over the series cap, or, on a loaded machine, its 1.3 MB of
+    # records run out of its own parse time first and are stored unread (seen in CI):
+    # either way only it pays, and the cap holds (above).
+    assert note.dropped_series > 0 or (note.over_budget > 0 and note.skipped_bytes > 0)

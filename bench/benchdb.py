@@ -2,10 +2,12 @@
 and `--quick` (or BENCH_QUICK=1): small sizes, so that the suite runs every bench."""
 
 import os
+import shlex
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 QUICK = "--quick" in sys.argv[1:] or os.environ.get("BENCH_QUICK") == "1"
 
@@ -72,3 +74,52 @@ def comparison_row(title: str, ours: Timing, theirs: Timing | None, width: int =
     else:
         cells += [f"{theirs[0]:.1f}", f"{theirs[1]:.1f}", theirs[2]]
     return " | ".join(f"{cell:>{width}}" for cell in cells)
+
+
+def jobs_cancel_on_slurm(*, jobs: list[Any], user: Any) -> None:
+    """Cancel the bench's jobs in the portal and scancel them as alice on Slurm.
+
+    The worker that would send the portal's cancels may be gone (a bench stops it before
+    its `finally`), and a job left running holds the sandbox's GPUs from whatever runs
+    next (a 2-node job of bench/hang.py outlived a whole test run so). A job that has
+    ended already is skipped.
+    """
+    from clusters.models import ClusterAccount
+    from clusters.selectors import account_endpoint
+    from clusters.ssh import Connection
+    from jobs.models import Attempt
+    from jobs.services import job_cancel
+
+    for job in jobs:
+        job_cancel(job=job, user=user)
+    live = Attempt.objects.filter(job__in=jobs).exclude(slurm_job_id="").select_related("job")
+    by_cluster: dict[Any, list[str]] = {}
+    for attempt in live:
+        if not attempt.is_finished:
+            by_cluster.setdefault(attempt.job.cluster, []).append(attempt.slurm_job_id)
+    for cluster, ids in by_cluster.items():
+        account = ClusterAccount.objects.get(cluster=cluster, username="alice")
+        with Connection(account_endpoint(account=account)) as alice:
+            for start in range(0, len(ids), 500):
+                argv = cluster.slurm_tools.wrap(["scancel", *ids[start : start + 500]])
+                alice.run(shlex.join(argv), timeout=60)
+
+
+def bench_cluster() -> Any:
+    """The sandbox, up and registered as the bench's cluster.
+
+    Under the suite (tests/benches), its run directories carry the run's tag, as the
+    suite's own clusters' do, so that the suite's end finds any job a bench left running
+    (`squeue` lists its output path) and cancels it.
+    """
+    from django.conf import settings
+
+    from clusters import sandbox
+    from clusters.services import cluster_register_sandbox
+
+    cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
+    tag = os.environ.get("PORTAL_TEST_RUN")
+    if tag:
+        cluster.base_run_dir = f"{cluster.base_run_dir.rstrip('/')}/{tag}-bench"
+        cluster.save(update_fields=["base_run_dir"])
+    return cluster

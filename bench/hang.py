@@ -29,7 +29,13 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
+from benchdb import (  # noqa: E402
+    QUICK,
+    bench_cluster,
+    delete_jobs_without_charges,
+    ensure_database,
+    jobs_cancel_on_slurm,
+)
 
 from devtools.servers import celery_worker, purge_queue, running, server_env  # noqa: E402
 
@@ -88,10 +94,8 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    from clusters import sandbox
     from clusters.models import ClusterAccount
     from clusters.selectors import account_endpoint
-    from clusters.services import cluster_register_sandbox
     from clusters.ssh import Connection
     from jobs.models import Attempt, Job, Template
     from jobs.services import job_cancel, job_submit
@@ -100,7 +104,7 @@ def main() -> None:
     from projects.models import Membership, Project, Quota
 
     call_command("migrate", verbosity=0)
-    cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
+    cluster = bench_cluster()
     user = User.objects.get(username="alice")
     project, _ = Project.objects.get_or_create(slug="bench-hang", defaults={"name": "Hang bench"})
     Quota.objects.get_or_create(
@@ -201,8 +205,7 @@ def main() -> None:
                     60,
                 )
     finally:
-        for job in jobs:
-            job_cancel(job=job, user=user)
+        jobs_cancel_on_slurm(jobs=jobs, user=user)
         delete_jobs_without_charges(pk__in=[job.pk for job in jobs])
 
     header = ("run", "nodes", "delay s", "limit s", "named", "culprit right", "live stacks")

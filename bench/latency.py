@@ -29,7 +29,13 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
+from benchdb import (  # noqa: E402
+    QUICK,
+    bench_cluster,
+    delete_jobs_without_charges,
+    ensure_database,
+    jobs_cancel_on_slurm,
+)
 
 from devtools.servers import (  # noqa: E402
     Daphne,
@@ -207,18 +213,13 @@ def main() -> None:
     from django.contrib.sessions.backends.db import SessionStore
     from django.core.management import call_command
 
-    from clusters import sandbox
-    from clusters.models import ClusterAccount
-    from clusters.selectors import account_endpoint
-    from clusters.services import cluster_register_sandbox
-    from clusters.ssh import Connection
-    from jobs.models import Attempt, Job, Template
-    from jobs.services import job_cancel, job_submit
+    from jobs.models import Job, Template
+    from jobs.services import job_submit
     from jobs.specs import JobSpec
     from projects.models import Membership, Project, Quota
 
     call_command("migrate", verbosity=0)
-    cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
+    cluster = bench_cluster()
     user = User.objects.get(username="alice")
     project, _ = Project.objects.get_or_create(
         slug="bench-latency", defaults={"name": "Latency bench"}
@@ -269,17 +270,7 @@ def main() -> None:
                     if codes:
                         print(f"{count} clients: server closed with codes {codes}", file=sys.stderr)
             finally:
-                for job in jobs:
-                    job_cancel(job=job, user=user)  # nothing to do for a finished job
-                deadline = time.monotonic() + 30
-                live = Attempt.objects.filter(job__in=jobs).exclude(state__in=FINAL)
-                while live.exists() and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                stuck = [a.slurm_job_id for a in live if a.slurm_job_id]
-                if stuck:  # the worker did not get to it: scancel as alice directly
-                    account = ClusterAccount.objects.get(cluster=cluster, username="alice")
-                    with Connection(account_endpoint(account=account)) as alice:
-                        alice.run(f"scancel {' '.join(stuck)}", timeout=60)
+                jobs_cancel_on_slurm(jobs=jobs, user=user)
     finally:
         # Jobs the ledger charged stay (its rows are immutable), as in a real portal.
         delete_jobs_without_charges(pk__in=[job.pk for job in jobs])

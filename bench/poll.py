@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
+from benchdb import QUICK, bench_cluster, delete_jobs_without_charges, ensure_database  # noqa: E402
 
 
 def main() -> None:
@@ -23,21 +23,18 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    from clusters import sandbox
     from clusters.models import ClusterAccount
     from clusters.selectors import account_endpoint
-    from clusters.services import cluster_register_sandbox
     from clusters.ssh import Connection, stats
     from devtools import held_jobs
     from jobs.polling import cluster_poll
     from projects.models import Project
 
     call_command("migrate", verbosity=0)
-    cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
+    cluster = bench_cluster()
     user = User.objects.get(username="alice")
     project, _ = Project.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
     account = ClusterAccount.objects.get(cluster=cluster, username="alice")

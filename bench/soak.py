@@ -33,7 +33,13 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchdb import QUICK, delete_jobs_without_charges, ensure_database  # noqa: E402
+from benchdb import (  # noqa: E402
+    QUICK,
+    bench_cluster,
+    delete_jobs_without_charges,
+    ensure_database,
+    jobs_cancel_on_slurm,
+)
 
 from devtools.sandbox_turns import sandbox_turn  # noqa: E402
 from devtools.servers import Server, celery_worker, purge_queue, running, server_env  # noqa: E402
@@ -132,12 +138,11 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     from clusters.models import ClusterAccount
     from clusters.sandbox.config import Paths
     from clusters.selectors import account_endpoint
-    from clusters.services import cluster_register_sandbox
     from clusters.ssh import Connection
     from jobs.models import FINAL_STATES, Attempt, Job, State, Template
     from jobs.poll_health import poll_figures
     from jobs.polling import PARTS
-    from jobs.services import job_cancel, job_submit
+    from jobs.services import job_submit
     from jobs.specs import JobSpec
     from monitoring.ingest_figures import POINTS
     from monitoring.logs import log_read
@@ -145,7 +150,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     from portal_lib.health import health_read
     from projects.models import Membership, Project, Quota
 
-    cluster = cluster_register_sandbox(info=sandbox.up(settings.SANDBOX_STATE_DIR))
+    cluster = bench_cluster()
     user = User.objects.get(username="alice")
     project, _ = Project.objects.get_or_create(slug="bench-soak", defaults={"name": "Soak"})
     Quota.objects.get_or_create(
@@ -182,6 +187,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     jobs: list[Job] = []
     cycles: dict[str, list[float]] = {part: [] for part in PARTS}
     latencies: list[float] = []
+    steady: list[float] = []  # once every job runs: no submissions competing with polls
     peak_running = 0
     try:
         with running(worker):
@@ -241,6 +247,8 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
                         if int(match[1]) not in seen:
                             seen.add(int(match[1]))
                             latencies.append(now - float(match[2]))
+                            if all_running_at is not None:
+                                steady.append(now - float(match[2]))
                 running_now = attempts.filter(state=State.RUNNING).count()
                 peak_running = max(peak_running, running_now)
                 if all_running_at is None and running_now == len(jobs):
@@ -271,20 +279,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
             lost = sum(max(size - stored.get(name, 0), 0) for name, size in remote.items())
             points = health_read().get(POINTS, 0.0) - points_start
     finally:
-        for job in jobs:
-            job_cancel(job=job, user=user)
-        # The worker that would send those cancels is gone: scancel them as alice too.
-        ids = [
-            a.slurm_job_id
-            for a in Attempt.objects.filter(job__in=jobs).exclude(slurm_job_id="")
-            if not a.is_finished
-        ]
-        if ids:
-            account = ClusterAccount.objects.get(cluster=cluster, username="alice")
-            with Connection(account_endpoint(account=account)) as alice:
-                for start in range(0, len(ids), 500):
-                    argv = cluster.slurm_tools.wrap(["scancel", *ids[start : start + 500]])
-                    alice.run(shlex.join(argv))
+        jobs_cancel_on_slurm(jobs=jobs, user=user)
         if reconfigure:
             Paths.of(settings.SANDBOX_STATE_DIR).node_cpus.unlink(missing_ok=True)
             sandbox.up(settings.SANDBOX_STATE_DIR)  # the nodes as the suite knows them
@@ -304,6 +299,10 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
             f"watched log latency p50 / p95 (s), goal p95 {GOAL_LATENCY_P95}",
             f"{_quantile(latencies, 0.5):.3f} / {_quantile(latencies, 0.95):.3f} "
             f"({len(latencies)} lines)",
+        ),
+        (
+            "the same once every job runs, p50 / p95 (s)",
+            f"{_quantile(steady, 0.5):.3f} / {_quantile(steady, 0.95):.3f} ({len(steady)} lines)",
         ),
         ("worker memory start / end (MB)", f"{rss_start:.0f} / {rss_end:.0f}"),
         ("jobs completed", f"{ended}/{len(jobs)}"),

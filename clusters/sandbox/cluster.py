@@ -63,16 +63,22 @@ class SandboxInfo:
     slurm_conf: str = ""  # SLURM_CONF for commands run in a clean environment
 
 
+MIN_NODE_CPUS = 8
+
+
 def _node_resources(paths: Paths) -> tuple[int, int]:
     """CPUs and RealMemory (MB) per node; every slurmd reports the whole host.
 
-    A number in the state directory's `node-cpus` file (written by the soak bench,
-    bench/soak.py, for as long as it runs, so that any `up` meanwhile keeps it)
-    declares more CPUs than the host has (slurm.conf's `SlurmdParameters=
-    config_overrides`): many cheap jobs that mostly sleep run at once.
+    Each node declares at least MIN_NODE_CPUS, more than a small host has (slurm.conf's
+    `SlurmdParameters=config_overrides`): the suite's jobs mostly sleep or wait, and with
+    the host's two CPUs a node, the jobs of four test workers queued behind each other
+    on a busy machine (a DDP test's job pending for 120 s in CI). A number in the state
+    directory's `node-cpus` file (written by the soak bench, bench/soak.py, for as long
+    as it runs, so that any `up` meanwhile keeps it) declares more: a thousand cheap
+    jobs run at once.
     """
     declared = paths.node_cpus.read_text().strip() if paths.node_cpus.exists() else ""
-    cpus = int(declared) if declared.isdigit() else os.cpu_count() or 1
+    cpus = int(declared) if declared.isdigit() else max(os.cpu_count() or 1, MIN_NODE_CPUS)
     mem_kb = 4 * 1024 * 1024
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):

@@ -234,8 +234,8 @@ StorageLoc={ACCOUNTING_DB}
 def render_slurm_conf(
     paths: Paths, hostname: str, cpus: int, real_memory_mb: int, accounting: bool = False
 ) -> str:
-    # More CPUs than the host has (Paths.node_cpus): slurmd takes the file's word, and each
-    # CPU's share of memory is what a job that mostly sleeps needs.
+    # More CPUs than the host has (clusters.sandbox.cluster): slurmd takes the file's word,
+    # and each CPU's share of memory is what a job that mostly sleeps needs.
     declared = cpus > (os.cpu_count() or 1)
     overrides = "SlurmdParameters=config_overrides\n" if declared else ""
     def_mem = max(real_memory_mb // cpus, 8) if declared else max(real_memory_mb // cpus // 2, 100)

@@ -175,26 +175,35 @@ def stop(daemon: Daemon, timeout: float = 10) -> bool:
     pid = running_pid(daemon)
     if pid is None:
         return False
+    started = process_start(pid)
     os.kill(pid, signal.SIGTERM)
-    if not _gone(pid, timeout):
+    if not _gone(pid, started, timeout):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        _gone(pid, timeout)
+        _gone(pid, started, timeout)
     # Daemons do not always remove their pid file; a stale one would
     # mislead the next `up` once the pid is reused.
     daemon.pid_file.unlink(missing_ok=True)
     return True
 
 
-def _gone(pid: int, timeout: float) -> bool:
-    """Wait until `pid` has exited (a zombie counts as exited); False if it still runs."""
+def process_start(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot), None once it has exited: with the pid,
+    it names one process, where a pid alone can be another's after the numbers wrap (32,768
+    here, which a busy suite goes through in minutes)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _gone(pid: int, started: str | None, timeout: float) -> bool:
+    """Wait until the process has exited (a zombie counts as exited); False if it still runs."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return True
-        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        now = process_start(pid)
+        if now is None or now != started:
             return True
         if time.monotonic() >= deadline:
             return False

@@ -183,7 +183,9 @@
   async function refreshAttempts() {
     const rows = await getJSON(`/api/v1/jobs/${config.job}/attempts/`);
     rows.forEach((a) => {
-      attempts[a.number] = Object.assign(attempts[a.number] || {}, { startedAt: a.started_at, state: a.state });
+      // The state only where none is known: a push that came while this was read is newer.
+      const known = attempts[a.number] || {};
+      attempts[a.number] = Object.assign(known, { startedAt: a.started_at, state: known.state || a.state });
     });
   }
 

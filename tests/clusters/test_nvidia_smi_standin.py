@@ -198,6 +198,8 @@ def test_the_stand_in_prints_that_table_for_its_gpus():
     gpu_block = real[8:12]
     assert len(lines) == len(real) + len(gpu_block)  # two GPUs: one block more
     assert lines[1:8] == real[1:8] and lines[-8:] == real[-8:]
-    shape = [re.sub(r"\d", "0", line) for line in lines[8:16]]
+    # Each number right-aligned in its field: a GPU a job uses shows 12345MiB, an idle
+    # one 0MiB, in the same columns.
+    shape = [re.sub(r" *\d+", lambda m: "0".rjust(len(m[0])), line) for line in lines[8:16]]
     assert shape[:4] == shape[4:]
     assert [len(line) for line in lines[8:16]] == [len(line) for line in gpu_block * 2]

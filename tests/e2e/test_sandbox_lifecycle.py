@@ -23,26 +23,25 @@ def _pids(state_dir: Path) -> dict[str, int | None]:
     }
 
 
-def _alive(pid: int | None) -> bool:
-    """Running, not a zombie waiting to be reaped (gVisor reaps late)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+def _alive(process: tuple[int, str | None]) -> bool:
+    """Running, not a zombie waiting to be reaped, and the same process, not another that
+    got its pid since (`daemons.process_start`)."""
+    pid, started = process
+    return started is not None and daemons.process_start(pid) == started
 
 
 def test_down_stops_only_its_own_processes_and_up_restores(sandbox_info) -> None:
     state_dir = settings.SANDBOX_STATE_DIR
     before = _pids(state_dir)
     assert all(before.values()), before
+    processes = {name: (pid, daemons.process_start(pid)) for name, pid in before.items() if pid}
     # A bystander: another slurmd-looking process that the sandbox did not start.
     bystander = subprocess.Popen(["bash", "-c", "exec -a slurmd-bystander sleep 120"])
     try:
         stopped = sandbox.down(state_dir)
         assert sorted(stopped) == sorted(before)
         # `down` returns once every daemon has exited, not once its pid file is gone.
-        assert [name for name, pid in before.items() if _alive(pid)] == []
+        assert [name for name, process in processes.items() if _alive(process)] == []
         assert bystander.poll() is None
         assert sandbox.down(state_dir) == []  # harmless when nothing runs
 

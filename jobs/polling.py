@@ -76,7 +76,7 @@ PARTS = (STATE, FILES)
 def cluster_poll(*, cluster_id: int, parts: tuple[str, ...] = PARTS) -> PollResult:
     """Poll the cluster's attempts: their state (Slurm), their files (logs, metrics), or both."""
     result = PollResult()
-    attempts = list(live_attempts(cluster_id=cluster_id))
+    attempts = live_attempts(cluster_id=cluster_id)
     if not attempts:
         return result
     if STATE in parts:

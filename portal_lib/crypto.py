@@ -1,5 +1,6 @@
 """Encryption at rest for secrets stored in the database (Fernet, keys from the environment)."""
 
+import functools
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -8,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
 
-def _fernet() -> MultiFernet:
+def _keys() -> tuple[str, ...]:
     # Read at call time, not import time, so tests and key rotation can change it.
     keys = settings.FIELD_ENCRYPTION_KEYS
     if not keys:
@@ -16,16 +17,29 @@ def _fernet() -> MultiFernet:
             "FIELD_ENCRYPTION_KEYS is empty: set it to one or more Fernet keys "
             '(python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key())")'
         )
+    return tuple(keys)
+
+
+@functools.lru_cache(maxsize=8)
+def _fernet(keys: tuple[str, ...]) -> MultiFernet:
     return MultiFernet([Fernet(key) for key in keys])
 
 
 def encrypt(plaintext: str) -> str:
-    return _fernet().encrypt(plaintext.encode()).decode()
+    return _fernet(_keys()).encrypt(plaintext.encode()).decode()
 
 
 def decrypt(token: str) -> str:
+    return _decrypted(token, _keys())
+
+
+# A poll loads every live attempt with its cluster and account, whose keys are the same
+# few tokens on every row: decrypting each again took 12 % of a poll of 1,000 jobs
+# (bench/soak.py, profiled). A token always decrypts to the same text under the same keys.
+@functools.lru_cache(maxsize=1024)
+def _decrypted(token: str, keys: tuple[str, ...]) -> str:
     try:
-        return _fernet().decrypt(token.encode()).decode()
+        return _fernet(keys).decrypt(token.encode()).decode()
     except InvalidToken as exc:
         raise ImproperlyConfigured(
             "A stored secret cannot be decrypted with FIELD_ENCRYPTION_KEYS: "

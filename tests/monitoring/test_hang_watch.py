@@ -127,3 +127,40 @@ def test_a_huge_job_reads_at_most_max_ranks_records(running) -> None:
     running.job.nodes, running.job.gpus_per_node = 1024, 8
     reads = _poll(ProgressWatcher(), running, {})
     assert len(reads) == MAX_RANKS and all(r.limit == HEARTBEAT_READ for r in reads)
+
+
+def test_a_polls_new_steps_are_written_in_one_statement_however_many_jobs(
+    project: Project, owner: User
+) -> None:
+    """Rows whose verdict stands get their steps in one write for the poll; the first
+    poll makes each row (a save each), the next ones update them all together."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cluster = factories.cluster()
+    attempts = []
+    for _ in range(12):
+        job, attempt = factories.job(project, owner, cluster, template=Template.TORCHRUN)
+        attempt.state, attempt.run_dir, attempt.slurm_job_id = State.RUNNING, "/runs/x", "7"
+        attempt.started_at = timezone.now()
+        attempt.save()
+        attempt.job = job
+        attempts.append(attempt)
+
+    def poll(step: int, some: list[Attempt]) -> int:
+        watcher = ProgressWatcher()
+        watcher.requests(some)
+        files = {
+            file_key(a.uuid, progress_file(0)): _chunk(_record(0, "n1", step, 0.5, time.time()))
+            for a in some
+        }
+        with CaptureQueriesContext(connection) as captured:
+            watcher.ingest(some, AgentReply(time=time.time(), files=files))
+        # Each attempt's own transaction is a savepoint inside the test's: no statement
+        # reaches the database for it unless it writes.
+        return len([q for q in captured if "SAVEPOINT" not in q["sql"]])
+
+    poll(1, attempts)  # the rows are made
+    assert poll(2, attempts[:1]) == poll(3, attempts)  # step 2 for one, then 3 for twelve
+    stored = AttemptProgress.objects.filter(attempt__in=attempts)
+    assert sorted(row.ranks["0"]["step"] for row in stored) == [3] * 12

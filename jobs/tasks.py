@@ -22,7 +22,7 @@ from jobs.polling import PARTS, PollResult, cluster_poll
 from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
-from portal_lib.worker_queues import cluster_queue, served_queues
+from portal_lib.worker_queues import poll_queue, served_queues
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +87,9 @@ def poll_active_clusters() -> None:
     except RedisError:
         served = set()
     for cluster_id, name in clusters:
-        # To the worker next to the cluster while one lives; else any worker.
-        queue = cluster_queue(name)
+        queue = poll_queue(name, served)
         for part in PARTS:  # apart: a slow controller does not hold up the logs
-            if queue in served:
-                poll_cluster.apply_async((cluster_id, part), expires=expires, queue=queue)
-            else:
-                poll_cluster.apply_async((cluster_id, part), expires=expires)
+            poll_cluster.apply_async((cluster_id, part), expires=expires, queue=queue)
 
 
 @shared_task(ignore_result=True)

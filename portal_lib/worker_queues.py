@@ -26,6 +26,23 @@ HEARTBEAT_SECONDS = 1.0
 HEARTBEAT_TTL = 5.0
 
 
+# Polls of clusters without a worker of their own: a queue apart from the default one,
+# which every worker started without -Q also consumes (settings.CELERY_TASK_QUEUES), so
+# that a burst of a thousand submissions queued on the default one does not hold the
+# polls (and the logs) back for minutes: workers take their queues in turn.
+POLLS_QUEUE = "polls"
+DEFAULT_QUEUE = "celery"
+
+
+def poll_queue(cluster_name: str, served: set[str]) -> str:
+    """Where a cluster's poll goes: the worker next to the cluster while one lives, else
+    the polls queue while a worker takes it, else the default queue (every worker's)."""
+    own = cluster_queue(cluster_name)
+    if own in served:
+        return own
+    return POLLS_QUEUE if POLLS_QUEUE in served else DEFAULT_QUEUE
+
+
 def cluster_queue(cluster_name: str) -> str:
     """The queue a worker next to this cluster consumes (cluster names are slugs)."""
     return f"cluster.{cluster_name}"

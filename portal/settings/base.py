@@ -4,6 +4,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -157,6 +158,10 @@ CHANNEL_LAYERS = {
 # Celery: messages are hints, the database is the truth, so tasks are acked late
 # and may run twice; every task must be idempotent.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+# What a worker started without -Q consumes: the default queue and the polls' own
+# (portal_lib.worker_queues.POLLS_QUEUE), taken in turn.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("polls"))
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]

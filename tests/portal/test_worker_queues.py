@@ -7,7 +7,15 @@ import redis
 from django.conf import settings
 
 from portal_lib import worker_queues
-from portal_lib.worker_queues import Heartbeat, advertise, cluster_queue, served_queues, withdraw
+from portal_lib.worker_queues import (
+    POLLS_QUEUE,
+    Heartbeat,
+    advertise,
+    cluster_queue,
+    poll_queue,
+    served_queues,
+    withdraw,
+)
 from tests.helpers import wait_for, worker_tag
 
 
@@ -54,3 +62,14 @@ def test_the_heartbeat_advertises_until_stopped(client: redis.Redis) -> None:
     finally:
         beat.stop()
     assert served_queues(client) == set()
+
+
+def test_a_clusters_polls_go_to_its_own_worker_else_the_polls_queue_else_anyone() -> None:
+    own = cluster_queue("gpu-a")
+    assert poll_queue("gpu-a", {"celery", POLLS_QUEUE, own}) == own
+    # Workers without -Q take the polls queue beside the default one, in turn: a burst
+    # of submissions on the default queue does not hold the polls back.
+    assert poll_queue("gpu-a", {"celery", POLLS_QUEUE, cluster_queue("gpu-b")}) == POLLS_QUEUE
+    # Only workers started with -Q cluster.x,celery alive: the default queue, theirs too.
+    assert poll_queue("gpu-a", {"celery", cluster_queue("gpu-b")}) == "celery"
+    assert poll_queue("gpu-a", set()) == "celery"  # Redis unread: as before queues

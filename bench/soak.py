@@ -23,6 +23,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack
 from datetime import timedelta
@@ -133,6 +134,7 @@ def main() -> None:
 def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     from django.conf import settings
     from django.contrib.auth.models import User
+    from django.db import connection
 
     from clusters import sandbox
     from clusters.models import ClusterAccount
@@ -189,6 +191,8 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     latencies: list[float] = []
     steady: list[float] = []  # once every job runs: no submissions competing with polls
     peak_running = 0
+    stop = threading.Event()
+    submitter: threading.Thread | None = None
     try:
         with running(worker):
             rss_start = _group_rss_mb(worker)
@@ -202,16 +206,32 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
             )
             jobs.append(watched)
             trainer = TRAINER.format(seconds=seconds)
-            for index in range(args.jobs):
-                jobs.append(
-                    job_submit(
-                        user=user,
-                        project=project,
-                        cluster=cluster,
-                        spec=spec(f"soak-{index}", trainer),
-                    )
-                )
-            attempts = Attempt.objects.filter(job__in=jobs)
+            failed: list[BaseException] = []
+
+            def submit_all() -> None:
+                # Beside the measurement, which reads the watched job's log from the start:
+                # a line printed while the rest are submitted counts at its real latency.
+                try:
+                    for index in range(args.jobs):
+                        if stop.is_set():
+                            return
+                        jobs.append(
+                            job_submit(
+                                user=user,
+                                project=project,
+                                cluster=cluster,
+                                spec=spec(f"soak-{index}", trainer),
+                            )
+                        )
+                except BaseException as exc:  # re-raised below, in the main thread
+                    failed.append(exc)
+                finally:
+                    connection.close()
+
+            submitter = threading.Thread(target=submit_all, name="soak-submit")
+            submitter.start()
+            # This run's jobs: the bench project's, from the watched one on.
+            attempts = Attempt.objects.filter(job__project=project, job_id__gte=watched.pk)
             watched_attempt = Attempt.objects.get(job=watched)
             offset, carry, seen = 0, b"", set()
             last_end = {part: 0.0 for part in PARTS}
@@ -251,10 +271,14 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
                                 steady.append(now - float(match[2]))
                 running_now = attempts.filter(state=State.RUNNING).count()
                 peak_running = max(peak_running, running_now)
-                if all_running_at is None and running_now == len(jobs):
+                submitting = submitter.is_alive()
+                if failed:
+                    raise failed[0]
+                if all_running_at is None and not submitting and running_now == len(jobs):
                     all_running_at = time.monotonic() - submit_start
                 if (
-                    not attempts.exclude(state__in=FINAL_STATES).exists()
+                    not submitting
+                    and not attempts.exclude(state__in=FINAL_STATES).exists()
                     and not attempts.filter(files_complete=False).exists()
                 ):
                     break
@@ -279,6 +303,9 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
             lost = sum(max(size - stored.get(name, 0), 0) for name, size in remote.items())
             points = health_read().get(POINTS, 0.0) - points_start
     finally:
+        stop.set()
+        if submitter is not None:
+            submitter.join()
         jobs_cancel_on_slurm(jobs=jobs, user=user)
         if reconfigure:
             Paths.of(settings.SANDBOX_STATE_DIR).node_cpus.unlink(missing_ok=True)

@@ -16,11 +16,9 @@ from .config import (
     BASE_RUN_DIR,
     GPU_MODEL,
     GPUS_PER_NODE,
-    NODES,
     PARTITION,
     PORTAL_USER,
     SSH_HOST,
-    SSH_PORT,
     Paths,
     render_all,
 )
@@ -87,28 +85,80 @@ def _node_resources(paths: Paths) -> tuple[int, int]:
     return cpus, max(min(mem_kb // 1024 // 2, 16384), 512)
 
 
-def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
-    """Start (or reuse) munged, slurmctld, a slurmd per node and sshd; wait for idle nodes."""
+def prepare_host(paths: Paths) -> None:
+    """What a cluster of `paths` needs before its daemons, but its tenants: its tree, munge
+    and host keys, stand-in GPUs and nvidia-smi, and node names."""
     require_root()
     ensure_packages()
-    paths = Paths.of(state_dir)
     prepare_tree(paths)
     ensure_munge_key(paths)
-    ensure_gpu_devices(paths, NODES, GPUS_PER_NODE)
-    ensure_ssh_key(paths.host_key, "sandbox-sshd")
+    ensure_gpu_devices(paths, paths.layout.nodes, GPUS_PER_NODE)
+    ensure_ssh_key(paths.host_key, f"{paths.layout.name}-sshd")
+    install_nvidia_smi(paths)
+    try:
+        ensure_node_names(paths.layout.nodes)
+    except OSError as exc:  # a read-only /etc/hosts: jobs must use NodeAddr instead
+        logger.warning("could not make %s resolve: %s", ", ".join(paths.layout.nodes), exc)
+
+
+def write_config(paths: Paths, accounting: bool) -> set[Path]:
+    """Write the cluster's config files; the ones that changed."""
+    cpus, memory = _node_resources(paths)
+    texts = render_all(paths, socket.gethostname(), cpus, memory, accounting)
+    return {
+        path
+        for path, text in texts.items()
+        if write_if_changed(path, text, 0o755 if path == paths.task_prolog else 0o644)
+    }
+
+
+def start_stopped(daemons: list[d.Daemon], paths: Paths) -> None:
+    # Fail before starting anything if a port we still need is taken.
+    for daemon in daemons:
+        if daemon.port is not None and d.running_pid(daemon) is None:
+            check_port(daemon.port, daemon.name)
+    for daemon in daemons:
+        if d.running_pid(daemon) is None:
+            d.start(daemon, paths)
+
+
+def stop_all(paths: Paths) -> list[str]:
+    """Stop the daemons of `paths` (reverse order); returns the names of those that ran."""
+    return [daemon.name for daemon in reversed(d.daemons(paths)) if d.stop(daemon)]
+
+
+def describe(
+    paths: Paths, keys: dict[str, str], portal_key: str, accounting: bool = False
+) -> SandboxInfo:
+    host_key = paths.host_key.with_suffix(".pub").read_text().split()
+    return SandboxInfo(
+        ssh_host=SSH_HOST,
+        ssh_port=paths.layout.ssh_port,
+        host_key=" ".join(host_key[:2]),
+        users=keys,
+        base_run_dir=BASE_RUN_DIR,
+        partition=PARTITION,
+        gpu_model=GPU_MODEL,
+        nodes=list(paths.layout.nodes),
+        gpus_per_node=GPUS_PER_NODE,
+        accounting=accounting,
+        portal_user=PORTAL_USER,
+        portal_key=portal_key,
+        slurm_conf=str(paths.slurm_conf),
+    )
+
+
+def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
+    """Start (or reuse) munged, slurmctld, a slurmd per node and sshd; wait for idle nodes."""
+    paths = Paths.of(state_dir)
+    prepare_host(paths)
     keys = ensure_users(paths)
     portal_key = ensure_portal_user(paths)
     try:
         logger.info("sandbox: %s", isolation.close())
     except SandboxError as exc:
         logger.warning("the sandbox's tenants can reach the portal's services: %s", exc)
-    install_nvidia_smi(paths)
-    try:
-        ensure_node_names(NODES)
-    except OSError as exc:  # a read-only /etc/hosts: jobs must use NodeAddr instead
-        logger.warning("could not make %s resolve: %s", ", ".join(NODES), exc)
 
-    cpus, memory = _node_resources(paths)
     accounting = acct.accounting_wanted()
     if accounting:
         # MariaDB and slurmdbd before slurmctld (re)starts, while the old one still runs.
@@ -118,11 +168,7 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
             logger.warning("the sandbox runs without accounting: %s", exc)
             accounting = False
     old_conf = acct.read_text(paths.slurm_conf)
-    changed = {
-        path
-        for path, text in render_all(paths, socket.gethostname(), cpus, memory, accounting).items()
-        if write_if_changed(path, text, 0o755 if path == paths.task_prolog else 0o644)
-    }
+    changed = write_config(paths, accounting)
     all_daemons = [x for x in d.daemons(paths) if x.name not in d.ACCOUNTING_DAEMONS]
     slurm = [x for x in all_daemons if x.binary in ("slurmctld", "slurmd")]
     ctld = next(x for x in slurm if x.binary == "slurmctld")
@@ -147,50 +193,25 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     if paths.sshd_config in changed:
         d.stop(sshd)
 
-    # Fail before starting anything if a port we still need is taken.
-    for daemon in all_daemons:
-        if daemon.port is not None and d.running_pid(daemon) is None:
-            check_port(daemon.port, daemon.name)
-    for daemon in all_daemons:
-        if d.running_pid(daemon) is None:
-            d.start(daemon, paths)
+    start_stopped(all_daemons, paths)
     if reconfigure:
         d.reconfigure(paths)
     # While the nodes come up: the jobs' torch (a no-op once made; never fails `up`).
     pyenv.ensure_pyenv(paths)
     d.wait_idle(paths, timeout)
-
-    host_key = paths.host_key.with_suffix(".pub").read_text().split()
-    return SandboxInfo(
-        ssh_host=SSH_HOST,
-        ssh_port=SSH_PORT,
-        host_key=" ".join(host_key[:2]),
-        users=keys,
-        base_run_dir=BASE_RUN_DIR,
-        partition=PARTITION,
-        gpu_model=GPU_MODEL,
-        nodes=list(NODES),
-        gpus_per_node=GPUS_PER_NODE,
-        accounting=accounting,
-        portal_user=PORTAL_USER,
-        portal_key=portal_key,
-        slurm_conf=str(paths.slurm_conf),
-    )
+    return describe(paths, keys, portal_key, accounting)
 
 
 def down(state_dir: Path) -> list[str]:
     """Stop the daemons this state dir started (reverse order); returns their names."""
-    paths = Paths.of(state_dir)
-    stopped = []
-    for daemon in reversed(d.daemons(paths)):
-        if d.stop(daemon):
-            stopped.append(daemon.name)
+    stopped = stop_all(Paths.of(state_dir))
     isolation.reopen()
     return stopped
 
 
-def status(state_dir: Path) -> str:
-    paths = Paths.of(state_dir)
+def status(state_dir: Path, *, second: bool = False) -> str:
+    """The daemons, the jobs' Python, tenant isolation and the nodes (of the second cluster)."""
+    paths = Paths.second(state_dir) if second else Paths.of(state_dir)
     lines = [f"state dir: {paths.root}"]
     for daemon in d.daemons(paths):
         pid = d.running_pid(daemon)

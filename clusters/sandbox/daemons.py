@@ -10,15 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import (
-    MARIADB_PORT,
-    NODES,
-    SLURMCTLD_PORT,
-    SLURMD_PORTS,
-    SLURMDBD_PORT,
-    SSH_PORT,
-    Paths,
-)
+from .config import MARIADB_PORT, SLURMDBD_PORT, Paths
 from .system import SandboxError, check_port
 
 
@@ -49,6 +41,7 @@ def daemons(paths: Paths) -> list[Daemon]:
     mariadb and slurmdbd are listed where the sandbox keeps accounting (slurmdbd.conf).
     """
     accounting = accounting_daemons(paths) if paths.slurmdbd_conf.exists() else []
+    layout = paths.layout
     return [
         Daemon("munged", "munged", paths.munge_pid, paths.munge / "munged.log", None),
         *accounting,
@@ -57,7 +50,7 @@ def daemons(paths: Paths) -> list[Daemon]:
             "slurmctld",
             paths.slurmctld_pid,
             paths.log / "slurmctld.log",
-            SLURMCTLD_PORT,
+            layout.slurmctld_port,
         ),
         *(
             Daemon(
@@ -65,11 +58,11 @@ def daemons(paths: Paths) -> list[Daemon]:
                 "slurmd",
                 paths.slurmd_pid(node),
                 paths.log / f"slurmd-{node}.log",
-                SLURMD_PORTS[node],
+                layout.slurmd_port(node),
             )
-            for node in NODES
+            for node in layout.nodes
         ),
-        Daemon("sshd", "sshd", paths.sshd_pid, paths.log / "sshd.log", SSH_PORT),
+        Daemon("sshd", "sshd", paths.sshd_pid, paths.log / "sshd.log", layout.ssh_port),
     ]
 
 
@@ -253,7 +246,7 @@ def wait_idle(paths: Paths, timeout: float = 60) -> None:
     while time.monotonic() < deadline:
         states = node_states(paths)
         # "idle*" means not responding yet (state recovered from file, slurmd not back).
-        if all(states.get(node, "") in ready for node in NODES):
+        if all(states.get(node, "") in ready for node in paths.layout.nodes):
             return
         time.sleep(0.5)
     tails = "\n".join(

@@ -201,6 +201,18 @@ def ensure_portal_user(paths: Paths) -> str:
     return key.read_text()
 
 
+def tenant_keys(paths: Paths) -> tuple[dict[str, str], str]:
+    """The tenants' private keys (user -> key text) and the portal account's, as `up` made them."""
+    try:
+        keys = {user: paths.user_key(user).read_text() for user in USERS}
+        return keys, paths.user_key(PORTAL_USER).read_text()
+    except FileNotFoundError as exc:
+        raise SandboxError(
+            f"No key at {exc.filename}: the second cluster's tenants are the sandbox's. "
+            "Bring the sandbox up first (`manage.py sandbox up`)."
+        ) from exc
+
+
 def install_nvidia_smi(paths: Paths) -> bool:
     """Copy the stand-in (and its table module) into bin/ with a shebang every user can execute."""
     source = Path(__file__).with_name("nvidia_smi.py").read_text()

@@ -9,8 +9,12 @@ import pytest
 from clusters.sandbox import pyenv
 from clusters.sandbox.config import (
     GPUS_PER_NODE,
+    MARIADB_PORT,
     NODES,
+    SANDBOX,
+    SECOND,
     SLURMD_PORTS,
+    SLURMDBD_PORT,
     Paths,
     render_all,
     render_gres_conf,
@@ -99,6 +103,42 @@ def test_sshd_config_is_private_and_key_only():
     setenv = next(ln for ln in lines if ln.startswith("SetEnv "))
     assert f"SLURM_CONF={PATHS.slurm_conf}" in setenv
     assert f"PATH={user_path(PATHS)}" in setenv
+
+
+SECOND_PATHS = Paths.second(PATHS.root)
+
+
+def _ports(layout):
+    return {layout.slurmctld_port, layout.ssh_port, *map(layout.slurmd_port, layout.nodes)}
+
+
+def test_the_second_cluster_is_another_cluster_beside_the_sandbox_with_its_tenants():
+    assert SECOND_PATHS.root.is_relative_to(PATHS.root)
+    conf = settings(render_slurm_conf(SECOND_PATHS, "vm", cpus=4, real_memory_mb=8000))
+    assert conf["ClusterName"] == "sandbox-b" != SANDBOX.name
+    assert conf["SlurmctldPort"] == str(SECOND.slurmctld_port)
+    # Its own controller state, nodes' spools and munged.
+    for key in ("StateSaveLocation", "SlurmdSpoolDir", "SlurmctldPidFile", "SlurmdPidFile"):
+        assert conf[key].startswith(f"{SECOND_PATHS.root}/")
+    assert (
+        conf["AuthInfo"] == f"socket={SECOND_PATHS.munge_socket}" != f"socket={PATHS.munge_socket}"
+    )
+    text = render_slurm_conf(SECOND_PATHS, "vm", cpus=4, real_memory_mb=8000)
+    nodes = [ln for ln in text.splitlines() if ln.startswith("NodeName=")]
+    assert [ln.split()[0] for ln in nodes] == ["NodeName=b1", "NodeName=b2"]
+    assert [ln.split("Port=")[1].split()[0] for ln in nodes] == ["17011", "17012"]
+    assert "Nodes=b1,b2 " in text
+    assert _ports(SECOND).isdisjoint(_ports(SANDBOX) | {SLURMDBD_PORT, MARIADB_PORT, 6817, 6818})
+    sshd = set(render_sshd_config(SECOND_PATHS).splitlines())
+    assert {"Port 2232", f"HostKey {SECOND_PATHS.host_key}"} <= sshd
+    setenv = next(ln for ln in sshd if ln.startswith("SetEnv "))
+    assert f"SLURM_CONF={SECOND_PATHS.slurm_conf} " in setenv
+    # The same tenants with the same keys, and the jobs' Python of the sandbox.
+    assert SECOND_PATHS.user_key("alice") == PATHS.user_key("alice")
+    assert f":{PATHS.pyenv_bin}:" in setenv
+    assert f'export SLURM_CONF={SECOND_PATHS.slurm_conf}"' in render_task_prolog(SECOND_PATHS)
+    gres = render_gres_conf(SECOND_PATHS)
+    assert "NodeName=n1" not in gres and str(SECOND_PATHS.gpu_device("b2", 1)) in gres
 
 
 def test_user_path_puts_the_job_python_right_after_the_standin_bin():

@@ -6,22 +6,21 @@ while a live worker advertises it, else to the default queue. Worker A is killed
 SIGKILL while both clusters run a job: A's polls pile up in its queue only until its
 heartbeat's deadline passes, then worker B polls both, and nothing is lost.
 
-The second cluster has a login node of its own (an sshd on another port with another
-host key, which its row pins) in front of the sandbox's controller and nodes: the
-routing, the failover and the separate SSH endpoints are real, the distance not.
+Cluster A is the sandbox; cluster B is the second cluster (`clusters.sandbox.second`):
+its own slurmctld, nodes b1 and b2, and login node (its own sshd port and host key, which
+its row pins), so each job runs on its own cluster's nodes. The routing, the failover and
+the separate clusters are real, the distance between them not.
 """
 
 import shlex
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from django.conf import settings
 
-from clusters.models import Cluster
-from clusters.services import cluster_register_sandbox
+from clusters.sandbox.config import NODES, SECOND
 from devtools import servers
 from devtools.servers import Server
 from jobs.models import Attempt, State
@@ -30,7 +29,6 @@ from monitoring.logs import log_read
 from monitoring.models import LogFile
 from portal_lib.worker_queues import HEARTBEAT_TTL, cluster_queue, served_queues
 from tests.factories import spec
-from tests.fixtures.sandbox import PrivateSshd
 from tests.fixtures.servers import live_env
 from tests.helpers import QUEUE_WAIT, wait_for, worker_tag
 
@@ -62,27 +60,12 @@ def _grows(attempt: Attempt, timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
-@pytest.fixture
-def second_login(sandbox_info) -> Iterator[PrivateSshd]:
-    sshd = PrivateSshd(settings.SANDBOX_STATE_DIR, f"b-{worker_tag()}", own_host_key=True)
-    sshd.start()
-    try:
-        yield sshd
-    finally:
-        sshd.stop()
-        sshd.config.unlink(missing_ok=True)  # its own copy; the key stays for the next run
-
-
 def test_the_other_worker_takes_a_dead_workers_cluster(
-    researcher, project, sandbox_cluster, sandbox_info, second_login, alice, tmp_path: Path
+    researcher, project, sandbox_cluster, second_cluster, alice, tmp_path: Path
 ) -> None:
-    second = cluster_register_sandbox(info=sandbox_info, name=f"{sandbox_cluster.name}-b")
-    Cluster.objects.filter(pk=second.pk).update(
-        base_run_dir=sandbox_cluster.base_run_dir,
-        ssh_port=second_login.port,
-        host_key=second_login.host_key,
-    )
-    assert second_login.host_key != sandbox_cluster.host_key
+    second = second_cluster
+    assert second.host_key != sandbox_cluster.host_key
+    assert second.ssh_port != sandbox_cluster.ssh_port
     queue_a, queue_b = cluster_queue(sandbox_cluster.name), cluster_queue(second.name)
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.delete(queue_a, queue_b)
@@ -120,9 +103,10 @@ def test_the_other_worker_takes_a_dead_workers_cluster(
                 "the jobs to end and their logs to be read",
             )
     client.delete(queue_a, queue_b)
-    for attempt in (attempt_a, attempt_b):
+    for attempt, nodes in ((attempt_a, NODES), (attempt_b, SECOND.nodes)):
         attempt.refresh_from_db()
         assert attempt.state == State.COMPLETED
+        assert attempt.node_list in nodes  # each job ran on its own cluster
         remote = alice.run(f"cat {shlex.quote(attempt.run_dir + '/stdout.log')}").stdout
         stored = log_read(attempt_id=attempt.pk, file="stdout.log", offset=0, limit=len(remote) + 1)
         assert stored.data == remote and remote.count(b"\n") == LINES

@@ -8,7 +8,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusters import sandbox
 from clusters.examples import examples_install
-from clusters.services import cluster_register_sandbox
+from clusters.sandbox import second as second_cluster
+from clusters.sandbox.config import SECOND
+from clusters.services import SANDBOX_CLUSTER_NAME, cluster_register_sandbox
 
 EXAMPLE_FILES = ("ddp_train.py",)
 
@@ -23,14 +25,23 @@ class Command(BaseCommand):
             action="store_true",
             help="Do not record the cluster and its accounts in the database.",
         )
+        parser.add_argument(
+            "--second",
+            action="store_true",
+            help=f"The second cluster ({SECOND.name}: nodes {', '.join(SECOND.nodes)}, sshd "
+            f"on {SECOND.ssh_port}) beside the sandbox; `down` stops it in any case.",
+        )
 
-    def handle(self, *args: Any, action: str, no_register: bool, **options: Any) -> None:
+    def handle(
+        self, *args: Any, action: str, no_register: bool, second: bool, **options: Any
+    ) -> None:
         state_dir = settings.SANDBOX_STATE_DIR
         try:
             if action == "up":
-                info = sandbox.up(state_dir)
+                info = second_cluster.up(state_dir) if second else sandbox.up(state_dir)
                 if not no_register:
-                    cluster = cluster_register_sandbox(info=info)
+                    registered = SECOND.name if second else SANDBOX_CLUSTER_NAME
+                    cluster = cluster_register_sandbox(info=info, name=registered)
                     self.stdout.write(
                         f"Registered cluster {cluster.name!r} "
                         f"(host key {cluster.host_key_fingerprint}) with accounts "
@@ -41,11 +52,14 @@ class Command(BaseCommand):
                     files = {name: (examples / name).read_bytes() for name in EXAMPLE_FILES}
                     for user, where in examples_install(cluster=cluster, files=files).items():
                         self.stdout.write(f"Example trainer for {user}: {where}")
-                self.stdout.write(self.style.SUCCESS(sandbox.status(state_dir)))
+                self.stdout.write(self.style.SUCCESS(sandbox.status(state_dir, second=second)))
             elif action == "down":
-                sandbox.down(state_dir)
-                self.stdout.write("Sandbox stopped.")
+                # The second cluster first: it runs only beside the sandbox.
+                second_cluster.down(state_dir)
+                if not second:
+                    sandbox.down(state_dir)
+                self.stdout.write("Second cluster stopped." if second else "Sandbox stopped.")
             else:
-                self.stdout.write(sandbox.status(state_dir))
+                self.stdout.write(sandbox.status(state_dir, second=second))
         except sandbox.SandboxError as exc:
             raise CommandError(str(exc)) from exc

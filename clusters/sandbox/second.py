@@ -1,0 +1,64 @@
+"""A second sandbox cluster: its own munged, slurmctld, nodes `b1` and `b2`, and login node.
+
+It lives in a directory of the sandbox's state dir, on ports of its own
+(`config.SECOND`); its tenants, their keys and the jobs' Python are the sandbox's, as a
+site's clusters share accounts. Without accounting. Tests of more than one cluster bring
+it up and down (tests/fixtures/sandbox.py), as does `manage.py sandbox up|down --second`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from . import daemons as d
+from .cluster import SandboxInfo, describe, prepare_host, start_stopped, stop_all, write_config
+from .config import Paths
+from .system import tenant_keys
+
+
+def up(state_dir: Path, timeout: float = 60) -> SandboxInfo:
+    """Start (or reuse) the second cluster beside the sandbox of `state_dir`."""
+    paths = Paths.second(state_dir)
+    keys, portal_key = tenant_keys(paths)  # before anything starts: the sandbox made them
+    prepare_host(paths)
+    everything = d.daemons(paths)
+    if write_config(paths, accounting=False):
+        # A test's cluster, without jobs of its own between tests: all of it restarts.
+        for daemon in reversed(everything):
+            d.stop(daemon)
+    start_stopped(everything, paths)
+    d.wait_idle(paths, timeout)
+    return describe(paths, keys, portal_key)
+
+
+def down(state_dir: Path, timeout: float = 30) -> list[str]:
+    """Cancel its jobs and wait for their end (their processes outlive slurmd), then stop it."""
+    paths = Paths.second(state_dir)
+    deadline = time.monotonic() + timeout
+    while (jobs := job_ids(paths)) and time.monotonic() < deadline:
+        subprocess.run(
+            ["scancel", *jobs], env=d.slurm_env(paths), capture_output=True, timeout=15, check=False
+        )
+        time.sleep(0.5)
+    return stop_all(paths)
+
+
+def job_ids(paths: Paths) -> list[str]:
+    """The ids of the cluster's jobs not yet ended (those completing included); none when down."""
+    ctld = next(daemon for daemon in d.daemons(paths) if daemon.binary == "slurmctld")
+    if d.running_pid(ctld) is None:
+        return []
+    try:
+        proc = subprocess.run(
+            ["squeue", "--noheader", "--format=%A"],
+            env=d.slurm_env(paths),
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []

@@ -1,7 +1,8 @@
 """Deltas to the open job pages: one channel group per job (`jobs.rundir.job_group`).
 
 The state poll sends each attempt's new state, the files poll its new log bytes and
-points (`monitoring.ingest`); each kind comes from one poll at a time, in order.
+points (`monitoring.ingest`); each kind comes from one poll at a time, in order. Only
+jobs with a page open get theirs (`jobs.open_pages`).
 """
 
 import asyncio
@@ -12,6 +13,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from jobs.open_pages import jobs_watched
 from jobs.rundir import job_group
 
 logger = logging.getLogger(__name__)
@@ -28,6 +30,11 @@ def push_deltas(deltas: list[dict[str, Any]]) -> None:
     layer = get_channel_layer()
     if layer is None or not deltas:
         return
+    watched = jobs_watched()  # a job nobody follows costs no send (they were most of them)
+    if watched is not None:
+        deltas = [delta for delta in deltas if delta["job"] in watched]
+        if not deltas:
+            return
     async_to_sync(_send_all)(layer, deltas)
 
 

@@ -17,6 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from jobs.access import job_for_viewer
+from jobs.open_pages import page_close, page_open, page_renew
 from jobs.rundir import job_group
 from monitoring.selectors import job_live_state
 from monitoring.stream_access import StreamViewer, viewer_group, viewer_may_follow
@@ -50,11 +51,13 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         self.viewer = StreamViewer(
             user_id=self.scope["user"].pk, session_key=getattr(session, "session_key", None)
         )
-        # Join before reading the state: a delta sent meanwhile arrives after
-        # the hello (dispatch is sequential), so nothing falls between the two.
+        # Join, and take the page's lease (polls send only to jobs with one), before reading
+        # the state: a delta sent meanwhile arrives after the hello (dispatch is
+        # sequential), and one not sent was committed before the state was read.
         self.group_name = job_group(self.job_id)
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.channel_layer.group_add(viewer_group(self.viewer.user_id), self.channel_name)
+        await database_sync_to_async(page_open)(job_id=self.job_id, channel=self.channel_name)
         state = await database_sync_to_async(job_live_state)(job_id=self.job_id)
         await self.accept()
         await self.send_json({"event": "hello", **state})
@@ -75,6 +78,7 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             if not renewed or not await self._may_follow():
                 await self._end_access()
                 return
+            await database_sync_to_async(page_renew)(job_id=self.job_id, channel=self.channel_name)
 
     async def _may_follow(self) -> bool:
         if self.viewer is None:
@@ -90,6 +94,7 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             self._stop = self._watch = None
         if self.group_name is not None:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+            await database_sync_to_async(page_close)(job_id=self.job_id, channel=self.channel_name)
             self.group_name = None
         if self.viewer is not None:
             await self.channel_layer.group_discard(
@@ -141,6 +146,7 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         self.ended = True
         if self.group_name is not None:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+            await database_sync_to_async(page_close)(job_id=self.job_id, channel=self.channel_name)
             self.group_name = None
         await self.close(code=CLOSE_ACCESS_ENDED)
 

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
@@ -11,6 +12,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.models import Attempt, Job, State
+from jobs.open_pages import jobs_watched
+from jobs.push import push_deltas
 from monitoring.models import LogFile
 from monitoring.series_write import series_append
 from portal.asgi import application
@@ -166,3 +169,29 @@ def test_connect_query_count(
     # then the hello: the job's state, its attempts, their log sizes, their series' last x
     with django_assert_num_queries(7):
         assert _connect(job, [ORIGIN, cookie]) == (True, None)
+
+
+def test_an_open_page_gets_the_polls_deltas_and_a_closed_one_is_no_longer_sent_to(
+    running: tuple[Job, Attempt], member: User
+) -> None:
+    job, _ = running
+    delta = {"type": "job.delta", "job": job.pk, "attempt": 1, "state": "RUNNING"}
+    cookie = _session_cookie(member)
+
+    async def scenario() -> tuple[bool, Any]:
+        communicator = _communicator(job, [ORIGIN, cookie])
+        connected, _ = await communicator.connect(timeout=TIMEOUT)
+        assert connected
+        await communicator.receive_json_from(timeout=TIMEOUT)  # the hello
+        watched = job.pk in await database_sync_to_async(jobs_watched)()
+        # The poll's own path: open pages are read, then sent to, from a worker thread.
+        await database_sync_to_async(push_deltas)([delta])
+        relayed = await communicator.receive_json_from(timeout=TIMEOUT)
+        await communicator.disconnect(timeout=TIMEOUT)
+        return watched, relayed
+
+    watched, relayed = async_to_sync(scenario)()
+
+    assert watched
+    assert relayed == {"event": "delta", "job": job.pk, "attempt": 1, "state": "RUNNING"}
+    assert job.pk not in (jobs_watched() or set())

@@ -36,6 +36,7 @@ from jobs.authority import (
     truth_read,
 )
 from jobs.models import Attempt, State
+from jobs.open_pages import jobs_watched
 from jobs.push import push_deltas
 from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
@@ -56,6 +57,14 @@ class FileWatcher(Protocol):
 
 
 FILE_WATCHERS: list[FileWatcher] = []
+# The watchers that also read a job with a page open between the slices of a long poll
+# (its log and metrics; monitoring registers it in both lists). The others, whose rules
+# count time between polls, read each attempt once a poll.
+PAGE_WATCHERS: list[FileWatcher] = []
+# A poll of more attempts than this reads them a slice at a time, and before each slice
+# after the first the jobs that have a page open: a researcher watching a job sees its
+# lines within a slice's time, not within a whole poll of a thousand jobs (bench/soak.py).
+FILES_SLICE = 200
 
 
 @dataclass
@@ -141,7 +150,7 @@ def _read_state(live: list[Attempt], result: PollResult) -> None:
     hinted = needs_exit_hint(live, truth)
     for account, group in _by_account(hinted):  # only for a cluster without accounting
         try:
-            reply = _ask(account, group, squeue=False, exit_files=True, watched=False)
+            reply = _ask(account, group, squeue=False, exit_files=True)
         except SSHError as exc:
             result.unreachable.append(account.username)
             logger.info("exit-code files of %s unread: %s", account.username, exc)
@@ -161,7 +170,7 @@ def _push_states(attempts: list[Attempt]) -> None:
 
 def _user_state(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
     try:
-        reply = _ask(account, attempts, squeue=True, exit_files=True, watched=False)
+        reply = _ask(account, attempts, squeue=True, exit_files=True)
     except SSHError as exc:
         result.unreachable.append(account.username)
         return _mark_unknown(attempts, str(exc))
@@ -169,15 +178,39 @@ def _user_state(account: ClusterAccount, attempts: list[Attempt], result: PollRe
 
 
 def _poll_files(attempts: list[Attempt], result: PollResult) -> None:
-    """Each account's logs and metrics, the live attempts' and the ended ones not yet read."""
+    """Each account's logs and metrics, the live attempts' and the ended ones not yet read.
+
+    A long poll goes a slice at a time, the jobs with a page open first, and reads those
+    again before each later slice (PAGE_WATCHERS only).
+    """
     result.attempts = max(result.attempts, len(attempts))
-    if FILE_WATCHERS:
-        _each_account(attempts, result, lambda account, group: _files(account, group, result))
+    if not FILE_WATCHERS:
+        return
+    watched: list[Attempt] = []
+    if len(attempts) > FILES_SLICE and PAGE_WATCHERS:
+        open_pages = jobs_watched() or set()  # unknown: no page gets more than the others
+        watched = [a for a in attempts if a.job_id in open_pages and not a.is_finished]
+        attempts = watched + [a for a in attempts if a not in watched]
+    for start in range(0, len(attempts), FILES_SLICE):
+        if start and watched:
+            _each_account(watched, result, _reader(result, PAGE_WATCHERS))
+        _each_account(attempts[start : start + FILES_SLICE], result, _reader(result, FILE_WATCHERS))
 
 
-def _files(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
+def _reader(
+    result: PollResult, watchers: list[FileWatcher]
+) -> Callable[[ClusterAccount, list[Attempt]], int]:
+    return lambda account, group: _files(account, group, result, watchers)
+
+
+def _files(
+    account: ClusterAccount,
+    attempts: list[Attempt],
+    result: PollResult,
+    watchers: list[FileWatcher],
+) -> int:
     try:
-        reply = _ask(account, attempts, squeue=False, exit_files=False, watched=True)
+        reply = _ask(account, attempts, squeue=False, exit_files=False, watchers=watchers)
     except SSHError as exc:  # a user's own login failing says nothing of the state
         result.unreachable.append(account.username)
         logger.info("files of %s unread: %s", account.username, exc)
@@ -185,8 +218,10 @@ def _files(account: ClusterAccount, attempts: list[Attempt], result: PollResult)
     # Each watcher keeps its own transactions short: what it parses is the job's
     # output, and no lock is held while it does.
     unread: set[int] = set()
-    for watcher in FILE_WATCHERS:
+    for watcher in watchers:
         unread |= watcher.ingest(attempts, reply)
+    if watchers is not FILE_WATCHERS:
+        return 0
     # Read to the end after they finished: these are never polled again. (Finished as
     # loaded before the read: what ended later is read once more by the next poll.)
     done = [a.pk for a in attempts if a.is_finished and a.pk not in unread]
@@ -205,12 +240,12 @@ def _ask(
     *,
     squeue: bool,
     exit_files: bool,
-    watched: bool,
+    watchers: list[FileWatcher] | None = None,
 ) -> AgentReply:
     endpoint = account_endpoint(account=account)
     files: list[FileRead] = []
     listings: list[ListingRead] = []
-    for watcher in FILE_WATCHERS if watched else []:
+    for watcher in watchers or []:
         more_files, more_listings = watcher.requests(attempts)
         files += more_files
         listings += more_listings

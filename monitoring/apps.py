@@ -7,7 +7,7 @@ class MonitoringConfig(AppConfig):
     def ready(self) -> None:
         # The poller (jobs) reads run-directory files for us in its one agent call;
         # registering here keeps jobs free of any import of monitoring.
-        from jobs.polling import FILE_WATCHERS
+        from jobs.polling import FILE_WATCHERS, PAGE_WATCHERS
         from monitoring.failures import FailureWatcher
         from monitoring.goodput import GoodputWatcher
         from monitoring.hang_watch import ProgressWatcher
@@ -18,6 +18,8 @@ class MonitoringConfig(AppConfig):
 
         if not any(isinstance(w, MonitoringWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(MonitoringWatcher())
+            # The log and metrics of a job with a page open: read between a long poll's slices.
+            PAGE_WATCHERS.append(FILE_WATCHERS[-1])
         # After the log watcher, before the failures: a hang's cancel is decided first.
         if not any(isinstance(w, ProgressWatcher) for w in FILE_WATCHERS):
             FILE_WATCHERS.append(ProgressWatcher())

@@ -123,3 +123,16 @@ def bench_cluster() -> Any:
         cluster.base_run_dir = f"{cluster.base_run_dir.rstrip('/')}/{tag}-bench"
         cluster.save(update_fields=["base_run_dir"])
     return cluster
+
+
+def session_headers(user: Any) -> tuple[Any, dict[str, str]]:
+    """A logged-in session of `user` (delete it when done) and the Cookie header for it."""
+    from django.conf import settings
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+    session["_auth_user_hash"] = user.get_session_auth_hash()
+    session.save()
+    return session, {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session.session_key}"}

@@ -35,6 +35,7 @@ from benchdb import (  # noqa: E402
     delete_jobs_without_charges,
     ensure_database,
     jobs_cancel_on_slurm,
+    session_headers,
 )
 
 from devtools.servers import (  # noqa: E402
@@ -210,7 +211,6 @@ def main() -> None:
     django.setup()
     from django.conf import settings
     from django.contrib.auth.models import User
-    from django.contrib.sessions.backends.db import SessionStore
     from django.core.management import call_command
 
     from jobs.models import Job, Template
@@ -231,12 +231,7 @@ def main() -> None:
     Membership.objects.get_or_create(
         user=user, project=project, defaults={"role": Membership.Role.MEMBER}
     )
-    session = SessionStore()
-    session["_auth_user_id"] = str(user.pk)
-    session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
-    session["_auth_user_hash"] = user.get_session_auth_hash()
-    session.save()
-    headers = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session.session_key}"}
+    session, headers = session_headers(user)
     spec = JobSpec(
         name="latency-bench",
         template=Template.COMMAND,

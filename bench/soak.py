@@ -5,6 +5,9 @@ samples_per_sec=Y`: two points) for the soak's length, sleeping without a fork
 between lines (`read -t`), as a thousand real trainers would print; one more job, the
 watched one, prints `MARK <seq> <time>` twice a second. The bench reads that job's
 stored log from the database every 0.2 s: stored minus printed time is the log latency.
+That job's page is open (a WebSocket to a real daphne, as a browser holds it): its
+lines' latency on the page is reported too, and the polls read a job with a page open
+between the slices of a long poll (jobs.polling.FILES_SLICE).
 It samples the poll figures (`jobs.poll_health`) of both parts of every poll, the
 worker's memory (its process group's RSS) at the start and the end, and at the end
 compares every job's log on the cluster with what was stored (lost bytes).
@@ -16,6 +19,8 @@ the sandbox. Run: `.venv/bin/python bench/soak.py [--quick] [--jobs N] [--minute
 """
 
 import argparse
+import asyncio
+import json
 import os
 import re
 import shlex
@@ -40,15 +45,24 @@ from benchdb import (  # noqa: E402
     delete_jobs_without_charges,
     ensure_database,
     jobs_cancel_on_slurm,
+    session_headers,
 )
 
 from devtools.sandbox_turns import sandbox_turn  # noqa: E402
-from devtools.servers import Server, celery_worker, purge_queue, running, server_env  # noqa: E402
+from devtools.servers import (  # noqa: E402
+    Daphne,
+    Server,
+    celery_worker,
+    purge_queue,
+    running,
+    server_env,
+)
 
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
 GOAL_LATENCY_P95 = 1.5
 MARK = re.compile(rb"^MARK (\d+) (\d+\.\d+)$", re.M)
+PAGE_MARK = re.compile(r"^MARK (\d+) (\d+\.\d+)$")
 # Sleeps without a process per line: a read that times out on a pipe nobody writes.
 TRAINER = """exec {{fd}}<> <(:)
 end=$((SECONDS + {seconds})); i=0
@@ -99,6 +113,47 @@ def _group_rss_mb(server: Server) -> float:
         found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
         total += int(found[1]) if found else 0
     return total / 1024
+
+
+def _hold_page(
+    url: str, headers: dict[str, str], origin: str, stop: threading.Event, arrived: dict[int, float]
+) -> None:
+    """The watched job's page, as a browser holds it: its WebSocket open until `stop`
+    (opened again a second after the server closes it). Its lease makes the job one with
+    a page open (jobs.open_pages); `arrived` gets each MARK line's latency on the page."""
+    asyncio.run(_page(url, headers, origin, stop, arrived))
+
+
+async def _page(
+    url: str, headers: dict[str, str], origin: str, stop: threading.Event, arrived: dict[int, float]
+) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+    from websockets.typing import Origin
+
+    while not stop.is_set():
+        carry = ""
+        try:
+            async with connect(
+                url, origin=Origin(origin), additional_headers=headers, open_timeout=20
+            ) as ws:
+                while not stop.is_set():
+                    try:
+                        raw = await asyncio.wait_for(ws.recv(), 0.5)
+                    except TimeoutError:
+                        continue
+                    received = time.time()
+                    log = json.loads(raw).get("log") or {}
+                    if log.get("file") != "stdout.log" or log.get("text") is None:
+                        carry = ""  # offsets only (too big): the page reads these over REST
+                        continue
+                    *lines, carry = (carry + log["text"]).split("\n")
+                    for line in lines:
+                        match = PAGE_MARK.match(line.strip())
+                        if match:
+                            arrived.setdefault(int(match[1]), received - float(match[2]))
+        except (ConnectionClosed, InvalidStatus, OSError, TimeoutError):
+            await asyncio.sleep(1.0)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -186,6 +241,10 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     worker = celery_worker(env, workdir, name=f"bench-soak-{os.getpid()}")
     worker.ready = lambda: "ready." in worker.log_tail(400)  # memory measured from here
+    daphne = Daphne(env, workdir)
+    session, headers = session_headers(user)
+    arrived: dict[int, float] = {}  # on the open page: line -> latency
+    page: threading.Thread | None = None
     jobs: list[Job] = []
     cycles: dict[str, list[float]] = {part: [] for part in PARTS}
     latencies: list[float] = []
@@ -194,7 +253,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     stop = threading.Event()
     submitter: threading.Thread | None = None
     try:
-        with running(worker):
+        with running(worker, daphne):
             rss_start = _group_rss_mb(worker)
             points_start = health_read().get(POINTS, 0.0)
             submit_start = time.monotonic()
@@ -205,6 +264,18 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
                 spec=spec("soak-watched", WATCHED.format(seconds=seconds)),
             )
             jobs.append(watched)
+            page = threading.Thread(
+                target=_hold_page,
+                args=(
+                    f"ws://127.0.0.1:{daphne.port}/ws/jobs/{watched.pk}/",
+                    headers,
+                    daphne.url,
+                    stop,
+                    arrived,
+                ),
+                name="soak-page",
+            )
+            page.start()
             trainer = TRAINER.format(seconds=seconds)
             failed: list[BaseException] = []
 
@@ -306,6 +377,9 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
         stop.set()
         if submitter is not None:
             submitter.join()
+        if page is not None:
+            page.join()
+        session.delete()
         jobs_cancel_on_slurm(jobs=jobs, user=user)
         if reconfigure:
             Paths.of(settings.SANDBOX_STATE_DIR).node_cpus.unlink(missing_ok=True)
@@ -326,6 +400,11 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
             f"watched log latency p50 / p95 (s), goal p95 {GOAL_LATENCY_P95}",
             f"{_quantile(latencies, 0.5):.3f} / {_quantile(latencies, 0.95):.3f} "
             f"({len(latencies)} lines)",
+        ),
+        (
+            "the same on its open page (WebSocket), p50 / p95 (s)",
+            f"{_quantile(list(arrived.values()), 0.5):.3f} / "
+            f"{_quantile(list(arrived.values()), 0.95):.3f} ({len(arrived)} lines)",
         ),
         (
             "the same once every job runs, p50 / p95 (s)",

@@ -7,8 +7,12 @@ efficiency card is made. A few queries per poll, whatever the number of points.
 """
 
 import functools
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from django.db.models import F, Sum
@@ -24,21 +28,24 @@ from monitoring.throughput import (
     sample_rate_per_gpu,
     token_rate_per_gpu,
 )
-from portal_lib.bulk import bulk_update
+from portal_lib.bulk import any_of, bulk_update
 
 LOSS_NAMES = ("loss", "train_loss", "train/loss", "training_loss", "lm_loss")
 _EVAL_PREFIXES = ("eval", "val", "valid", "validation", "test")
 _LOWER_IS_BETTER = ("loss", "ppl", "perplexity", "error", "err", "wer", "cer")
 
 Stats = list[float]  # [last y, min y, max y, last x]
+_FINITE_MAX = sys.float_info.max
+_FINITE_MIN = -_FINITE_MAX
 
 
-def stats_fold(
-    stats: Mapping[str, Stats], points: Iterable[tuple[str, float, float]]
-) -> dict[str, Stats]:
-    """`stats` with (name, x, y) points folded in, in arrival order; new names up to the cap."""
+def stats_fold(stats: Mapping[str, Stats], points: Iterable[Point]) -> dict[str, Stats]:
+    """`stats` with (attempt, name, x, y) points folded in, in arrival order; new names up to
+    the cap. A non-finite point is left out, as the series store leaves it out."""
     folded = {name: list(values) for name, values in stats.items()}
-    for name, x, y in points:
+    for _, name, x, y in points:  # a thousand jobs' points every poll: comparisons, no calls
+        if not (_FINITE_MIN <= y <= _FINITE_MAX and _FINITE_MIN <= x <= _FINITE_MAX):
+            continue  # NaN and infinities (strict JSON cannot hold them either)
         current = folded.get(name)
         if current is None:
             if len(folded) >= MAX_SERIES_PER_ATTEMPT:
@@ -46,8 +53,10 @@ def stats_fold(
             folded[name] = [y, y, y, x]
             continue
         current[0], current[3] = y, x
-        current[1] = min(current[1], y)
-        current[2] = max(current[2], y)
+        if y < current[1]:
+            current[1] = y
+        if y > current[2]:
+            current[2] = y
     return folded
 
 
@@ -61,35 +70,55 @@ def eval_series(name: str) -> bool | None:
     return any(word in rest.split("_") or rest.endswith(word) for word in _LOWER_IS_BETTER)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Which series each derived column is read from: it depends on the names only."""
+
+    loss: str | None
+    eval_name: str
+    eval_higher: bool
+    throughput: str | None
+    throughput_unit: str
+    mfu: str | None
+
+
+@functools.lru_cache(maxsize=4096)  # most running jobs log the same few sets of names
+def _plan(names: frozenset[str]) -> _Plan:
+    loss = next((n for n in LOSS_NAMES if n in names), None)
+    evals = sorted(
+        (not lower, name) for name in names if (lower := eval_series(name)) is not None
+    )  # losses first, then by name: one choice for every run
+    higher, eval_name = evals[0] if evals else (False, "")
+    throughput, unit = _throughput(names)
+    mfu = COMPUTED_MFU if COMPUTED_MFU in names else PRINTED_MFU if PRINTED_MFU in names else None
+    return _Plan(loss, eval_name, higher, throughput, unit, mfu)
+
+
 def summary_columns(stats: Mapping[str, Stats]) -> dict[str, Any]:
     """The derived columns of a summary from its per-series stats."""
-    columns: dict[str, Any] = {"loss_last": None, "loss_best": None}
-    loss = next((stats[n] for n in LOSS_NAMES if n in stats), None)
-    if loss is not None:
-        columns["loss_last"], columns["loss_best"] = loss[0], loss[1]
-    evals = sorted(
-        (not lower, name) for name in stats if (lower := eval_series(name)) is not None
-    )  # losses first, then by name: one choice for every run
-    columns["eval_name"], columns["eval_best"] = "", None
-    if evals:
-        higher, name = evals[0]
-        columns["eval_name"] = name
-        columns["eval_best"] = stats[name][2] if higher else stats[name][1]
-    columns["throughput"], columns["throughput_unit"] = _throughput(stats)
-    mfu = stats.get(COMPUTED_MFU) or stats.get(PRINTED_MFU)
-    columns["mfu"] = mfu[0] if mfu else None
-    return columns
+    plan = _plan(frozenset(stats))
+    loss = stats[plan.loss] if plan.loss is not None else None
+    evaluated = stats[plan.eval_name] if plan.eval_name else None
+    return {
+        "loss_last": loss[0] if loss else None,
+        "loss_best": loss[1] if loss else None,
+        "eval_name": plan.eval_name,
+        "eval_best": (evaluated[2] if plan.eval_higher else evaluated[1]) if evaluated else None,
+        "throughput": stats[plan.throughput][0] if plan.throughput is not None else None,
+        "throughput_unit": plan.throughput_unit,
+        "mfu": stats[plan.mfu][0] if plan.mfu is not None else None,
+    }
 
 
-def _throughput(stats: Mapping[str, Stats]) -> tuple[float | None, str]:
-    """The latest whole-job token rate, else sample rate, else step rate."""
+def _throughput(names: frozenset[str]) -> tuple[str | None, str]:
+    """The series of the latest whole-job token rate, else sample rate, else step rate."""
     for unit, classify in (("tokens", token_rate_per_gpu), ("samples", sample_rate_per_gpu)):
-        names = sorted(n for n in stats if classify(n) is False)
-        if names:
-            return stats[names[0]][0], unit
+        found = sorted(n for n in names if classify(n) is False)
+        if found:
+            return found[0], unit
     for name in STEP_RATE_NAMES:
-        if name in stats:
-            return stats[name][0], "steps"
+        if name in names:
+            return name, "steps"
     return None, ""
 
 
@@ -100,11 +129,12 @@ def runs_record(
     params: Mapping[int, dict[str, ParamValue]],
 ) -> None:
     """Fold a poll's stored points and logged settings into the jobs' summaries and tables."""
-    by_job: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
-    for attempt_id, name, x, y in points:
+    by_job: dict[int, list[Point]] = defaultdict(list)
+    # Points come attempt after attempt: one look-up per attempt, not per point.
+    for attempt_id, attempt_points in groupby(points, itemgetter(0)):
         attempt = attempts.get(attempt_id)
         if attempt is not None:
-            by_job[attempt.job_id].append((name, x, y))
+            by_job[attempt.job_id].extend(attempt_points)
     if by_job:
         _summaries_fold(attempts, by_job)
     for attempt_id, logged in params.items():
@@ -112,22 +142,20 @@ def runs_record(
             job_params_log(job_id=attempts[attempt_id].job_id, logged=logged)
 
 
-def _summaries_fold(
-    attempts: Mapping[int, Attempt], by_job: dict[int, list[tuple[str, float, float]]]
-) -> None:
+def _summaries_fold(attempts: Mapping[int, Attempt], by_job: dict[int, list[Point]]) -> None:
     projects = {a.job_id: a.job.project_id for a in attempts.values()}
-    existing = {s.job_id: s for s in RunSummary.objects.filter(job_id__in=list(by_job))}
-    changed, created = [], []
+    # The stored stats as values, not rows: every running job's summary, every poll.
+    stored = dict(
+        RunSummary.objects.filter(any_of("job_id", by_job)).values_list("job_id", "metrics")
+    )
+    changed: list[RunSummary] = []
+    created: list[RunSummary] = []
     for job_id, job_points in by_job.items():
-        summary = existing.get(job_id)
-        if summary is None:
-            summary = RunSummary(job_id=job_id, project_id=projects[job_id])
-            created.append(summary)
-        else:
-            changed.append(summary)
-        summary.metrics = stats_fold(summary.metrics or {}, job_points)
-        for column, value in summary_columns(summary.metrics).items():
-            setattr(summary, column, value)
+        metrics = stats_fold(stored.get(job_id) or {}, job_points)
+        summary = RunSummary(
+            job_id=job_id, project_id=projects[job_id], metrics=metrics, **summary_columns(metrics)
+        )
+        (changed if job_id in stored else created).append(summary)
     fields = ["metrics", *summary_columns({}).keys()]
     if created:
         RunSummary.objects.bulk_create(

@@ -7,6 +7,7 @@ the commit pushes a delta to the job's WebSocket group.
 
 import logging
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 from django.db import transaction
@@ -27,7 +28,7 @@ from monitoring.ingest_figures import ingest_record
 from monitoring.ingest_gpu import discover_gpu_files
 from monitoring.ingest_parse import AttemptParse, NewBytes, ParseInput, Point, attempts_parse
 from monitoring.ingest_write import ingest_notes, ingest_write, notes_state
-from monitoring.logs import Delivery, Stored, log_files, log_store, read_limit
+from monitoring.logs import Delivery, Stored, log_files, log_sizes, log_store, read_limit
 from monitoring.models import AttemptIngest, LogFile
 from monitoring.run_summary import runs_record
 from portal_lib.gc_pause import gc_paused
@@ -42,18 +43,18 @@ DELTA_POINTS = 2000  # per series per delta
 class MonitoringWatcher:
     def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]:
         followed = [a for a in attempts if a.run_dir]
-        files = log_files(attempt_ids=[a.pk for a in followed], names=FOLLOWED, sizes_only=True)
+        files = log_sizes(attempt_ids=[a.pk for a in followed], names=FOLLOWED)
         names = _names_by_attempt(files)
         reads = [
             FileRead(
-                key=file_key(a.uuid, f.name),
-                path=RunDir(a.run_dir).file(f.name),
+                key=file_key(a.uuid, name),
+                path=RunDir(a.run_dir).file(name),
                 offset=f.size,
                 limit=read_limit(f),
             )
             for a in followed
-            for f in (files.get((a.pk, n)) for n in names.get(a.pk, FOLLOWED))
-            if f is not None
+            for name in names.get(a.pk, FOLLOWED)
+            if (f := files.get((a.pk, name))) is not None
         ]
         # Listing the run directory finds the per-node GPU files as they appear,
         # until there is one per node.
@@ -191,7 +192,7 @@ class MonitoringWatcher:
         return deltas
 
 
-def _names_by_attempt(files: dict[tuple[int, str], LogFile]) -> dict[int, list[str]]:
+def _names_by_attempt(files: Collection[tuple[int, str]]) -> dict[int, list[str]]:
     """Each attempt's followed file names (the standard ones even before their rows exist)."""
     names: dict[int, set[str]] = defaultdict(lambda: set(FOLLOWED))
     for attempt_id, name in files:

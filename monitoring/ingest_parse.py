@@ -10,6 +10,7 @@ from the database by the next poll.
 
 import logging
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from jobs.models import Attempt
@@ -22,7 +23,6 @@ from monitoring.models import AttemptIngest, LogFile
 from monitoring.overwrite import newest_per_step
 from monitoring.parse_budget import Outcome, ParseFailed, ParseTimeout, parse_groups
 from monitoring.parse_worker import stdout_request
-from monitoring.parsers import MetricPoint
 from monitoring.throughput import (
     COMPUTED_MFU,
     PRINTED_MFU,
@@ -204,10 +204,11 @@ def _points(given: ParseInput, reads: list[_Read], outcomes: list[Outcome]) -> A
             note.skipped_lines += len(lines)
             continue
         attempt_id = attempt.pk
-        points = [(attempt_id, m.name, float(m.step), m.value) for m in metrics]
+        points = [(attempt_id, name, float(step), value) for name, step, value in metrics]
         points += _mfu(attempt, metrics, note)
         result.points += points
-        if high is not None:  # steps the file gave before: they may be stored already
+        # Steps the file gave before may be stored already (most polls give none of them).
+        if high is not None and points and min(map(_X, points)) <= high:
             result.repeats += [(a, series, x) for a, series, x, _ in points if x <= high]
         result.replaced += sorted(set(log_file.metric_names) - known)
     # One value per step and series, the newest (a step a later line gave again).
@@ -235,6 +236,11 @@ def _request(attempt: Attempt, log_file: LogFile, chunk: Chunk, *, final: bool) 
     )
 
 
+Metric = tuple[str, int, float]  # name, step, value: a reply's point as the poll reads it
+_X = itemgetter(2)
+_STEP = itemgetter(1)
+
+
 def _metrics(
     attempt: Attempt,
     log_file: LogFile,
@@ -243,7 +249,7 @@ def _metrics(
     note: AttemptIngest,
     *,
     params: dict[str, Any],
-) -> list[MetricPoint] | None:
+) -> list[Metric] | None:
     """The file's capped metric points; None when they were skipped (budget, failure)."""
     if outcome is None:
         return []  # nothing new to read
@@ -262,12 +268,13 @@ def _metrics(
     params.update(reply.get("params") or {})
     note.skipped_lines += reply["long"]
     note.dropped_names += reply["dropped"]
-    metrics = []
-    for name, step, value, when in reply["points"]:
-        if abs(step) >= MAX_EXACT_STEP:
-            note.dropped_names += 1
-            continue
-        metrics.append(MetricPoint(name, int(step), float(value), when))
+    # Tens of thousands a poll: tuples, and one pass.
+    metrics: list[Metric] = [
+        (name, int(step), float(value))
+        for name, step, value, _ in reply["points"]
+        if abs(step) < MAX_EXACT_STEP
+    ]
+    note.dropped_names += len(reply["points"]) - len(metrics)
     if reply["bad"]:
         logger.info("attempt %s: %d unreadable lines in %s", attempt.pk, reply["bad"], METRICS_FILE)
     if log_file.name != METRICS_FILE:
@@ -275,36 +282,39 @@ def _metrics(
         # same numbers rounded, and two sources of one series would interleave.
         given = set(structured.metric_names) if structured is not None else set()
         given.add(COMPUTED_MFU)  # the portal's own series: no job prints into it
-        metrics = [m for m in metrics if m.name not in given]
+        metrics = [m for m in metrics if m[0] not in given]
     metrics = _within_series_cap(metrics, note)
     if log_file.name == METRICS_FILE:
-        new_names = sorted({m.name for m in metrics} - set(log_file.metric_names))
+        new_names = sorted({m[0] for m in metrics} - set(log_file.metric_names))
         if new_names:
             log_file.metric_names = [*log_file.metric_names, *new_names]
     if metrics:  # the highest step so far: a step at or below it may be stored already
-        high = max(m.step for m in metrics)
+        high = max(map(_STEP, metrics))
         log_file.last_step = high if log_file.last_step is None else max(log_file.last_step, high)
     return metrics
 
 
-def _within_series_cap(metrics: list[MetricPoint], note: AttemptIngest) -> list[MetricPoint]:
+def _within_series_cap(metrics: list[Metric], note: AttemptIngest) -> list[Metric]:
     """Points of the names the attempt already has, and of new ones while under the cap."""
     known = set(note.series_names)
+    if known.issuperset([m[0] for m in metrics]):
+        return metrics  # the usual poll: no new name
     refused: set[str] = set()
     kept = []
     for metric in metrics:
-        if metric.name not in known and gpu_series(metric.name) is None:
+        name = metric[0]
+        if name not in known and gpu_series(name) is None:
             if len(known) >= MAX_SERIES_PER_ATTEMPT:
-                refused.add(metric.name)
+                refused.add(name)
                 continue
-            known.add(metric.name)
-            note.series_names = [*note.series_names, metric.name]
+            known.add(name)
+            note.series_names = [*note.series_names, name]
         kept.append(metric)
     note.dropped_series += len(refused)
     return kept
 
 
-def _mfu(attempt: Attempt, metrics: list[MetricPoint], note: AttemptIngest) -> list[Point]:
+def _mfu(attempt: Attempt, metrics: list[Metric], note: AttemptIngest) -> list[Point]:
     """Model FLOP utilisation from reported tokens/s, when the spec gives the model size.
 
     It is its own series (COMPUTED_MFU, a fraction), and only for an attempt whose trainer
@@ -314,18 +324,16 @@ def _mfu(attempt: Attempt, metrics: list[MetricPoint], note: AttemptIngest) -> l
     peak = job.cluster.gpu_peak_bf16_tflops * 1e12
     if not job.model_params or not peak or not job.total_gpus:
         return []
-    if PRINTED_MFU in note.series_names or any(m.name == PRINTED_MFU for m in metrics):
+    if PRINTED_MFU in note.series_names or any(m[0] == PRINTED_MFU for m in metrics):
         return []
     flops = dense_transformer_flops_per_token(job.model_params)
     return [
         (
             attempt.pk,
             COMPUTED_MFU,
-            float(m.step),
-            mfu(
-                per_sec=m.value, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak
-            ),
+            float(step),
+            mfu(per_sec=value, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak),
         )
-        for m in metrics
-        if token_rate_per_gpu(m.name) is False  # a per-GPU rate would need x GPUs
+        for name, step, value in metrics
+        if token_rate_per_gpu(name) is False  # a per-GPU rate would need x GPUs
     ]

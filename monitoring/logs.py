@@ -7,8 +7,9 @@ overlapping delivery is cut to its new part). Storage per file is bounded by
 copy when someone scrolls back that far.
 """
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db.models import Q
@@ -65,34 +66,57 @@ class Stored:
     data: bytes
 
 
-# What deciding the next reads needs of a file (`log_files(..., sizes_only=True)`).
-_SIZES = ("id", "attempt_id", "name", "size", "remote_size")
+class FileSize(NamedTuple):
+    """What deciding a file's next read needs (`log_sizes`)."""
+
+    size: int
+    remote_size: int
 
 
 def log_files(
-    *, attempt_ids: Iterable[int], names: Iterable[str] = (), sizes_only: bool = False
+    *, attempt_ids: Iterable[int], names: Iterable[str] = ()
 ) -> dict[tuple[int, str], LogFile]:
-    """The attempts' followed files, creating missing rows for the given names.
-
-    `sizes_only`: only the fields that say where the next read starts (the parser state
-    of thousands of files, JSON, is not decoded for nothing); no other field may be read.
-    """
+    """The attempts' followed files, creating missing rows for the given names."""
     attempt_ids = list(attempt_ids)
-    rows = LogFile.objects.only(*_SIZES) if sizes_only else LogFile.objects.all()
+    rows = LogFile.objects.all()
     files = {(f.attempt_id, f.name): f for f in rows.filter(attempt_id__in=attempt_ids)}
-    missing = [
-        LogFile(attempt_id=a, name=n) for a in attempt_ids for n in names if (a, n) not in files
-    ]
-    if missing:
-        LogFile.objects.bulk_create(missing, ignore_conflicts=True)
-        created = rows.filter(
-            attempt_id__in={f.attempt_id for f in missing}, name__in={f.name for f in missing}
-        )
+    if created := _created(attempt_ids, names, files):
         files.update({(f.attempt_id, f.name): f for f in created})
     return files
 
 
-def read_limit(log_file: LogFile) -> int:
+def log_sizes(
+    *, attempt_ids: Iterable[int], names: Iterable[str]
+) -> dict[tuple[int, str], FileSize]:
+    """`log_files`, only where each file's next read starts: values, not rows (the parser
+    state of thousands of files, JSON, is not decoded for nothing)."""
+    attempt_ids = list(attempt_ids)
+    fields = ("attempt_id", "name", "size", "remote_size")
+    rows = LogFile.objects.filter(attempt_id__in=attempt_ids).values_list(*fields)
+    sizes = {(a, n): FileSize(size, remote) for a, n, size, remote in rows}
+    if created := _created(attempt_ids, names, sizes):
+        sizes.update({(f.attempt_id, f.name): FileSize(f.size, f.remote_size) for f in created})
+    return sizes
+
+
+def _created(
+    attempt_ids: list[int], names: Iterable[str], present: Collection[tuple[int, str]]
+) -> list[LogFile]:
+    """The rows of the given names that `present` lacks, created (or made meanwhile)."""
+    missing = [
+        LogFile(attempt_id=a, name=n) for a in attempt_ids for n in names if (a, n) not in present
+    ]
+    if not missing:
+        return []
+    LogFile.objects.bulk_create(missing, ignore_conflicts=True)
+    return list(
+        LogFile.objects.filter(
+            attempt_id__in={f.attempt_id for f in missing}, name__in={f.name for f in missing}
+        )
+    )
+
+
+def read_limit(log_file: LogFile | FileSize) -> int:
     """How many bytes of this file the next poll asks for."""
     behind = log_file.remote_size - log_file.size
     return min(max(behind, READ_BYTES), READ_BYTES_MAX)

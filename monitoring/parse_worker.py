@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 from jobs.params import params_clean
-from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
+from monitoring.parsers import MetricPoint, jsonl_record, parse_stdout_metrics
 
 # Metric names one stdout line (one run of points at a step) or one metrics.jsonl
 # record may give; the rest are dropped and counted.
@@ -99,15 +99,14 @@ def _jsonl(request: dict[str, Any]) -> Reply:
     bad = dropped = 0
     logged: dict[str, object] = {}
     for line in request["lines"]:
-        points, line_bad = parse_metrics_jsonl([line], logged)
-        bad += line_bad
-        names: set[str] = set()
-        for point in points:
-            if point.name not in names and len(names) >= MAX_NAMES_PER_LINE:
-                dropped += 1
-                continue
-            names.add(point.name)
-            out.append([point.name, point.step, point.value, point.time])
+        record = jsonl_record(line, logged)
+        if not record:
+            bad += record is None
+            continue
+        step, time, values = record
+        # A JSON object's names are distinct: only their number can be over the cap.
+        dropped += max(len(values) - MAX_NAMES_PER_LINE, 0)
+        out += [[name, step, value, time] for name, value in values[:MAX_NAMES_PER_LINE]]
     # Capped here (jobs.params): what reaches the poll is at most MAX_PARAMS short entries.
     params, _ = params_clean(logged)
     return {"points": out, "bad": bad, "long": 0, "dropped": dropped, "params": params}

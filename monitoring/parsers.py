@@ -143,31 +143,46 @@ def parse_metrics_jsonl(
     points: list[MetricPoint] = []
     bad = 0
     for line in lines:
-        text = line.replace("\0", "").strip()
-        if not text:
-            continue
-        try:
-            record = json.loads(text)
-        except (ValueError, RecursionError):  # JSONDecodeError, too many digits, nesting
+        record = jsonl_record(line, params)
+        if record is None:
             bad += 1
-            continue
-        if not isinstance(record, dict):
-            bad += 1
-            continue
-        logged = record.get("params")
-        if isinstance(logged, dict) and "step" not in record:
-            if params is not None:
-                params.update(logged)
-            continue
-        step = record.get("step")
-        if isinstance(step, float) and step.is_integer():
-            step = int(step)
-        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            bad += 1
-            continue
-        time = _finite(record.get("time"))
-        for name, raw in record.items():
-            value = _finite(raw)
-            if name not in ("step", "time") and value is not None and len(name) <= MAX_NAME_LENGTH:
-                points.append(MetricPoint(name, step, value, time))
+        elif record:
+            step, time, values = record
+            points += [MetricPoint(name, step, value, time) for name, value in values]
     return points, bad
+
+
+JsonlRecord = tuple[int, float | None, list[tuple[str, float]]]  # step, time, (name, value)s
+
+
+def jsonl_record(
+    line: str, params: dict[str, object] | None = None
+) -> JsonlRecord | tuple[()] | None:
+    """One metrics.jsonl line (`parse_metrics_jsonl`): its step, time and metrics in the
+    line's order; () for a blank or settings line, None for a bad one."""
+    text = line.replace("\0", "").strip()
+    if not text:
+        return ()
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):  # JSONDecodeError, too many digits, nesting
+        return None
+    if not isinstance(record, dict):
+        return None
+    logged = record.get("params")
+    if isinstance(logged, dict) and "step" not in record:
+        if params is not None:
+            params.update(logged)
+        return ()
+    step = record.get("step")
+    if isinstance(step, float) and step.is_integer():
+        step = int(step)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return None
+    values = []
+    for name, raw in record.items():
+        # A float, the usual value, is checked here (x - x is 0 for a finite x only).
+        value = (raw if raw - raw == 0 else None) if type(raw) is float else _finite(raw)
+        if value is not None and name not in ("step", "time") and len(name) <= MAX_NAME_LENGTH:
+            values.append((name, value))
+    return step, _finite(record.get("time")), values

@@ -19,18 +19,21 @@ This run's database is vacuumed first (autovacuum may be off: the rows earlier r
 deleted would be scanned again). The machine is shared: compare rows of one run, not
 numbers across runs.
 
-Measured with `--against main` at a4b951b (2 shared cores, load average 2.0 at the
-end; median of 10 polls of 40,000 points), since a poll writes one row per attempt
-rather than per series (`monitoring.series_write`) and pauses the cyclic GC: through
-the whole ingest with COPY, 3.3 s a poll (12,100 points/s) before, 1.6 s (24,700)
-now; plain SQL 9.9 s against 4.8 s; the storage alone (the metric writes) with COPY
-1.5 s (26,600 points/s) against 0.32 s (123,800). What is left of a poll, per 40,000
-points (measured one by one, under load): the parse (~0.4 s, of which the parser
-process ~0.15 s; a MetricPoint and a tuple per point, JSON both ways), run summaries
-(~0.35 s: every running job's `RunSummary.metrics` JSON decoded and encoded again),
-the 1,000 WebSocket sends (~0.2 s, two Redis round trips each even for a job nobody
-watches), the storage (~0.3 s), the file rows read twice (~0.1 s). The goal for the
-whole ingest, 50,000 points/s, is not reached.
+Measured with `--against 5b11823` at c1688f7 (2 shared cores, load average 1.6 at the
+end, 7 at the start; median of 10 polls of 40,000 points), since the polls send deltas
+only to jobs with a page open (`jobs.open_pages`), run summaries read their stats as
+values, the parse makes no object per point and the read requests take file sizes as
+values: through the whole ingest with COPY, 2.2 s a poll (18,100 points/s) before, 1.4 s
+(27,800) now; plain SQL 8.8 s against 7.6 s; the storage alone with COPY 0.45 s against
+0.39 s. (The code of 5b11823 was measured at 1.6 s, 24,700 points/s, on a quieter
+machine: compare rows of one run.) What is left of a poll, CPU per 40,000 points
+(measured one by one, the poll's process, PostgreSQL's and the parser process's): run
+summaries 0.28 s + 0.14 s in PostgreSQL (the JSON's 160,000 floats formatted and parsed
+again each poll; folding them in SQL cost PostgreSQL 0.6 s), the parse 0.23 s + 0.29 s
+in the parser process (JSON frames both ways), the storage 0.2 s + 0.17 s, the file rows
+with their parser state 0.08 s, the bytes stored 0.05 s, the counters 0.04 s, the deltas
+built 0.03 s, the read requests 0.04 s; the sends to 1,000 unwatched jobs, 0.3 s before,
+are gone. The goal for the whole ingest, 50,000 points/s, is not reached.
 
 Uses its own database `portal_bench_ingest` on the local PostgreSQL.
 Run: `.venv/bin/python bench/ingest.py [--quick] [--against REF]`.

@@ -1,5 +1,7 @@
 """The Celery app: Redis broker, JSON messages, settings under the CELERY_ prefix."""
 
+import functools
+import logging
 import os
 from typing import Any
 
@@ -8,7 +10,7 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
-from portal_lib.worker_queues import Heartbeat
+from portal_lib.worker_queues import Heartbeat, polls_queue, served_queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
 
@@ -17,6 +19,30 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 _heartbeat: Heartbeat | None = None
+logger = logging.getLogger(__name__)
+
+# Beat's fan-out of the polls (settings.CELERY_TASK_ROUTES). On the default queue, behind
+# a thousand submissions, it expired unrun again and again: no cluster was polled, and a
+# watched job's log waited 85 s (bench/soak.py, while its 1,000 jobs were submitted).
+POLL_FANOUT = "jobs.tasks.poll_active_clusters"
+
+
+@functools.cache
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def route_task(name: str, *_: Any, **__: Any) -> dict[str, str] | None:
+    """The poll fan-out goes where the polls go (portal_lib.worker_queues): the polls queue
+    while a worker takes it; every other task where its call or the defaults say."""
+    if name != POLL_FANOUT:
+        return None
+    try:
+        served = served_queues(_redis(settings.REDIS_URL))
+    except redis.RedisError:
+        logger.warning("queues of the workers unknown: the poll fan-out goes to the default")
+        served = set()
+    return {"queue": polls_queue(served)}
 
 
 @worker_ready.connect

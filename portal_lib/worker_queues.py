@@ -40,6 +40,11 @@ def poll_queue(cluster_name: str, served: set[str]) -> str:
     own = cluster_queue(cluster_name)
     if own in served:
         return own
+    return polls_queue(served)
+
+
+def polls_queue(served: set[str]) -> str:
+    """The polls queue while a worker takes it, else the default queue (every worker's)."""
     return POLLS_QUEUE if POLLS_QUEUE in served else DEFAULT_QUEUE
 
 

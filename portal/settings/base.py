@@ -162,6 +162,8 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 # (portal_lib.worker_queues.POLLS_QUEUE), taken in turn.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_QUEUES = (Queue("celery"), Queue("polls"))
+# Beat's poll fan-out on the polls queue too, not behind a burst of submissions.
+CELERY_TASK_ROUTES = ("portal.celery.route_task",)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]

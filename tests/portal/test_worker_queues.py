@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from celery import current_app
 from django.conf import settings
 
 from portal_lib import worker_queues
@@ -73,3 +74,19 @@ def test_a_clusters_polls_go_to_its_own_worker_else_the_polls_queue_else_anyone(
     # Only workers started with -Q cluster.x,celery alive: the default queue, theirs too.
     assert poll_queue("gpu-a", {"celery", cluster_queue("gpu-b")}) == "celery"
     assert poll_queue("gpu-a", set()) == "celery"  # Redis unread: as before queues
+
+
+def test_beats_poll_fan_out_goes_to_the_polls_queue_while_a_worker_takes_it(
+    client: redis.Redis,
+) -> None:
+    """On the default queue the fan-out waited behind a thousand submissions and expired
+    unrun (bench/soak.py); Celery's own router decides with portal.celery.route_task."""
+    router = current_app.amqp.router
+
+    def queue_of(task: str) -> str:
+        return router.route({}, task)["queue"].name
+
+    assert queue_of("jobs.tasks.poll_active_clusters") == "celery"  # nobody takes polls
+    advertise(client, "w@host", ["celery", POLLS_QUEUE])
+    assert queue_of("jobs.tasks.poll_active_clusters") == POLLS_QUEUE
+    assert queue_of("jobs.tasks.submit_attempt") == "celery"  # every other task as before

@@ -1,10 +1,14 @@
 """The benchmarks' own database, `portal_bench` on the local PostgreSQL, made if missing;
 and `--quick` (or BENCH_QUICK=1): small sizes, so that the suite runs every bench."""
 
+import asyncio
+import json
 import os
+import re
 import shlex
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -136,3 +140,49 @@ def session_headers(user: Any) -> tuple[Any, dict[str, str]]:
     session["_auth_user_hash"] = user.get_session_auth_hash()
     session.save()
     return session, {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session.session_key}"}
+
+
+# A line a bench's job prints: its number and when it was printed (the machine's clock).
+MARK = re.compile(r"^MARK (\d+) (\d+\.\d+)$")
+
+
+def hold_page(
+    url: str, headers: dict[str, str], origin: str, stop: threading.Event, arrived: dict[int, float]
+) -> None:
+    """A job's page, as a browser holds it: its WebSocket open until `stop`
+    (opened again a second after the server closes it). Its lease makes the job one with
+    a page open (jobs.open_pages); `arrived` gets the latency on the page of each line
+    `MARK <seq> <unix time printed>`."""
+    asyncio.run(_page(url, headers, origin, stop, arrived))
+
+
+async def _page(
+    url: str, headers: dict[str, str], origin: str, stop: threading.Event, arrived: dict[int, float]
+) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+    from websockets.typing import Origin
+
+    while not stop.is_set():
+        carry = ""
+        try:
+            async with connect(
+                url, origin=Origin(origin), additional_headers=headers, open_timeout=20
+            ) as ws:
+                while not stop.is_set():
+                    try:
+                        raw = await asyncio.wait_for(ws.recv(), 0.5)
+                    except TimeoutError:
+                        continue
+                    received = time.time()
+                    log = json.loads(raw).get("log") or {}
+                    if log.get("file") != "stdout.log" or log.get("text") is None:
+                        carry = ""  # offsets only (too big): the page reads these over REST
+                        continue
+                    *lines, carry = (carry + log["text"]).split("\n")
+                    for line in lines:
+                        match = MARK.match(line.strip())
+                        if match:
+                            arrived.setdefault(int(match[1]), received - float(match[2]))
+        except (ConnectionClosed, InvalidStatus, OSError, TimeoutError):
+            await asyncio.sleep(1.0)

@@ -19,8 +19,6 @@ the sandbox. Run: `.venv/bin/python bench/soak.py [--quick] [--jobs N] [--minute
 """
 
 import argparse
-import asyncio
-import json
 import os
 import re
 import shlex
@@ -44,6 +42,7 @@ from benchdb import (  # noqa: E402
     bench_cluster,
     delete_jobs_without_charges,
     ensure_database,
+    hold_page,
     jobs_cancel_on_slurm,
     session_headers,
 )
@@ -62,7 +61,6 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
 GOAL_LATENCY_P95 = 1.5
 MARK = re.compile(rb"^MARK (\d+) (\d+\.\d+)$", re.M)
-PAGE_MARK = re.compile(r"^MARK (\d+) (\d+\.\d+)$")
 # Sleeps without a process per line: a read that times out on a pipe nobody writes.
 TRAINER = """exec {{fd}}<> <(:)
 end=$((SECONDS + {seconds})); i=0
@@ -113,47 +111,6 @@ def _group_rss_mb(server: Server) -> float:
         found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
         total += int(found[1]) if found else 0
     return total / 1024
-
-
-def _hold_page(
-    url: str, headers: dict[str, str], origin: str, stop: threading.Event, arrived: dict[int, float]
-) -> None:
-    """The watched job's page, as a browser holds it: its WebSocket open until `stop`
-    (opened again a second after the server closes it). Its lease makes the job one with
-    a page open (jobs.open_pages); `arrived` gets each MARK line's latency on the page."""
-    asyncio.run(_page(url, headers, origin, stop, arrived))
-
-
-async def _page(
-    url: str, headers: dict[str, str], origin: str, stop: threading.Event, arrived: dict[int, float]
-) -> None:
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed, InvalidStatus
-    from websockets.typing import Origin
-
-    while not stop.is_set():
-        carry = ""
-        try:
-            async with connect(
-                url, origin=Origin(origin), additional_headers=headers, open_timeout=20
-            ) as ws:
-                while not stop.is_set():
-                    try:
-                        raw = await asyncio.wait_for(ws.recv(), 0.5)
-                    except TimeoutError:
-                        continue
-                    received = time.time()
-                    log = json.loads(raw).get("log") or {}
-                    if log.get("file") != "stdout.log" or log.get("text") is None:
-                        carry = ""  # offsets only (too big): the page reads these over REST
-                        continue
-                    *lines, carry = (carry + log["text"]).split("\n")
-                    for line in lines:
-                        match = PAGE_MARK.match(line.strip())
-                        if match:
-                            arrived.setdefault(int(match[1]), received - float(match[2]))
-        except (ConnectionClosed, InvalidStatus, OSError, TimeoutError):
-            await asyncio.sleep(1.0)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -265,7 +222,7 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
             )
             jobs.append(watched)
             page = threading.Thread(
-                target=_hold_page,
+                target=hold_page,
                 args=(
                     f"ws://127.0.0.1:{daphne.port}/ws/jobs/{watched.pk}/",
                     headers,

@@ -46,6 +46,15 @@ def worker_tag() -> str:
     return f"{run_tag()}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 
 
+def sbatch(connection: Connection, arguments: str) -> str:
+    """`sbatch --parsable <arguments>` (quoted by the caller) on `connection`; the job id."""
+    submitted = connection.run(f"sbatch --parsable {arguments}")
+    assert submitted.exit_status == 0, submitted.error_text or submitted.text
+    job_id = submitted.text.strip().split(";")[0]
+    assert job_id.isdigit(), submitted.text
+    return job_id
+
+
 def slurm_name(prefix: str) -> str:
     """A Slurm job name that says which run and worker made it (see tests/fixtures/sandbox.py)."""
     return f"{prefix}-{worker_tag()}-{uuid.uuid4().hex[:6]}"

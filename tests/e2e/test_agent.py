@@ -17,7 +17,7 @@ from clusters.agent import (
 from clusters.sandbox.config import Paths
 from clusters.slurm import SlurmTools
 from clusters.ssh import CommandResult, Connection
-from tests.helpers import slurm_name
+from tests.helpers import sbatch, slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -102,11 +102,7 @@ def test_each_poll_is_one_command_and_leaves_nothing_in_the_home(alice: Connecti
 
 def test_squeue_through_the_agent_lists_alices_jobs(alice: Connection) -> None:
     name = slurm_name("e2e-agent")
-    submitted = alice.run(
-        f"sbatch --parsable --job-name={shlex.quote(name)} --time=00:02:00 --wrap 'sleep 60'"
-    )
-    assert submitted.exit_status == 0, submitted.error_text
-    job_id = submitted.text.strip().split(";")[0]
+    job_id = sbatch(alice, f"--job-name={shlex.quote(name)} --time=00:02:00 --wrap 'sleep 60'")
     try:
         tools = SlurmTools(conf=str(Paths.of(settings.SANDBOX_STATE_DIR).slurm_conf))
         argv = tools.wrap(["squeue", "--noheader", "--user=alice", "--format=%i|%j|%T"])

@@ -28,7 +28,7 @@ from jobs.polling import cluster_poll
 from jobs.slurm_states import portal_state
 from jobs.start_estimates import ESTIMATE_KEY
 from tests import factories
-from tests.helpers import QUEUE_WAIT, wait_for
+from tests.helpers import QUEUE_WAIT, sbatch, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -37,12 +37,10 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
     researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
 ) -> None:
     job, attempt = factories.job(project, researcher, sandbox_cluster, state=State.PENDING)
-    submitted = alice.run(
-        f"sbatch --parsable --hold --job-name={shlex.quote(attempt.slurm_job_name)} "
-        "--time=2 --wrap 'sleep 60'"
+    slurm_id = sbatch(
+        alice,
+        f"--hold --job-name={shlex.quote(attempt.slurm_job_name)} --time=2 --wrap 'sleep 60'",
     )
-    assert submitted.exit_status == 0, submitted.text
-    slurm_id = submitted.text.strip().split(";")[0]
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.PENDING,
         slurm_job_id=slurm_id,
@@ -86,21 +84,19 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
 def test_a_job_behind_one_holding_every_gpu_shows_slurms_start_estimate(
     researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
 ) -> None:
-    blocker = alice.run(
-        f"sbatch --parsable --nodes={len(NODES)} --ntasks-per-node=1 --gres=gpu:{GPUS_PER_NODE} "
-        "--time=3 --job-name=blocker --wrap 'sleep 170'"
+    blocker_id = sbatch(
+        alice,
+        f"--nodes={len(NODES)} --ntasks-per-node=1 --gres=gpu:{GPUS_PER_NODE} "
+        "--time=3 --job-name=blocker --wrap 'sleep 170'",
     )
-    assert blocker.exit_status == 0, blocker.text
-    blocker_id = blocker.text.strip().split(";")[0]
     job, attempt = factories.job(
         project, researcher, sandbox_cluster, state=State.PENDING, nodes=2, gpus_per_node=2
     )
-    submitted = alice.run(
-        f"sbatch --parsable --nodes=2 --ntasks-per-node=1 --gres=gpu:2 --time=2 "
-        f"--job-name={shlex.quote(attempt.slurm_job_name)} --wrap 'sleep 1'"
+    slurm_id = sbatch(
+        alice,
+        "--nodes=2 --ntasks-per-node=1 --gres=gpu:2 --time=2 "
+        f"--job-name={shlex.quote(attempt.slurm_job_name)} --wrap 'sleep 1'",
     )
-    assert submitted.exit_status == 0, submitted.text
-    slurm_id = submitted.text.strip().split(";")[0]
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.PENDING,
         slurm_job_id=slurm_id,

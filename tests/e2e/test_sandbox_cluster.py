@@ -17,7 +17,7 @@ from clusters.sandbox import config, daemons
 from clusters.ssh import Connection, Endpoint, HostKeyMismatch
 from devtools.keys import new_key_pair
 from monitoring.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
-from tests.helpers import EXAMPLE, QUEUE_WAIT, slurm_name
+from tests.helpers import EXAMPLE, QUEUE_WAIT, sbatch, slurm_name
 
 pytestmark = pytest.mark.sandbox
 
@@ -52,10 +52,7 @@ srun bash -c 'nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i $C
 srun bash -c 'PORTAL_FAKE_NVSMI_NA=power.draw nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits -i $CUDA_VISIBLE_DEVICES'
 """
     alice.upload(f"{name}.sbatch", script.encode(), mode=0o700)
-    submitted = alice.run(f"sbatch --parsable {shlex.quote(name + '.sbatch')}")
-    assert submitted.exit_status == 0, submitted.error_text
-    job_id = submitted.text.strip().split(";")[0]
-    assert job_id.isdigit()
+    job_id = sbatch(alice, shlex.quote(name + ".sbatch"))
 
     assert _wait_for_state(alice, job_id) == "COMPLETED"
 
@@ -78,11 +75,9 @@ srun bash -c 'PORTAL_FAKE_NVSMI_NA=power.draw nvidia-smi --query-gpu={QUERY} --f
 
 
 def test_job_sees_its_gpu_indices_in_scontrol(alice: Connection) -> None:
-    submitted = alice.run(
-        f"sbatch --parsable --job-name={slurm_name('two-gpus')} --nodes=1 --gres=gpu:2 "
-        "--wrap 'sleep 3'"
+    job_id = sbatch(
+        alice, f"--job-name={slurm_name('two-gpus')} --nodes=1 --gres=gpu:2 --wrap 'sleep 3'"
     )
-    job_id = submitted.text.strip().split(";")[0]
     try:
         deadline = time.monotonic() + QUEUE_WAIT  # other workers' jobs may hold the GPUs
         detail = ""

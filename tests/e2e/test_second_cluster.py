@@ -7,7 +7,7 @@ import pytest
 
 from clusters.sandbox.config import SECOND
 from clusters.ssh import Connection
-from tests.helpers import QUEUE_WAIT, slurm_name, wait_for
+from tests.helpers import QUEUE_WAIT, sbatch, slurm_name, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -24,12 +24,11 @@ def test_a_job_on_the_second_cluster_runs_on_its_nodes_unseen_by_the_first(
 ) -> None:
     assert alice_b.run("echo $SLURM_CONF").text.strip() == second_cluster.slurm_conf
     name = slurm_name("second")
-    submitted = alice_b.run(
-        f"sbatch --parsable --job-name={name} --output={name}.out --gres=gpu:1 --time=2 "
-        """--wrap 'echo "$SLURM_CLUSTER_NAME $SLURMD_NODENAME"; sleep 60'"""
+    job_id = sbatch(
+        alice_b,
+        f"--job-name={name} --output={name}.out --gres=gpu:1 --time=2 "
+        """--wrap 'echo "$SLURM_CLUSTER_NAME $SLURMD_NODENAME"; sleep 60'""",
     )
-    assert submitted.exit_status == 0, submitted.error_text
-    job_id = submitted.text.strip().split(";")[0]
     try:
         wait_for(lambda: alice_b.run(f"cat {name}.out").text.strip(), QUEUE_WAIT, "the job to run")
         cluster, node = alice_b.run(f"cat {name}.out").text.split()

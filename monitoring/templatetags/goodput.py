@@ -12,14 +12,14 @@ DASH = "\u2013"  # an en dash for a value the card lacks
 
 @register.filter
 def seconds(value: float | None) -> str:
-    """A duration for people: `45 s`, `3 min 20 s`, `2 h 5 min`."""
+    """A duration for people: `45 s`, `3 min 20 s`, `2 h 5 min`, `24 h`."""
     if value is None:
         return DASH
     total = round(value)
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
-        return f"{hours} h {minutes} min"
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     if minutes:
         return f"{minutes} min {secs} s" if secs else f"{minutes} min"
     return f"{secs} s"

@@ -105,3 +105,4 @@ def test_the_page_shows_cpu_and_node_hours_and_their_limits(
     assert 'id="quota-node-used">4.0<' in text
     assert 'id="quota-node-left">no limit<' in text
     assert "5 jobs queued or running at once" in text
+    assert "jobs up to 12 h." in text  # not Python's "12:00:00" (or "1 day, 0:00:00")

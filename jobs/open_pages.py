@@ -13,13 +13,14 @@ found no lease committed before the socket read the state, so the hello (and the
 reads it leads to) holds what the delta would have brought.
 """
 
-import functools
 import logging
 import time
 from typing import cast
 
 import redis
 from django.conf import settings
+
+from portal_lib.health import redis_for
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +30,8 @@ PAGE_LEASE_SECONDS = 60.0
 _KEY = "portal:pages:open"
 
 
-@functools.cache
-def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=5)
-
-
 def _redis() -> redis.Redis:
-    return _client(settings.REDIS_URL)
+    return redis_for(settings.REDIS_URL)
 
 
 def _member(job_id: int, channel: str) -> str:

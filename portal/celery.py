@@ -1,6 +1,5 @@
 """The Celery app: Redis broker, JSON messages, settings under the CELERY_ prefix."""
 
-import functools
 import logging
 import os
 from typing import Any
@@ -10,6 +9,7 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 
+from portal_lib.health import redis_for
 from portal_lib.worker_queues import Heartbeat, polls_queue, served_queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
@@ -27,18 +27,13 @@ logger = logging.getLogger(__name__)
 POLL_FANOUT = "jobs.tasks.poll_active_clusters"
 
 
-@functools.cache
-def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-
-
 def route_task(name: str, *_: Any, **__: Any) -> dict[str, str] | None:
     """The poll fan-out goes where the polls go (portal_lib.worker_queues): the polls queue
     while a worker takes it; every other task where its call or the defaults say."""
     if name != POLL_FANOUT:
         return None
     try:
-        served = served_queues(_redis(settings.REDIS_URL))
+        served = served_queues(redis_for(settings.REDIS_URL))
     except redis.RedisError:
         logger.warning("queues of the workers unknown: the poll fan-out goes to the default")
         served = set()

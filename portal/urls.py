@@ -39,5 +39,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
+handler404 = "portal.views.not_found"
+
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"

@@ -6,6 +6,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
 
 from clusters.status import cached_cluster_status
 from jobs.models import FINAL_STATES, Job, State
@@ -109,3 +110,14 @@ def project_page(request: HttpRequest, slug: str) -> HttpResponse:
             "is_owner": any(m.user_id == user.pk and m.role == "owner" for m in members),
         },
     )
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A path no route matches: JSON under /api/ (as DRF's own 404s), else Django's page.
+
+    A series name with a newline matched no API route, and the client got an HTML page
+    where the schema promises JSON (tests/api/test_schema.py found it).
+    """
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return page_not_found(request, exception)

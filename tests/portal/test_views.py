@@ -46,3 +46,15 @@ def test_healthz(client: Client, db: None) -> None:
 def test_api_docs_refuse_anonymous(client: Client, db: None) -> None:
     # 401 with a Bearer challenge: the schema also serves token-holding clients.
     assert client.get(reverse("api-schema")).status_code == 401
+
+
+def test_an_unmatched_api_path_answers_json_and_a_page_path_html(client: Client, member) -> None:
+    """A series name with a newline matches no route (`<path:name>` stops at it): the API
+    answers a JSON 404 as its schema promises, a page path Django's HTML one."""
+    client.force_login(member)
+    response = client.get("/api/v1/jobs/1/attempts/1/series/loss%0Ax")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found."}
+    page = client.get("/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

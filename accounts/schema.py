@@ -42,6 +42,12 @@ _ERRORS: dict[str, tuple[str, dict[str, Any]]] = {
     "404": ("Missing, or not in one of your projects (the same answer).", _DETAIL),
     "429": ("Too many requests with this token; see Retry-After.", _DETAIL),
 }
+# Only an operation that reads a body can be sent one of a type it does not read.
+_UNSUPPORTED_BODY = (
+    "The body's Content-Type is not one the endpoint reads (see its request body), or a "
+    "multipart body whose parts cannot be read.",
+    _DETAIL,
+)
 
 
 def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -49,7 +55,10 @@ def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]
     for path in result.get("paths", {}).values():
         for operation in path.values():
             responses = operation.setdefault("responses", {})
-            for code, (description, schema) in _ERRORS.items():
+            errors = dict(_ERRORS)
+            if "requestBody" in operation:
+                errors["415"] = _UNSUPPORTED_BODY
+            for code, (description, schema) in errors.items():
                 responses.setdefault(
                     code,
                     {

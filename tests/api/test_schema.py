@@ -86,3 +86,21 @@ def test_the_docs_page_loads_swagger_ui_from_our_static_files(client, owner) -> 
     assert bundle, page
     assert client.get(bundle[1]).status_code == 200
     assert client.get("/api/schema/").status_code == 200
+
+
+def test_an_operation_with_a_body_documents_the_415_drf_gives_for_a_type_it_does_not_read(
+    client, tokens: Tokens
+) -> None:
+    """Schemathesis sent the code upload a multipart body whose part had no headers, and DRF
+    answered 415, which the schema did not list (a failure one run in a few)."""
+    paths = SchemaGenerator().get_schema(request=None, public=True)["paths"]
+    upload = paths["/api/v1/projects/{slug}/code/"]["post"]["responses"]
+    assert "415" in upload
+    assert "415" not in paths["/api/v1/jobs/"]["get"]["responses"]
+    response = client.post(
+        "/api/v1/projects/vision/code/",
+        data="{}",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {tokens.owner}",
+    )
+    assert response.status_code == 415

@@ -148,7 +148,9 @@ CHANNEL_LAYERS = {
         "CONFIG": {
             # The socket timeout must outlast channels-redis's 5 s blocking read,
             # or a quiet consumer fails with a TimeoutError every 5 s.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            # redis-py's pool refuses a connection past its max (100 by default): with a
+            # hundred pages opening at once, a WebSocket got a 500 (bench/latency.py).
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 2000}],
             "capacity": 1000,
             "expiry": 30,
         },

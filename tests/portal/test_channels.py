@@ -1,3 +1,5 @@
+import asyncio
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
@@ -15,8 +17,6 @@ def test_channel_layer_round_trip_through_redis() -> None:
 
 def test_a_quiet_channel_waits_past_the_blocking_read() -> None:
     """No message for longer than channels-redis's 5 s read must not be an error."""
-    import asyncio
-
     layer = get_channel_layer()
 
     async def wait_quietly() -> None:
@@ -28,3 +28,16 @@ def test_a_quiet_channel_waits_past_the_blocking_read() -> None:
             return  # our own deadline: the layer itself kept waiting
 
     async_to_sync(wait_quietly)()
+
+
+def test_two_hundred_pages_opening_at_once_all_join_their_groups() -> None:
+    """bench/latency.py's 100 clients: one WebSocket got a 500, redis-py's pool refusing a
+    101st connection (its default of 100) while the others' group_add were in flight."""
+    layer = get_channel_layer()
+
+    async def open_pages() -> None:
+        channels = [f"{await layer.new_channel()}" for _ in range(200)]
+        await asyncio.gather(*(layer.group_add(f"job.{i}", c) for i, c in enumerate(channels)))
+        await asyncio.gather(*(layer.group_discard(f"job.{i}", c) for i, c in enumerate(channels)))
+
+    async_to_sync(open_pages)()

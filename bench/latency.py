@@ -14,7 +14,6 @@ does not share its queue).  Run: `.venv/bin/python bench/latency.py [--quick]`.
 import asyncio
 import json
 import os
-import re
 import signal
 import statistics
 import sys
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchdb import (  # noqa: E402
+    MARK,
     QUICK,
     bench_cluster,
     delete_jobs_without_charges,
@@ -56,7 +56,6 @@ CLIENTS = (5,) if QUICK else (1, 100)  # quick: one phase, enough to show it run
 GOAL_P95 = 1.5
 PHASE_TIMEOUT = 75.0  # from submission to the last line, per phase
 QUIET_AFTER_FINAL = 3.0  # a client stops this long after it saw a final state
-MARK = re.compile(r"^MARK (\d+) (\d+\.\d+)$")
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"}
 PRINTER = f"""sleep {START_DELAY}
 python3 -c '

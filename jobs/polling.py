@@ -190,17 +190,19 @@ def _poll_files(attempts: list[Attempt], result: PollResult) -> None:
     if len(attempts) > FILES_SLICE and PAGE_WATCHERS:
         open_pages = jobs_watched() or set()  # unknown: no page gets more than the others
         watched = [a for a in attempts if a.job_id in open_pages and not a.is_finished]
-        attempts = watched + [a for a in attempts if a not in watched]
+        first = {a.pk for a in watched}
+        attempts = watched + [a for a in attempts if a.pk not in first]
     for start in range(0, len(attempts), FILES_SLICE):
         if start and watched:
-            _each_account(watched, result, _reader(result, PAGE_WATCHERS))
-        _each_account(attempts[start : start + FILES_SLICE], result, _reader(result, FILE_WATCHERS))
+            _each_account(watched, result, _reader(result, PAGE_WATCHERS, whole=False))
+        group = attempts[start : start + FILES_SLICE]
+        _each_account(group, result, _reader(result, FILE_WATCHERS, whole=True))
 
 
 def _reader(
-    result: PollResult, watchers: list[FileWatcher]
+    result: PollResult, watchers: list[FileWatcher], *, whole: bool
 ) -> Callable[[ClusterAccount, list[Attempt]], int]:
-    return lambda account, group: _files(account, group, result, watchers)
+    return lambda account, group: _files(account, group, result, watchers, whole=whole)
 
 
 def _files(
@@ -208,7 +210,11 @@ def _files(
     attempts: list[Attempt],
     result: PollResult,
     watchers: list[FileWatcher],
+    *,
+    whole: bool,
 ) -> int:
+    """Read the attempts' files for these watchers; `whole`: every watcher, once a poll,
+    so a finished attempt read to its end is marked complete."""
     try:
         reply = _ask(account, attempts, squeue=False, exit_files=False, watchers=watchers)
     except SSHError as exc:  # a user's own login failing says nothing of the state
@@ -220,7 +226,7 @@ def _files(
     unread: set[int] = set()
     for watcher in watchers:
         unread |= watcher.ingest(attempts, reply)
-    if watchers is not FILE_WATCHERS:
+    if not whole:
         return 0
     # Read to the end after they finished: these are never polled again. (Finished as
     # loaded before the read: what ended later is read once more by the next poll.)

@@ -49,7 +49,13 @@ def test_example_notebook_runs_the_ddp_example(
         monkeypatch.setenv(name, value)
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(
-        notebook, timeout=240, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+        notebook,
+        timeout=240,
+        # The kernel's start: nbclient waits 60 s by default, which a busy machine exceeded
+        # once (a fresh clone's CI run with one core kept busy).
+        startup_timeout=240,
+        kernel_name="python3",
+        resources={"metadata": {"path": tmp_path}},
     ).execute()
 
     outputs = [o for cell in notebook.cells for o in cell.get("outputs", [])]

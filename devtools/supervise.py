@@ -5,7 +5,9 @@ that exited (a broker restart it did not survive, an out-of-memory kill) left th
 portal up with nothing polling, and jobs shown RUNNING with frozen logs. In production
 compose's `restart: unless-stopped` does the same. A command that keeps failing is
 started again after a pause that doubles up to a limit, and the pause starts over once
-it has run for a minute. SIGTERM and SIGINT go to the command, and then this ends.
+it has run for ten seconds: a worker that ran a while and then lost its broker is back
+after the first pause (1 s), not after one doubled by an exit a minute before. SIGTERM
+and SIGINT go to the command, and then this ends.
 
 Usage: `python -m devtools.supervise [--pause S] -- command args...`
 """
@@ -20,7 +22,7 @@ import time
 from types import FrameType
 
 MAX_PAUSE = 30.0
-STEADY_AFTER = 60.0  # seconds of running after which a failure is not a crash loop
+STEADY_AFTER = 10.0  # seconds of running after which a failure is not a crash loop
 
 
 class Supervisor:

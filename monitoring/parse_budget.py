@@ -8,7 +8,6 @@ be interrupted any other way), the attempt's remaining requests time out, and a 
 process takes the requests after them. One attempt's lines cost that attempt only.
 """
 
-import json
 import logging
 import os
 import select
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
+
+from portal_lib.json_codec import dumps, loads
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class _Process:
                 if len(self.buffer) >= 8 + size:
                     body = bytes(self.buffer[8 : 8 + size])
                     del self.buffer[: 8 + size]
-                    reply: Reply = json.loads(body)
+                    reply: Reply = loads(body)
                     return reply
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -126,7 +127,7 @@ class ParserProcess:
         """Each request's reply, or why it has none; each group parsed within `budget`."""
         outcomes: list[list[Outcome]] = [[ParseFailed("not parsed")] * len(g) for g in groups]
         turns = [
-            _Turn(group, index, json.dumps(request).encode())
+            _Turn(group, index, dumps(request))
             for group, requests in enumerate(groups)
             for index, request in enumerate(requests)
         ]

@@ -10,13 +10,13 @@ Caps on what one line or record may give are applied here too, so an attempt's
 output is bounded before it reaches the database.
 """
 
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 from jobs.params import params_clean
 from monitoring.parsers import MetricPoint, jsonl_record, parse_stdout_metrics
+from portal_lib.json_codec import dumps, loads
 
 # Metric names one stdout line (one run of points at a step) or one metrics.jsonl
 # record may give; the rest are dropped and counted.
@@ -118,7 +118,7 @@ def parse_request(request: dict[str, Any]) -> Reply:
 
 
 def write_frame(stream: BinaryIO, message: object) -> None:
-    body = json.dumps(message, allow_nan=False).encode()
+    body = dumps(message)  # the points are finite: the parse leaves out NaN and infinities
     stream.write(len(body).to_bytes(8, "big") + body)
     stream.flush()
 
@@ -126,7 +126,7 @@ def write_frame(stream: BinaryIO, message: object) -> None:
 def _frames(stream: BinaryIO) -> Iterator[list[dict[str, Any]]]:
     """Each frame's requests: a poll sends a list of them (a single request is a list of one)."""
     while header := stream.read(8):
-        frame = json.loads(stream.read(int.from_bytes(header, "big")))
+        frame = loads(stream.read(int.from_bytes(header, "big")))
         yield frame if isinstance(frame, list) else [frame]
 
 

@@ -6,7 +6,6 @@ User patterns are checked by `jobs.patterns` before they are ever compiled.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -15,6 +14,7 @@ from typing import Any
 
 from monitoring.reader import MetricReader, ReaderState
 from monitoring.user_patterns import user_metrics, user_patterns
+from portal_lib.json_codec import loads
 
 MAX_NAME_LENGTH = 100
 _MAX_PROVISIONAL = 64 * 1024
@@ -164,7 +164,7 @@ def jsonl_record(
     if not text:
         return ()
     try:
-        record = json.loads(text)
+        record = loads(text)
     except (ValueError, RecursionError):  # JSONDecodeError, too many digits, nesting
         return None
     if not isinstance(record, dict):

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from jobs.models import Attempt, Job
+from portal_lib.json_codec import JSONField
 from projects.models import Project
 
 
@@ -85,7 +86,7 @@ class AlertState(models.Model):
     attempt = models.OneToOneField(
         Attempt, on_delete=models.CASCADE, primary_key=True, related_name="alert_state"
     )
-    recent = models.JSONField(default=dict, blank=True)  # series name -> last values
+    recent = JSONField(default=dict, blank=True)  # series name -> last values
 
     def __str__(self) -> str:
         return f"alert state of {self.attempt_id}"

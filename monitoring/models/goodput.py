@@ -6,6 +6,7 @@ See `monitoring.idle` (the idle-GPU ladder) and `monitoring.efficiency` (the car
 from django.db import models
 
 from jobs.models import Attempt
+from portal_lib.json_codec import JSONField
 from projects.models import Project
 
 
@@ -21,7 +22,7 @@ class AttemptActivity(models.Model):
     )
     first_step_at = models.DateTimeField(null=True, blank=True)
     # Per GPU utilisation series, the x of the last sample the idle rule examined.
-    gpu_checked = models.JSONField(default=dict, blank=True)
+    gpu_checked = JSONField(default=dict, blank=True)
     # Since when every GPU of the attempt has been under the threshold (None: busy).
     idle_since_x = models.FloatField(null=True, blank=True)
     idle_last_x = models.FloatField(null=True, blank=True)
@@ -48,7 +49,7 @@ class EfficiencyCard(models.Model):
     attempt = models.OneToOneField(
         Attempt, on_delete=models.CASCADE, primary_key=True, related_name="efficiency"
     )
-    data = models.JSONField()
+    data = JSONField()
     # Whether its GPU-hours are the ledger's charge (else the portal's times, until it exists).
     from_ledger = models.BooleanField(default=False)
     computed_at = models.DateTimeField(auto_now=True)

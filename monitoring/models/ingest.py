@@ -1,6 +1,7 @@
 from django.db import models
 
 from jobs.models import Attempt
+from portal_lib.json_codec import JSONField
 
 
 class AttemptIngest(models.Model):
@@ -15,7 +16,7 @@ class AttemptIngest(models.Model):
         Attempt, on_delete=models.CASCADE, primary_key=True, related_name="ingest"
     )
     # Training-metric series names accepted so far (at most the series cap).
-    series_names = models.JSONField(default=list, blank=True)
+    series_names = JSONField(default=list, blank=True)
     skipped_bytes = models.BigIntegerField(default=0, help_text="Stored, not read for metrics.")
     skipped_lines = models.BigIntegerField(default=0)
     over_budget = models.IntegerField(default=0, help_text="Polls that ran out of parse time.")

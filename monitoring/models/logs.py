@@ -1,6 +1,7 @@
 from django.db import models
 
 from jobs.models import Attempt
+from portal_lib.json_codec import JSONField
 
 
 class LogFile(models.Model):
@@ -24,10 +25,10 @@ class LogFile(models.Model):
     # `carry` is only valid when it equals the bytes stored before a delivery.
     parsed_to = models.BigIntegerField(default=0)
     # Metric names this file has given (metrics.jsonl: those stdout must not repeat).
-    metric_names = models.JSONField(default=list, blank=True)
+    metric_names = JSONField(default=list, blank=True)
     # The stdout reader's state between polls (monitoring.reader.ReaderState.to_json):
     # latest step, epoch and its base, total steps, the provisional segment read.
-    reader_state = models.JSONField(default=dict, blank=True)
+    reader_state = JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -1,6 +1,7 @@
 from django.db import models
 
 from jobs.models import Attempt
+from portal_lib.json_codec import JSONField
 
 
 class AttemptProgress(models.Model):
@@ -14,8 +15,8 @@ class AttemptProgress(models.Model):
     attempt = models.OneToOneField(
         Attempt, on_delete=models.CASCADE, primary_key=True, related_name="progress"
     )
-    ranks = models.JSONField(default=dict, blank=True)
-    pace = models.JSONField(default=list, blank=True)
+    ranks = JSONField(default=dict, blank=True)
+    pace = JSONField(default=list, blank=True)
     # "" while healthy, else "hang" or "startup" (monitoring.hangs).
     verdict = models.CharField(max_length=16, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)
@@ -27,7 +28,7 @@ class AttemptProgress(models.Model):
     why = models.TextField(blank=True)
     stacks_requested_at = models.DateTimeField(null=True, blank=True)
     # rank (as a string) -> the dump faulthandler wrote, capped.
-    stacks = models.JSONField(default=dict, blank=True)
+    stacks = JSONField(default=dict, blank=True)
     # Set when the portal cancelled the attempt for its hang (the restart's diagnosis).
     hang_cancelled_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,6 +1,7 @@
 from django.db import models
 
 from jobs.models import Job
+from portal_lib.json_codec import JSONField
 from projects.models import Project
 
 # The summary columns the runs table sorts and filters by (monitoring.runs), each indexed
@@ -35,7 +36,7 @@ class RunSummary(models.Model):
     gpu_hours = models.FloatField(null=True, blank=True)
     duration_seconds = models.FloatField(null=True, blank=True)
     # {series name: [last y, min y, max y, last x]}, at most MAX_SERIES_PER_ATTEMPT names.
-    metrics = models.JSONField(default=dict, blank=True)
+    metrics = JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

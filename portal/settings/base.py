@@ -150,7 +150,17 @@ CHANNEL_LAYERS = {
             # or a quiet consumer fails with a TimeoutError every 5 s.
             # redis-py's pool refuses a connection past its max (100 by default): with a
             # hundred pages opening at once, a WebSocket got a 500 (bench/latency.py).
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 2000}],
+            # redis-py 8 gives a connection 5 s to connect and say hello: with two hundred
+            # pages opening at once on a busy box, one did not (tests/portal/test_channels.py).
+            # A Redis that is down refuses at once; only a lost host waits this long.
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 30,
+                    "socket_connect_timeout": 30,
+                    "max_connections": 2000,
+                }
+            ],
             "capacity": 1000,
             "expiry": 30,
         },
@@ -178,6 +188,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tries the broker again every second once it is lost, not after 2, 4, 6 ... s.
+CELERY_WORKER_CONSUMER = "portal.worker_consumer:Consumer"
 CELERY_TIMEZONE = TIME_ZONE
 # How often live jobs are polled (one agent call per cluster account per poll).
 POLL_INTERVAL: float = env.float("POLL_INTERVAL", default=1.0)

@@ -45,3 +45,29 @@ def test_a_real_worker_answers_over_redis(worker: str) -> None:
 
     wait_for(answered, 60, f"the worker {worker} to answer a ping")
     assert replies == [{worker: {"ok": "pong"}}]
+
+
+def test_the_worker_tries_a_lost_broker_again_within_a_second(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kombu's own waits (2, 4, 6 ... s) let a Redis that was back wait seconds for polls."""
+    from kombu.exceptions import OperationalError
+
+    from portal.worker_consumer import Consumer
+
+    assert app.conf.worker_consumer == "portal.worker_consumer:Consumer"
+    consumer = Consumer.__new__(Consumer)  # only what reconnecting reads
+    consumer.app, consumer.first_connection_attempt = app, False
+    retries = app.conf.broker_connection_max_retries
+    app.conf.broker_connection_max_retries = 4
+    try:
+        with pytest.raises(OperationalError):  # nothing listens on port 1
+            consumer.ensure_connected(app.connection_for_read("redis://127.0.0.1:1/0"))
+    finally:
+        app.conf.broker_connection_max_retries = retries
+    waits = [
+        r.getMessage().split("Trying again ")[1]
+        for r in caplog.records
+        if "Trying" in r.getMessage()
+    ]
+    assert [w.split("...")[0] for w in waits] == ["now", "now", "in 1.00 second", "in 1.00 second"]

@@ -188,6 +188,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=60)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=90)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# kombu's Redis transport, but a lost Redis does not end the worker (portal/broker.py).
+CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 # Tries the broker again every second once it is lost, not after 2, 4, 6 ... s.
 CELERY_WORKER_CONSUMER = "portal.worker_consumer:Consumer"
 CELERY_TIMEZONE = TIME_ZONE

@@ -5,11 +5,16 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from kombu import Connection
+from kombu.common import ignore_errors
+from kombu.exceptions import OperationalError
 
 from devtools import servers
 from portal.celery import app
+from portal.worker_consumer import Consumer
 from tests.fixtures.servers import live_env
 from tests.helpers import wait_for
+from tests.throwaway import ThrowawayRedis
 
 
 def test_celery_is_configured_for_at_least_once_json_tasks() -> None:
@@ -51,10 +56,6 @@ def test_the_worker_tries_a_lost_broker_again_within_a_second(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """kombu's own waits (2, 4, 6 ... s) let a Redis that was back wait seconds for polls."""
-    from kombu.exceptions import OperationalError
-
-    from portal.worker_consumer import Consumer
-
     assert app.conf.worker_consumer == "portal.worker_consumer:Consumer"
     consumer = Consumer.__new__(Consumer)  # only what reconnecting reads
     consumer.app, consumer.first_connection_attempt = app, False
@@ -71,3 +72,28 @@ def test_the_worker_tries_a_lost_broker_again_within_a_second(
         if "Trying" in r.getMessage()
     ]
     assert [w.split("...")[0] for w in waits] == ["now", "now", "in 1.00 second", "in 1.00 second"]
+
+
+@pytest.mark.parametrize("ours", [False, True])
+def test_closing_a_connection_that_lost_its_transport_does_not_end_the_worker(ours: bool) -> None:
+    """Celery's close after a lost Redis, as in tests/chaos/test_redis_restart.py: the
+    channel puts an unacked message back through a transport that kombu has dropped."""
+
+    assert app.conf.broker_transport == "portal.broker:Transport"
+    redis_server = ThrowawayRedis()
+    try:
+        connection = Connection(
+            redis_server.url, transport=app.conf.broker_transport if ours else None
+        )
+        channel: Any = connection.default_channel  # kombu's virtual channel
+        channel.queue_declare("q")
+        channel.basic_publish(channel.prepare_message("poll"), exchange="", routing_key="q")
+        assert channel.basic_get("q", no_ack=False) is not None  # delivered, not acked
+        connection._do_close_transport()  # what kombu leaves once the broker is gone
+        if ours:
+            ignore_errors(connection, connection.close)
+        else:  # kombu's own transport: the error Celery calls unrecoverable
+            with pytest.raises(AttributeError, match="hostname"):
+                ignore_errors(connection, connection.close)
+    finally:
+        redis_server.kill()

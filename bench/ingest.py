@@ -19,21 +19,19 @@ This run's database is vacuumed first (autovacuum may be off: the rows earlier r
 deleted would be scanned again). The machine is shared: compare rows of one run, not
 numbers across runs.
 
-Measured with `--against 5b11823` at c1688f7 (2 shared cores, load average 1.6 at the
-end, 7 at the start; median of 10 polls of 40,000 points), since the polls send deltas
-only to jobs with a page open (`jobs.open_pages`), run summaries read their stats as
-values, the parse makes no object per point and the read requests take file sizes as
-values: through the whole ingest with COPY, 2.2 s a poll (18,100 points/s) before, 1.4 s
-(27,800) now; plain SQL 8.8 s against 7.6 s; the storage alone with COPY 0.45 s against
-0.39 s. (The code of 5b11823 was measured at 1.6 s, 24,700 points/s, on a quieter
-machine: compare rows of one run.) What is left of a poll, CPU per 40,000 points
-(measured one by one, the poll's process, PostgreSQL's and the parser process's): run
-summaries 0.28 s + 0.14 s in PostgreSQL (the JSON's 160,000 floats formatted and parsed
-again each poll; folding them in SQL cost PostgreSQL 0.6 s), the parse 0.23 s + 0.29 s
-in the parser process (JSON frames both ways), the storage 0.2 s + 0.17 s, the file rows
-with their parser state 0.08 s, the bytes stored 0.05 s, the counters 0.04 s, the deltas
-built 0.03 s, the read requests 0.04 s; the sends to 1,000 unwatched jobs, 0.3 s before,
-are gone. The goal for the whole ingest, 50,000 points/s, is not reached.
+Measured with `--against 854548c` at 027ab21 (2 shared cores, load average 1.0; median of
+10 polls of 40,000 points), since JSON in the poll path goes through orjson
+(`portal_lib.json_codec`: the parser's frames both ways, each metrics.jsonl record, the run
+summaries' and reader states' JSON fields; the standard library still reads what orjson
+refuses, NaN among it) and the WebSocket deltas are built after the commit for the jobs
+with a page open only: through the whole ingest with COPY, 0.89 s a poll (44,700 points/s)
+before, 0.63 s (63,700) now; plain SQL 3.6 s against 3.4 s; the storage alone with COPY
+0.25 s against 0.22 s. `make bench` from a fresh clone of 9a647a0 measured 0.71 s, 56,700
+points/s: the goal, 50,000 points/s through the whole ingest, is met. (The day before,
+on a busier machine, the code of 5b11823 and c1688f7 gave 24,700 and 27,800: compare rows
+of one run.) What is left of a poll is mostly PostgreSQL's: the COPYs and UPDATEs of the
+points, the log rows and the thousand run summaries (each row's indexed summary columns
+change every poll, so no update is HOT).
 
 Uses its own database `portal_bench_ingest` on the local PostgreSQL.
 Run: `.venv/bin/python bench/ingest.py [--quick] [--against REF]`.

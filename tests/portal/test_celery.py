@@ -1,3 +1,4 @@
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,5 +96,30 @@ def test_closing_a_connection_that_lost_its_transport_does_not_end_the_worker(ou
         else:  # kombu's own transport: the error Celery calls unrecoverable
             with pytest.raises(AttributeError, match="hostname"):
                 ignore_errors(connection, connection.close)
+    finally:
+        redis_server.kill()
+
+
+@pytest.mark.parametrize("ours", [False, True])
+def test_a_task_ending_after_its_connection_closed_does_not_end_the_worker(ours: bool) -> None:
+    """A task acked late on the channel of a connection Celery closed when Redis went away."""
+    redis_server = ThrowawayRedis()
+    try:
+        transport = app.conf.broker_transport if ours else None
+        connection = Connection(redis_server.url, transport=transport)
+        channel: Any = connection.default_channel  # kombu's virtual channel
+        channel.queue_declare("q")
+        channel.basic_publish(channel.prepare_message("poll"), exchange="", routing_key="q")
+        message = channel.basic_get("q", no_ack=False)
+        ignore_errors(connection, connection.close)  # the channel has no connection now
+        # and no pool, as the close leaves it when it had nothing to put back (this one put
+        # the message back, which made the pool again).
+        channel._pool = None
+        errors = connection.connection_errors + connection.channel_errors
+        if ours:  # a connection error, which kombu logs as a failed ack
+            message.ack_log_error(logging.getLogger("test"), errors)
+        else:
+            with pytest.raises(AttributeError, match="client"):
+                message.ack_log_error(logging.getLogger("test"), errors)
     finally:
         redis_server.kill()

@@ -8,6 +8,7 @@ jobs with a page open get theirs (`jobs.open_pages`).
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -22,20 +23,31 @@ PUSH_CONCURRENCY = 16  # jobs whose deltas are sent at once (a Redis connection 
 
 
 def push_deltas(deltas: list[dict[str, Any]]) -> None:
-    """Send `job.delta` messages (each names its "job"); a lost one is never an error.
+    """Send `job.delta` messages (each names its "job") to the jobs with a page open; a lost
+    one is never an error."""
+    if not deltas:
+        return
+    push_built(
+        lambda watched: (
+            deltas if watched is None else [delta for delta in deltas if delta["job"] in watched]
+        )
+    )
+
+
+def push_built(build: Callable[[set[int] | None], list[dict[str, Any]]]) -> None:
+    """Send the deltas `build` makes for the jobs with a page open now (it gets their ids,
+    or None when Redis cannot say: then every job's), with one read of the open pages.
 
     One trip into the event loop for all of them: one per delta cost ~10 ms each, ten
     seconds of a poll of a thousand jobs.
     """
     layer = get_channel_layer()
-    if layer is None or not deltas:
+    if layer is None:
         return
-    watched = jobs_watched()  # a job nobody follows costs no send (they were most of them)
-    if watched is not None:
-        deltas = [delta for delta in deltas if delta["job"] in watched]
-        if not deltas:
-            return
-    async_to_sync(_send_all)(layer, deltas)
+    # A job nobody follows costs no send, nor the building of its delta (most of them).
+    deltas = build(jobs_watched())
+    if deltas:
+        async_to_sync(_send_all)(layer, deltas)
 
 
 async def _send_all(layer: Any, deltas: list[dict[str, Any]]) -> None:

@@ -14,8 +14,7 @@ from django.db import transaction
 
 from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
-from jobs.open_pages import jobs_watched
-from jobs.push import push_deltas
+from jobs.push import push_built
 from jobs.rundir import (
     METRICS_FILE,
     STDOUT_FILE,
@@ -122,7 +121,7 @@ class MonitoringWatcher:
         # Built once committed, for the jobs with a page open then: a thousand jobs' points
         # regrouped for the one page someone watches cost the poll a tenth of a second.
         transaction.on_commit(
-            lambda: push_deltas(self._deltas(followed, stored, points, jobs_watched()))
+            lambda: push_built(lambda watched: self._deltas(followed, stored, points, watched))
         )
         transaction.on_commit(lambda: ingest_record(points=points, stored=stored))
         return unread

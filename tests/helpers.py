@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -196,3 +197,10 @@ def metric_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     ]
+
+
+def session_cookie(user: User) -> str:
+    """The session cookie's value for a fresh signed-in session of `user` (a database row)."""
+    client = Client()
+    client.force_login(user)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value

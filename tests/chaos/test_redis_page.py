@@ -19,7 +19,6 @@ from asgiref.sync import async_to_sync
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import Client
 
 from devtools.servers import Daphne
 from jobs.rundir import job_group
@@ -27,6 +26,7 @@ from monitoring.consumers import CLOSE_ACCESS_ENDED, CLOSE_FORBIDDEN
 from projects.models import Project
 from tests import factories
 from tests.fixtures.servers import live_env
+from tests.helpers import session_cookie
 from tests.throwaway import ThrowawayRedis
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,17 +35,11 @@ OUTAGE = 3.0
 TIMEOUT = 60.0  # generous on a busy machine; the recovery time is printed
 
 
-def _session(user: User) -> str:
-    client = Client()
-    client.force_login(user)
-    return client.cookies[settings.SESSION_COOKIE_NAME].value
-
-
 def test_an_open_page_is_let_in_again_and_fed_after_redis_restarts_empty(
     project: Project, member: User, tmp_path: Path, chaos_report: Any
 ) -> None:
     job, _ = factories.job(project, member, factories.cluster())
-    cookie = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={_session(member)}"}
+    cookie = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session_cookie(member)}"}
     redis_server = ThrowawayRedis()
     env = {**live_env(), "REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url}
     server = Daphne(env, tmp_path, name="daphne-redis-restart")

@@ -9,7 +9,6 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import Client
 
 from jobs.models import Attempt, Job, State
 from jobs.open_pages import jobs_watched
@@ -19,6 +18,7 @@ from monitoring.series_write import series_append
 from portal.asgi import application
 from projects.models import Membership, Project
 from tests import factories
+from tests.helpers import session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,10 +31,7 @@ TIMEOUT = 30
 
 
 def _session_cookie(user: User) -> tuple[bytes, bytes]:
-    client = Client()
-    client.force_login(user)
-    session_id = client.cookies[settings.SESSION_COOKIE_NAME].value
-    return b"cookie", f"{settings.SESSION_COOKIE_NAME}={session_id}".encode()
+    return b"cookie", f"{settings.SESSION_COOKIE_NAME}={session_cookie(user)}".encode()
 
 
 def _communicator(job: Job, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:

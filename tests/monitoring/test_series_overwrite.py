@@ -42,9 +42,8 @@ TWICE = [
 def pushed(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The deltas the poll pushes to open job pages, in order."""
     deltas: list[dict[str, Any]] = []
-    monkeypatch.setattr(ingest_module, "push_deltas", deltas.extend)
     # Every job's, as when Redis cannot say which pages are open (no page is, here).
-    monkeypatch.setattr(ingest_module, "jobs_watched", lambda: None)
+    monkeypatch.setattr(ingest_module, "push_built", lambda build: deltas.extend(build(None)))
     return deltas
 
 

@@ -30,18 +30,12 @@ from monitoring import consumers, stream_slots, streams
 from monitoring.consumers import CLOSE_ACCESS_ENDED, CLOSE_FORBIDDEN, CLOSE_TOO_MANY
 from portal.asgi import application
 from projects.models import Membership
-from tests.helpers import LOG, wait_for
+from tests.helpers import LOG, session_cookie, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # Generous on a busy machine; a stream that outlives its access fails on it instead.
 TIMEOUT = 30
-
-
-def _session_cookie(user: User) -> str:
-    client = Client()
-    client.force_login(user)
-    return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
 def _sse_events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
@@ -114,7 +108,7 @@ def test_sse_ends_when_the_viewer_is_removed_from_the_project(
 def test_sse_of_a_browser_session_ends_at_logout(
     asgi_server: str, job: Job, member: User, clear_slots: None
 ) -> None:
-    session = _session_cookie(member)
+    session = session_cookie(member)
     browser = Client()
     browser.cookies[settings.SESSION_COOKIE_NAME] = session
     seen = _follow_until_closed(
@@ -192,7 +186,7 @@ def test_websocket_closes_when_the_viewer_is_removed_from_the_project(
     removed = _ws_until_closed(
         asgi_server,
         job,
-        _session_cookie(member),
+        session_cookie(member),
         lambda: Membership.objects.filter(user=member, project=job.project).delete(),
     )
     assert removed == ("hello", CLOSE_ACCESS_ENDED)
@@ -202,7 +196,7 @@ def test_websocket_closes_when_the_viewer_is_removed_from_the_project(
 def test_websocket_closes_at_logout(
     asgi_server: str, job: Job, member: User, clear_slots: None
 ) -> None:
-    session = _session_cookie(member)
+    session = session_cookie(member)
     browser = Client()
     browser.cookies[settings.SESSION_COOKIE_NAME] = session
     closed = _ws_until_closed(asgi_server, job, session, lambda: browser.post("/logout/"))
@@ -217,7 +211,7 @@ def _communicator(job: Job, headers: list[tuple[bytes, bytes]]) -> WebsocketComm
 
 
 def _headers(user: User, origin: bytes = b"http://127.0.0.1:8000") -> list[tuple[bytes, bytes]]:
-    cookie = f"{settings.SESSION_COOKIE_NAME}={_session_cookie(user)}".encode()
+    cookie = f"{settings.SESSION_COOKIE_NAME}={session_cookie(user)}".encode()
     return [(b"host", b"127.0.0.1:8000"), (b"origin", origin), (b"cookie", cookie)]
 
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import redis
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import task_postrun, task_prerun, worker_ready, worker_shutdown
 from django.conf import settings
+from django.db import close_old_connections
 
 from portal_lib.health import redis_for
 from portal_lib.worker_queues import Heartbeat, polls_queue, served_queues
@@ -38,6 +39,14 @@ def route_task(name: str, *_: Any, **__: Any) -> dict[str, str] | None:
         logger.warning("queues of the workers unknown: the poll fan-out goes to the default")
         served = set()
     return {"queue": polls_queue(served)}
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_connections(**_: Any) -> None:
+    """A task's database connection, as a request's: kept for the next task, closed when
+    older than CONN_MAX_AGE or unusable (settings.CELERY_DB_REUSE_MAX)."""
+    close_old_connections()
 
 
 @worker_ready.connect

@@ -193,6 +193,12 @@ CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 # Tries the broker again every second once it is lost, not after 2, 4, 6 ... s.
 CELERY_WORKER_CONSUMER = "portal.worker_consumer:Consumer"
 CELERY_TIMEZONE = TIME_ZONE
+# Celery's Django fixup closes the database connection around every task unless this is
+# set: with a poll a second, that was a new PostgreSQL backend (a fork, authentication,
+# the session's settings) several times a second per worker. Tasks keep theirs instead,
+# closed by portal.celery around each task as Django closes a request's: past
+# CONN_MAX_AGE, or after an error left it unusable (a restarted PostgreSQL).
+CELERY_DB_REUSE_MAX = 1_000_000
 # How often live jobs are polled (one agent call per cluster account per poll).
 POLL_INTERVAL: float = env.float("POLL_INTERVAL", default=1.0)
 # Slurm's start estimates of pending jobs are stored at most this often per cluster.

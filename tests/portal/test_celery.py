@@ -9,6 +9,7 @@ from django.conf import settings
 from kombu import Connection
 from kombu.common import ignore_errors
 from kombu.exceptions import OperationalError
+from redis import Redis
 
 from devtools import servers
 from portal.celery import app
@@ -27,6 +28,25 @@ def test_celery_is_configured_for_at_least_once_json_tasks() -> None:
     assert conf.task_reject_on_worker_lost is True
     assert conf.worker_prefetch_multiplier == 1
     assert 0 < conf.task_soft_time_limit < conf.task_time_limit
+
+
+def test_purging_empties_every_queue_of_the_app_and_nothing_else() -> None:
+    """What a test's new worker starts from: no task a previous run left behind."""
+    assert {queue.name for queue in app.conf.task_queues} == set(servers.QUEUES)
+    other = f"other-{os.getpid()}"
+    with Connection(settings.REDIS_URL) as connection:  # this xdist worker's own database
+        for queue in servers.QUEUES:
+            connection.SimpleQueue(queue).put({"left": queue}, priority=3)
+        connection.SimpleQueue(other).put({"kept": True})
+        servers.purge_queue({"REDIS_URL": settings.REDIS_URL})
+        # kombu keeps a queue's priorities in lists named after it; none is left.
+        keys = Redis.from_url(settings.REDIS_URL, decode_responses=True).scan_iter()
+        left = [str(key) for key in keys]
+        assert not [key for key in left if key.split("\x06")[0] in servers.QUEUES]
+        kept = connection.SimpleQueue(other)
+        assert kept.get(timeout=1).payload == {"kept": True}
+        channel: Any = connection.default_channel  # kombu's virtual channel
+        channel.queue_delete(other)
 
 
 @pytest.fixture(scope="module")

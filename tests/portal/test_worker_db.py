@@ -1,0 +1,44 @@
+"""A real Celery worker keeps its PostgreSQL connections between tasks, as Django keeps a
+request's, and drops one that broke (portal.celery, settings.CELERY_DB_REUSE_MAX)."""
+
+import time
+
+import pytest
+from django.db import connection
+
+from devtools.servers import Server
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# With beat's polls, sweep ticks and reconciles, each pool process runs several tasks in this.
+SEVERAL_TASKS = 4.0
+
+
+def _worker_backends() -> set[int]:
+    """The PostgreSQL backends of the test database's other clients: the worker's."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+def test_tasks_keep_their_connection_and_a_killed_one_is_replaced(celery_worker: Server) -> None:
+    # Two pool processes, one connection each once both have run a task.
+    wait_for(lambda: len(_worker_backends()) == 2, 60, "both pool processes' connections")
+    kept = _worker_backends()
+    time.sleep(SEVERAL_TASKS)
+    # Closed after each task (Celery's default), they would be new backends by now.
+    assert _worker_backends() == kept
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [list(kept)]
+        )
+    # The next task on each fails on its dead connection; the one after connects anew.
+    wait_for(
+        lambda: len(_worker_backends() - kept) == 2, 60, "new connections in place of the killed"
+    )
+    assert celery_worker.alive

@@ -43,10 +43,12 @@ def route_task(name: str, *_: Any, **__: Any) -> dict[str, str] | None:
 
 @task_prerun.connect
 @task_postrun.connect
-def _close_old_connections(**_: Any) -> None:
+def _close_old_connections(sender: Any = None, **_: Any) -> None:
     """A task's database connection, as a request's: kept for the next task, closed when
-    older than CONN_MAX_AGE or unusable (settings.CELERY_DB_REUSE_MAX)."""
-    close_old_connections()
+    older than CONN_MAX_AGE or unusable (settings.CELERY_DB_REUSE_MAX). Not for a task
+    run eagerly: that one runs inside its caller's connection and transaction."""
+    if not getattr(getattr(sender, "request", None), "is_eager", False):
+        close_old_connections()
 
 
 @worker_ready.connect

@@ -4,12 +4,12 @@ request's, and drops one that broke (portal.celery, settings.CELERY_DB_REUSE_MAX
 import time
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 
 from devtools.servers import Server
+from jobs.tasks import reconcile_attempts
 from tests.helpers import wait_for
-
-pytestmark = pytest.mark.django_db(transaction=True)
 
 # With beat's polls, sweep ticks and reconciles, each pool process runs several tasks in this.
 SEVERAL_TASKS = 4.0
@@ -25,6 +25,17 @@ def _worker_backends() -> set[int]:
         return {pid for (pid,) in cursor.fetchall()}
 
 
+@pytest.mark.django_db
+def test_an_eager_task_leaves_its_callers_connection_and_transaction_alone() -> None:
+    """A task run in the caller's process (eagerly, as some tests and a shell do) is not
+    a worker's task: its caller's connection, even one past CONN_MAX_AGE, stays open."""
+    User.objects.create(username="kept")
+    connection.close_at = time.monotonic() - 1  # as old as the worker closes
+    reconcile_attempts.apply()
+    assert User.objects.filter(username="kept").exists()  # the same open transaction
+
+
+@pytest.mark.django_db(transaction=True)
 def test_tasks_keep_their_connection_and_a_killed_one_is_replaced(celery_worker: Server) -> None:
     # Two pool processes, one connection each once both have run a task.
     wait_for(lambda: len(_worker_backends()) == 2, 60, "both pool processes' connections")

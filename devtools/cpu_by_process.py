@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Where a command's CPU goes, by kind: `python3 devtools/cpu_by_process.py -- make test`.
+
+Reads /proc twice a second while the command runs and adds up each process's user and
+system time by what its command line says it is (an xdist worker, a Celery worker, a
+torch rank, Chromium, a PostgreSQL backend...). A process that lives less than half a
+second can be missed; the machine's total (from /proc/stat) is printed beside the sum so
+that the gap shows. Processes that were running before the command count from then on.
+Stdlib only: it runs before `.venv` exists.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+# First match wins: (kind, a piece of the command line).
+KINDS = [
+    ("pytest xdist worker", "sys.stdin.readline"),
+    ("celery", "celery"),
+    ("daphne", "daphne"),
+    ("torch rank or torchrun", "ddp_train"),
+    ("torchrun", "torchrun"),
+    ("chromium", "chrom"),
+    ("postgres backend", "postgres:"),
+    ("postgres", "postgres"),
+    ("slurm", "slurm"),
+    ("sshd", "sshd"),
+    ("redis", "redis-server"),
+    ("nvidia-smi stand-in", "nvidia"),
+    ("playwright driver", "playwright"),
+    ("bench script", "bench/"),
+    ("other python", "python"),
+]
+
+
+def kind_of(command: str) -> str:
+    return next((kind for kind, piece in KINDS if piece in command), "other")
+
+
+def _processes() -> dict[tuple[str, str], tuple[str, float]]:
+    """(pid, start time) -> (command line, CPU seconds so far) of every process."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        cpu = (int(fields[11]) + int(fields[12])) / TICK
+        found[(pid, fields[19])] = (command or f"[{name}]", cpu)
+    return found
+
+
+def _machine_busy() -> float:
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / TICK  # all but idle and iowait
+
+
+def main(command: list[str]) -> int:
+    before = {key: cpu for key, (_, cpu) in _processes().items()}
+    busy_before, started = _machine_busy(), time.monotonic()
+    seen: dict[tuple[str, str], tuple[str, float]] = {}
+    child = subprocess.Popen(command)
+    while child.poll() is None:
+        seen.update(_processes())
+        time.sleep(0.5)
+    seen.update(_processes())
+    by_kind: dict[str, float] = {}
+    count: Counter[str] = Counter()
+    for key, (line, cpu) in seen.items():
+        if key[0] == str(os.getpid()):
+            continue
+        by_kind[kind_of(line)] = by_kind.get(kind_of(line), 0.0) + cpu - before.get(key, 0.0)
+        count[kind_of(line)] += 1
+    wall = time.monotonic() - started
+    print(f"\nCPU by kind of process over {wall:.0f} s (processes seen):", file=sys.stderr)
+    for kind, cpu in sorted(by_kind.items(), key=lambda item: -item[1]):
+        print(f"{cpu:9.1f} s  {count[kind]:6d}  {kind}", file=sys.stderr)
+    total = _machine_busy() - busy_before
+    print(f"{sum(by_kind.values()):9.1f} s in all; the machine: {total:.1f} s", file=sys.stderr)
+    return child.returncode
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    if arguments[:1] == ["--"]:
+        arguments = arguments[1:]
+    if not arguments:
+        sys.exit(__doc__)
+    sys.exit(main(arguments))

@@ -1,0 +1,44 @@
+"""devtools/cpu_by_process.py: a command's CPU by kind of process."""
+
+import subprocess
+import sys
+
+from devtools import cpu_by_process
+from tests.helpers import ROOT
+
+# Half a second of this process's own CPU, however busy the machine.
+SPIN = "import time\nwhile time.process_time() < 0.5: pass"
+
+
+def test_kinds_are_told_by_their_command_lines() -> None:
+    kind = cpu_by_process.kind_of
+    assert kind("/x/.venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))") == (
+        "pytest xdist worker"
+    )
+    assert kind(".venv/bin/python -m celery -A portal worker --pool=prefork") == "celery"
+    assert kind("postgres: 15/main: postgres test_portal_gw2 127.0.0.1(49032) idle") == (
+        "postgres backend"
+    )
+    assert kind("/usr/lib/chromium/chromium --type=renderer") == "chromium"
+    assert kind("[kworker/1:1H-kblockd]") == "other"
+
+
+def test_a_commands_children_are_counted_by_kind() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "devtools" / "cpu_by_process.py"),
+            "--",
+            sys.executable,
+            "-c",
+            SPIN,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = done.stderr.strip().splitlines()
+    rows = {kind: float(cpu) for cpu, _, _, kind in (line.split(None, 3) for line in lines[1:-1])}
+    assert rows["other python"] >= 0.4, done.stderr
+    assert "in all; the machine:" in lines[-1]

@@ -4,12 +4,14 @@
 Reads /proc twice a second while the command runs and adds up each process's user and
 system time by what its command line says it is (an xdist worker, a Celery worker, a
 torch rank, Chromium, a PostgreSQL backend...). A process that lives less than half a
-second can be missed; the machine's total (from /proc/stat) is printed beside the sum so
-that the gap shows. Processes that were running before the command count from then on.
+second can be missed (its CPU, and the last half second of any other); the kernel's total
+for the command's whole process tree and the machine's (/proc/stat) are printed beside the
+sum so that the gap shows. Processes that were running before the command count from then on.
 Stdlib only: it runs before `.venv` exists.
 """
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -76,14 +78,21 @@ def main(command: list[str]) -> int:
     for key, (line, cpu) in seen.items():
         if key[0] == str(os.getpid()):
             continue
-        by_kind[kind_of(line)] = by_kind.get(kind_of(line), 0.0) + cpu - before.get(key, 0.0)
-        count[kind_of(line)] += 1
+        kind = kind_of(line)
+        by_kind[kind] = by_kind.get(kind, 0.0) + cpu - before.get(key, 0.0)
+        count[kind] += 1
     wall = time.monotonic() - started
     print(f"\nCPU by kind of process over {wall:.0f} s (processes seen):", file=sys.stderr)
     for kind, cpu in sorted(by_kind.items(), key=lambda item: -item[1]):
         print(f"{cpu:9.1f} s  {count[kind]:6d}  {kind}", file=sys.stderr)
     total = _machine_busy() - busy_before
-    print(f"{sum(by_kind.values()):9.1f} s in all; the machine: {total:.1f} s", file=sys.stderr)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # every descendant waited for
+    tree = usage.ru_utime + usage.ru_stime
+    print(
+        f"{sum(by_kind.values()):9.1f} s in all; the command's processes: {tree:.1f} s;"
+        f" the machine: {total:.1f} s",
+        file=sys.stderr,
+    )
     return child.returncode
 
 

@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+from django.conf import settings
 from kombu import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,10 +190,6 @@ class Daphne(Server):
         return f"http://127.0.0.1:{self.port}"
 
 
-# The queues a worker of the portal reads (portal/settings/base.py, CELERY_TASK_QUEUES).
-QUEUES = ("celery", "polls")
-
-
 def purge_queue(env: Mapping[str, str]) -> None:
     """Drop tasks a previous run left in the Redis queues that `env` names.
 
@@ -201,8 +198,8 @@ def purge_queue(env: Mapping[str, str]) -> None:
     """
     with Connection(env.get("CELERY_BROKER_URL") or env["REDIS_URL"]) as connection:
         channel: Any = connection.default_channel  # kombu's virtual channel
-        for queue in QUEUES:
-            channel.queue_purge(queue)
+        for queue in settings.CELERY_TASK_QUEUES:  # what a worker without -Q reads
+            channel.queue_purge(queue.name)
 
 
 @contextmanager

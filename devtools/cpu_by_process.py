@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Where a command's CPU goes, by kind: `python3 devtools/cpu_by_process.py -- make test`.
 
+`--top N` before the `--` also lists the N command lines (numbers blanked) that took most.
+
 Reads /proc twice a second while the command runs and adds up each process's user and
 system time by what its command line says it is (an xdist worker, a Celery worker, a
 torch rank, Chromium, a PostgreSQL backend...). A process that lives less than half a
@@ -11,6 +13,7 @@ Stdlib only: it runs before `.venv` exists.
 """
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -59,32 +62,55 @@ def _processes() -> dict[tuple[str, str], tuple[str, float]]:
     return found
 
 
+def _update(
+    seen: dict[tuple[str, str], tuple[str, float]], now: dict[tuple[str, str], tuple[str, float]]
+) -> None:
+    """The new CPU counts, under the command line first seen: an exited process not yet
+    waited for (a zombie) has none left, only its name in brackets."""
+    for key, (command, cpu) in now.items():
+        earlier = seen.get(key)
+        seen[key] = (earlier[0] if earlier and command.startswith("[") else command, cpu)
+
+
 def _machine_busy() -> float:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     return (sum(values[:8]) - values[3] - values[4]) / TICK  # all but idle and iowait
 
 
-def main(command: list[str]) -> int:
+def _shape(command: str) -> str:
+    """A command line with its numbers and temporary names blanked, so that like adds to like."""
+    words = re.sub(r"\d+", "N", command).split()
+    return " ".join(words[:6])[:110]
+
+
+def main(command: list[str], top: int = 0) -> int:
     before = {key: cpu for key, (_, cpu) in _processes().items()}
     busy_before, started = _machine_busy(), time.monotonic()
     seen: dict[tuple[str, str], tuple[str, float]] = {}
     child = subprocess.Popen(command)
     while child.poll() is None:
-        seen.update(_processes())
+        _update(seen, _processes())
         time.sleep(0.5)
-    seen.update(_processes())
+    _update(seen, _processes())
     by_kind: dict[str, float] = {}
     count: Counter[str] = Counter()
+    by_shape: dict[str, float] = {}
     for key, (line, cpu) in seen.items():
         if key[0] == str(os.getpid()):
             continue
         kind = kind_of(line)
         by_kind[kind] = by_kind.get(kind, 0.0) + cpu - before.get(key, 0.0)
+        shape = _shape(line)
+        by_shape[shape] = by_shape.get(shape, 0.0) + cpu - before.get(key, 0.0)
         count[kind] += 1
     wall = time.monotonic() - started
     print(f"\nCPU by kind of process over {wall:.0f} s (processes seen):", file=sys.stderr)
     for kind, cpu in sorted(by_kind.items(), key=lambda item: -item[1]):
         print(f"{cpu:9.1f} s  {count[kind]:6d}  {kind}", file=sys.stderr)
+    if top:
+        print(f"\nThe {top} heaviest command lines (numbers as N):", file=sys.stderr)
+        for shape, cpu in sorted(by_shape.items(), key=lambda item: -item[1])[:top]:
+            print(f"{cpu:9.1f} s  {shape}", file=sys.stderr)
     total = _machine_busy() - busy_before
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # every descendant waited for
     tree = usage.ru_utime + usage.ru_stime
@@ -98,8 +124,11 @@ def main(command: list[str]) -> int:
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
+    top = 0
+    if arguments[:1] == ["--top"] and len(arguments) > 1:
+        top, arguments = int(arguments[1]), arguments[2:]
     if arguments[:1] == ["--"]:
         arguments = arguments[1:]
     if not arguments:
         sys.exit(__doc__)
-    sys.exit(main(arguments))
+    sys.exit(main(arguments, top))

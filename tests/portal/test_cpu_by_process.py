@@ -44,3 +44,35 @@ def test_a_commands_children_are_counted_by_kind() -> None:
     assert rows["other python"] >= 0.4, done.stderr
     tree = float(lines[-1].split("the command's processes: ")[1].split(" s;")[0])
     assert tree >= 0.5, lines[-1]  # the kernel's count: exactly the spin's, and its start
+
+
+# A child that spins and exits, left unwaited for (a zombie, its command line gone) while
+# its parent sleeps on.
+ZOMBIE_PARENT = (
+    "import subprocess, sys, time\n"
+    "subprocess.Popen([sys.executable, '-c', '#spinner\\n' + sys.argv[1]])\n"
+    "time.sleep(3)"
+)
+
+
+def test_top_lists_a_child_by_the_command_line_it_had_before_it_exited() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "devtools" / "cpu_by_process.py"),
+            "--top",
+            "3",
+            "--",
+            sys.executable,
+            "-c",
+            ZOMBIE_PARENT,
+            "import time\nwhile time.process_time() < 0.5: pass",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    top = done.stderr.split("heaviest command lines")[1].splitlines()[1:4]
+    assert "#spinner" in top[0], done.stderr
+    assert float(top[0].split()[0]) >= 0.4, done.stderr

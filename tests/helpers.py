@@ -2,6 +2,7 @@
 
 import json
 import os
+import pwd
 import shlex
 import uuid
 from dataclasses import dataclass
@@ -59,6 +60,48 @@ def sbatch(connection: Connection, arguments: str) -> str:
 def slurm_name(prefix: str) -> str:
     """A Slurm job name that says which run and worker made it (see tests/fixtures/sandbox.py)."""
     return f"{prefix}-{worker_tag()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class Printer:
+    """A job that prints a numbered line every `every` s until the test says stop.
+
+    So that a job lasts as long as the test's scenario, not a guess at it: a fixed length
+    either ends the job before a slow scenario is done or makes the test wait for the rest.
+    The flag is a file in the user's home, which the jobs (on the sandbox's nodes, on this
+    machine) see and the run's end removes (tests/fixtures/run.py); the last line says how
+    many lines came before it. Bounded by `most` lines. Stop it in a `finally`: a job left
+    printing would hold its GPUs for minutes.
+    """
+
+    flag: Path
+    every: float = 0.3
+    most: int = 2000
+
+    @classmethod
+    def new(cls, every: float = 0.3, user: str = "alice") -> "Printer":
+        return cls(Path(pwd.getpwnam(user).pw_dir) / f"stop-{slurm_name('printer')}", every)
+
+    @property
+    def command(self) -> str:
+        flag = shlex.quote(str(self.flag))
+        return (
+            f"i=0; while [ ! -e {flag} ] && [ $i -lt {self.most} ]; do"
+            f' i=$((i+1)); echo "line $i"; sleep {self.every}; done; echo "printed $i lines"'
+        )
+
+    def stop(self) -> None:
+        self.flag.touch()
+
+    @staticmethod
+    def whole(log: bytes) -> bool:
+        """Whether `log` is a printer's whole output: every line, in order, and the last."""
+        lines = log.decode().splitlines()
+        count = len(lines) - 1
+        return count >= 1 and lines == [
+            *(f"line {i}" for i in range(1, count + 1)),
+            f"printed {count} lines",
+        ]
 
 
 # How long a test waits for a job that must first be scheduled: on the shared sandbox

@@ -12,6 +12,7 @@ its row pins), so each job runs on its own cluster's nodes. The routing, the fai
 the separate clusters are real, the distance between them not.
 """
 
+import contextlib
 import shlex
 import time
 from pathlib import Path
@@ -30,12 +31,9 @@ from monitoring.models import LogFile
 from portal_lib.worker_queues import HEARTBEAT_TTL, cluster_queue, served_queues
 from tests.factories import spec
 from tests.fixtures.servers import live_env
-from tests.helpers import QUEUE_WAIT, wait_for, worker_tag
+from tests.helpers import QUEUE_WAIT, Printer, wait_for, worker_tag
 
 pytestmark = pytest.mark.sandbox
-
-LINES = 200
-TRAINER = f'for i in $(seq 1 {LINES}); do echo "line $i of {LINES}"; sleep 0.3; done'
 
 
 def _worker(name: str, queue: str, workdir: Path, *, beat: bool) -> Server:
@@ -72,11 +70,16 @@ def test_the_other_worker_takes_a_dead_workers_cluster(
     worker_a = _worker("near-a", queue_a, tmp_path, beat=False)
     worker_b = _worker("near-b", queue_b, tmp_path, beat=True)  # beat lives on
     jobs = {}
-    with servers.running(worker_a, worker_b):
+    printer = Printer.new()
+    with servers.running(worker_a, worker_b), contextlib.ExitStack() as cleanup:
+        cleanup.callback(printer.stop)
         wait_for(lambda: {queue_a, queue_b} <= served_queues(client), 60, "both heartbeats")
         for cluster in (sandbox_cluster, second):
             jobs[cluster.pk] = job_submit(
-                user=researcher, project=project, cluster=cluster, spec=spec(command=TRAINER)
+                user=researcher,
+                project=project,
+                cluster=cluster,
+                spec=spec(command=printer.command),
             )
         attempt_a, attempt_b = (
             Attempt.objects.get(job=jobs[c.pk]) for c in (sandbox_cluster, second)
@@ -96,6 +99,7 @@ def test_the_other_worker_takes_a_dead_workers_cluster(
             f"CHAOS worker next to a cluster killed: its cluster polled again after {recovered:.1f} s"
         )
         _grows(attempt_b, 60, "cluster B to go on being polled")
+        printer.stop()
         for attempt in (attempt_a, attempt_b):
             wait_for(
                 lambda a=attempt: Attempt.objects.filter(pk=a.pk, files_complete=True).exists(),
@@ -109,4 +113,4 @@ def test_the_other_worker_takes_a_dead_workers_cluster(
         assert attempt.node_list in nodes  # each job ran on its own cluster
         remote = alice.run(f"cat {shlex.quote(attempt.run_dir + '/stdout.log')}").stdout
         stored = log_read(attempt_id=attempt.pk, file="stdout.log", offset=0, limit=len(remote) + 1)
-        assert stored.data == remote and remote.count(b"\n") == LINES
+        assert stored.data == remote and Printer.whole(remote), remote[-200:]

@@ -36,7 +36,11 @@ FAKE_BIN = ".trust-fake-bin"
 FORGED_RAN = ".trust-forged-ran"  # touched by anything forged that the portal runs
 DECOY_ID = ".trust-decoy-id"  # the id the forged sbatch answered with
 ATTACK_DONE = ".trust-attack-done"
-RUN_SECONDS = 75  # past VANISH_GRACE and several polls after the attack
+# The job runs until the test has watched it past VANISH_GRACE and several polls (then it
+# touches STOP); at most STOP_WAIT s.
+WATCH_SECONDS = VANISH_GRACE.total_seconds() + 15
+STOP = ".trust-stop"
+STOP_WAIT = 300
 # What the old agent's squeue would have said: no jobs at all.
 FORGED_REPLY = (
     '{"version": 1, "time": 0, "commands": {"squeue": {"exit": 0, "stdout": "", "stderr": "",'
@@ -85,7 +89,7 @@ def _attack_script() -> str:
             'mv "$HOME/.bashrc.new" "$HOME/.bashrc"',
             'echo 0 > "$PORTAL_RUN_DIR/exit_code"',  # a forged "exited 0" while it runs
             f'touch "$HOME/{ATTACK_DONE}"',
-            f"sleep {RUN_SECONDS}",
+            f'for i in $(seq {STOP_WAIT}); do [ -e "$HOME/{STOP}" ] && break; sleep 1; done',
         ]
     )
 
@@ -119,7 +123,7 @@ def carol_home() -> Iterator[Path]:
         for path, data in kept.items():
             path.write_bytes(data)
         shutil.rmtree(home / FAKE_BIN, ignore_errors=True)
-        for name in (FORGED_RAN, ATTACK_DONE, DECOY_ID, "trust-attack.sh"):
+        for name in (FORGED_RAN, ATTACK_DONE, DECOY_ID, STOP, "trust-attack.sh"):
             (home / name).unlink(missing_ok=True)
 
 
@@ -202,18 +206,21 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
     # Yet the portal sees it run (the next poll) and keeps it running and reserved, past
     # the grace after which a job gone from squeue used to be failed.
     wait_for(lambda: Attempt.objects.get(pk=attempt.pk).state == State.RUNNING, 30, "RUNNING")
-    watched_until = time.monotonic() + VANISH_GRACE.total_seconds() + 15
-    while time.monotonic() < watched_until:
-        attempt.refresh_from_db()
-        reservation = Reservation.objects.get(attempt=attempt)
-        assert attempt.state == State.RUNNING, attempt.reason
-        assert reservation.released_at is None
-        assert not UsageCharge.objects.filter(attempt=attempt).exists()
-        time.sleep(2)
+    watched_until = time.monotonic() + WATCH_SECONDS
+    try:
+        while time.monotonic() < watched_until:
+            attempt.refresh_from_db()
+            reservation = Reservation.objects.get(attempt=attempt)
+            assert attempt.state == State.RUNNING, attempt.reason
+            assert reservation.released_at is None
+            assert not UsageCharge.objects.filter(attempt=attempt).exists()
+            time.sleep(2)
+    finally:
+        (carol_home / STOP).touch()
 
     wait_for(
         lambda: UsageCharge.objects.filter(attempt=attempt).exists(),
-        RUN_SECONDS + 120,
+        120,
         "the charge from sacct",
     )
     attempt.refresh_from_db()
@@ -221,7 +228,7 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
     truth = _sacct(job_id)
     assert truth["State"] == "COMPLETED" and attempt.state == State.COMPLETED
     assert charge.source == UsageCharge.Source.SACCT
-    assert charge.elapsed_seconds == int(truth["ElapsedRaw"]) >= RUN_SECONDS
+    assert charge.elapsed_seconds == int(truth["ElapsedRaw"]) >= WATCH_SECONDS
     assert charge.gpus == _tres_gpus(truth["AllocTRES"]) == 1
     assert Reservation.objects.get(attempt=attempt).released_at is not None
     # Nothing the job left in carol's home or PATH ever ran as the portal's agent.

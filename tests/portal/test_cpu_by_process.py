@@ -61,7 +61,7 @@ def test_top_lists_a_child_by_the_command_line_it_had_before_it_exited() -> None
             sys.executable,
             str(ROOT / "devtools" / "cpu_by_process.py"),
             "--top",
-            "3",
+            "50",
             "--",
             sys.executable,
             "-c",
@@ -73,6 +73,7 @@ def test_top_lists_a_child_by_the_command_line_it_had_before_it_exited() -> None
         timeout=120,
         check=True,
     )
-    top = done.stderr.split("heaviest command lines")[1].splitlines()[1:4]
-    assert "#spinner" in top[0], done.stderr
-    assert float(top[0].split()[0]) >= 0.4, done.stderr
+    # Every process of the machine is counted (on a busy one, another's spinner comes first).
+    top = done.stderr.split("heaviest command lines")[1].splitlines()[1:-1]
+    spinner = [line for line in top if "#spinner" in line]
+    assert spinner and float(spinner[0].split()[0]) >= 0.4, done.stderr

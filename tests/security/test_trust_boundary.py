@@ -28,7 +28,7 @@ from jobs.services import job_submit
 from projects.models import Membership, Reservation, UsageCharge
 from tests.factories import spec
 from tests.fixtures.sandbox import _slurm
-from tests.helpers import QUEUE_WAIT, slurm_name, wait_for
+from tests.helpers import QUEUE_WAIT, slurm_name, wait_for, worker_tag
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
 
@@ -37,10 +37,16 @@ FORGED_RAN = ".trust-forged-ran"  # touched by anything forged that the portal r
 DECOY_ID = ".trust-decoy-id"  # the id the forged sbatch answered with
 ATTACK_DONE = ".trust-attack-done"
 # The job runs until the test has watched it past VANISH_GRACE and several polls (then it
-# touches STOP); at most STOP_WAIT s.
+# touches the stop flag, as the fixture's teardown does whatever happened); at most
+# STOP_WAIT s. The flag's name carries the run's tag: the run's end removes it.
 WATCH_SECONDS = VANISH_GRACE.total_seconds() + 15
-STOP = ".trust-stop"
 STOP_WAIT = 300
+
+
+def _stop_flag() -> str:
+    return f".trust-stop-{worker_tag()}"
+
+
 # What the old agent's squeue would have said: no jobs at all.
 FORGED_REPLY = (
     '{"version": 1, "time": 0, "commands": {"squeue": {"exit": 0, "stdout": "", "stderr": "",'
@@ -89,7 +95,7 @@ def _attack_script() -> str:
             'mv "$HOME/.bashrc.new" "$HOME/.bashrc"',
             'echo 0 > "$PORTAL_RUN_DIR/exit_code"',  # a forged "exited 0" while it runs
             f'touch "$HOME/{ATTACK_DONE}"',
-            f'for i in $(seq {STOP_WAIT}); do [ -e "$HOME/{STOP}" ] && break; sleep 1; done',
+            f'for i in $(seq {STOP_WAIT}); do [ -e "$HOME/{_stop_flag()}" ] && break; sleep 1; done',
         ]
     )
 
@@ -123,7 +129,8 @@ def carol_home() -> Iterator[Path]:
         for path, data in kept.items():
             path.write_bytes(data)
         shutil.rmtree(home / FAKE_BIN, ignore_errors=True)
-        for name in (FORGED_RAN, ATTACK_DONE, DECOY_ID, STOP, "trust-attack.sh"):
+        (home / _stop_flag()).touch()  # a job still waiting for it ends
+        for name in (FORGED_RAN, ATTACK_DONE, DECOY_ID, "trust-attack.sh"):
             (home / name).unlink(missing_ok=True)
 
 
@@ -216,7 +223,7 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
             assert not UsageCharge.objects.filter(attempt=attempt).exists()
             time.sleep(2)
     finally:
-        (carol_home / STOP).touch()
+        (carol_home / _stop_flag()).touch()
 
     wait_for(
         lambda: UsageCharge.objects.filter(attempt=attempt).exists(),

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection as database
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -46,6 +47,16 @@ def run_tag() -> str:
 def worker_tag() -> str:
     """This run's and this xdist worker's marker (tests on one worker run one at a time)."""
     return f"{run_tag()}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+
+
+def other_sessions() -> set[int]:
+    """The PostgreSQL backends of the test database's other clients (servers, threads)."""
+    with database.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
+        return {pid for (pid,) in cursor.fetchall()}
 
 
 def sbatch(connection: Connection, arguments: str) -> str:

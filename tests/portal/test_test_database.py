@@ -6,16 +6,7 @@ import pytest
 from django.db import connection, connections
 
 from tests.fixtures.database import end_other_sessions
-from tests.helpers import wait_for
-
-
-def _sessions() -> set[int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid()"
-        )
-        return {pid for (pid,) in cursor.fetchall()}
+from tests.helpers import other_sessions, wait_for
 
 
 @pytest.mark.django_db(transaction=True)
@@ -30,9 +21,9 @@ def test_a_session_a_finished_thread_left_open_is_ended() -> None:
     thread = threading.Thread(target=query_and_forget)
     thread.start()
     thread.join()
-    assert pids[0] in _sessions()
+    assert pids[0] in other_sessions()
 
     assert end_other_sessions() >= 1
 
-    wait_for(lambda: pids[0] not in _sessions(), 30, "the thread's session to end")
+    wait_for(lambda: pids[0] not in other_sessions(), 30, "the thread's session to end")
     assert connection.is_usable()  # this test's own session is kept

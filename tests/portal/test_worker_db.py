@@ -9,20 +9,10 @@ from django.db import connection
 
 from devtools.servers import Server
 from jobs.tasks import reconcile_attempts
-from tests.helpers import wait_for
+from tests.helpers import other_sessions, wait_for
 
 # With beat's polls, sweep ticks and reconciles, each pool process runs several tasks in this.
 SEVERAL_TASKS = 4.0
-
-
-def _worker_backends() -> set[int]:
-    """The PostgreSQL backends of the test database's other clients: the worker's."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
-        )
-        return {pid for (pid,) in cursor.fetchall()}
 
 
 @pytest.mark.django_db
@@ -38,11 +28,11 @@ def test_an_eager_task_leaves_its_callers_connection_and_transaction_alone() -> 
 @pytest.mark.django_db(transaction=True)
 def test_tasks_keep_their_connection_and_a_killed_one_is_replaced(celery_worker: Server) -> None:
     # Two pool processes, one connection each once both have run a task.
-    wait_for(lambda: len(_worker_backends()) == 2, 60, "both pool processes' connections")
-    kept = _worker_backends()
+    wait_for(lambda: len(other_sessions()) == 2, 60, "both pool processes' connections")
+    kept = other_sessions()
     time.sleep(SEVERAL_TASKS)
     # Closed after each task (Celery's default), they would be new backends by now.
-    assert _worker_backends() == kept
+    assert other_sessions() == kept
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -51,9 +41,9 @@ def test_tasks_keep_their_connection_and_a_killed_one_is_replaced(celery_worker:
     # The next task on a process fails on its dead connection; the one after connects anew
     # and keeps it. (Only one process may run tasks meanwhile: an idle worker's pool sends
     # them to the first idle process, and one CI run left the other without a task for 60 s.)
-    wait_for(lambda: _worker_backends() - kept, 60, "a new connection in place of a killed one")
-    replaced = _worker_backends() - kept
-    assert not _worker_backends() & kept
+    wait_for(lambda: other_sessions() - kept, 60, "a new connection in place of a killed one")
+    replaced = other_sessions() - kept
+    assert not other_sessions() & kept
     time.sleep(SEVERAL_TASKS)
-    assert replaced <= _worker_backends()
+    assert replaced <= other_sessions()
     assert celery_worker.alive

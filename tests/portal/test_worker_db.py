@@ -9,6 +9,7 @@ from django.db import connection
 
 from devtools.servers import Server
 from jobs.tasks import reconcile_attempts
+from tests.fixtures.database import end_other_sessions
 from tests.helpers import other_sessions, wait_for
 
 # With beat's polls, sweep ticks and reconciles, each pool process runs several tasks in this.
@@ -34,10 +35,7 @@ def test_tasks_keep_their_connection_and_a_killed_one_is_replaced(celery_worker:
     # Closed after each task (Celery's default), they would be new backends by now.
     assert other_sessions() == kept
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [list(kept)]
-        )
+    end_other_sessions()
     # The next task on a process fails on its dead connection; the one after connects anew
     # and keeps it. (Only one process may run tasks meanwhile: an idle worker's pool sends
     # them to the first idle process, and one CI run left the other without a task for 60 s.)

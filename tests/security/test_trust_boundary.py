@@ -214,16 +214,14 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
     # the grace after which a job gone from squeue used to be failed.
     wait_for(lambda: Attempt.objects.get(pk=attempt.pk).state == State.RUNNING, 30, "RUNNING")
     watched_until = time.monotonic() + WATCH_SECONDS
-    try:
-        while time.monotonic() < watched_until:
-            attempt.refresh_from_db()
-            reservation = Reservation.objects.get(attempt=attempt)
-            assert attempt.state == State.RUNNING, attempt.reason
-            assert reservation.released_at is None
-            assert not UsageCharge.objects.filter(attempt=attempt).exists()
-            time.sleep(2)
-    finally:
-        (carol_home / _stop_flag()).touch()
+    while time.monotonic() < watched_until:
+        attempt.refresh_from_db()
+        reservation = Reservation.objects.get(attempt=attempt)
+        assert attempt.state == State.RUNNING, attempt.reason
+        assert reservation.released_at is None
+        assert not UsageCharge.objects.filter(attempt=attempt).exists()
+        time.sleep(2)
+    (carol_home / _stop_flag()).touch()  # on a failure, carol_home's teardown does
 
     wait_for(
         lambda: UsageCharge.objects.filter(attempt=attempt).exists(),

@@ -1,5 +1,10 @@
 """The sweep's heartbeat: follow running trials, prune losers, finish ended ones, start more.
 
+The pruner is asked only about a job still running short of its last step: the tick sees
+the job a poll late, so a job that has finished, or logged its last step, completes
+whatever the pruner would say; and a pruned trial whose job completed all the same (its
+last step unknown to the portal, the cancel too late) completes when that end is seen.
+
 One tick per sweep at a time: the sweep's row is locked for the tick (`skip_locked`, so a
 second worker passes it by), and a trial's row and its job commit together, so a worker
 killed mid-tick leaves either both or neither. Everything is read back from the rows on
@@ -14,9 +19,11 @@ from django.utils import timezone
 from clusters.errors import ClusterError
 from jobs.code import git_snapshot
 from jobs.errors import JobError
-from jobs.models import FINAL_STATES, Attempt, State
+from jobs.models import FINAL_STATES, Attempt, Job, State
 from jobs.services import job_submit
-from monitoring.series import series_last, series_read
+from monitoring.page import attempt_total_steps
+from monitoring.plan import STEP_KEYS
+from monitoring.series import SeriesData, series_last, series_read
 from portal_lib.errors import PortalError
 from sweeps.models import Sweep, Trial
 from sweeps.services import trial_job_cancel, trial_spec
@@ -57,9 +64,14 @@ def sweep_advance(*, sweep_id: int) -> bool:
         for trial in trials:
             if trial.state == Trial.State.RUNNING:
                 _follow(sweep, trials, trial)
+        # The sweep is not done while a pruned trial's job (this tick's too) has to end.
+        settling = False
+        for trial in trials:
+            if trial.state == Trial.State.PRUNED:
+                settling |= _settle_pruned(sweep, trial)
         if sweep.state == Sweep.State.RUNNING:
             _start_trials(sweep, trials)
-        running = any(t.state == Trial.State.RUNNING for t in trials)
+        running = settling or any(t.state == Trial.State.RUNNING for t in trials)
         if len(trials) >= sweep.max_trials and not running:
             sweep.state = Sweep.State.DONE
         sweep.ticked_at = timezone.now()
@@ -73,20 +85,48 @@ def _latest_attempt(trial: Trial) -> Attempt | None:
     return Attempt.objects.filter(job_id=trial.job_id).order_by("-number").first()
 
 
-def _new_values(sweep: Sweep, trial: Trial, attempt: Attempt) -> dict[int, float]:
-    """The metric at each multiple of `report_every` past the last step reported."""
+def _new_points(sweep: Sweep, trial: Trial, attempt: Attempt) -> SeriesData:
+    """The metric's points past the last step reported."""
     last = trial.last_step
-    data = series_read(
+    return series_read(
         attempt_id=attempt.pk,
         name=sweep.metric,
         x_from=None if last is None else last + 1,
         max_points=MAX_POINTS,
     )
+
+
+def _reported(sweep: Sweep, data: SeriesData) -> dict[int, float]:
+    """The metric at each multiple of `report_every`."""
     return {
         int(x): y
         for x, y in zip(data.xs, data.ys, strict=True)
         if x == int(x) and x > 0 and int(x) % sweep.report_every == 0
     }
+
+
+def _last_step(job: Job, attempt: Attempt) -> int | None:
+    """The job's last step where the portal can know it: its spec's, its command's
+    `--steps`-like flag, or the total its log printed."""
+    if job.total_steps:
+        return int(job.total_steps)
+    for key in STEP_KEYS:
+        value = (job.params or {}).get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+            return int(value)
+    return attempt_total_steps(job=job, attempt_id=attempt.pk)
+
+
+def _prunable(job: Job, attempt: Attempt, data: SeriesData) -> bool:
+    """Whether pruning can still stop the job: it is running and short of its last step.
+
+    A job that left RUNNING (completing, ended, or out of the portal's sight) or that
+    logged its last step has done its work; it completes, whatever the pruner says.
+    """
+    if attempt.state != State.RUNNING:
+        return False
+    last = _last_step(job, attempt)
+    return last is None or max(data.xs, default=0.0) < last
 
 
 def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
@@ -102,12 +142,17 @@ def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
     ended = attempt.state in FINAL_STATES and trial.job is not None
     if ended and attempt.state == State.COMPLETED and not attempt.files_complete:
         return  # the poll has not read its output to the end yet
-    new = _new_values(sweep, trial, attempt)
+    data = _new_points(sweep, trial, attempt)
+    new = _reported(sweep, data)
     if ended:
         trial.intermediate = {**trial.intermediate, **{str(s): v for s, v in new.items()}}
         _finish(sweep, trial, attempt)
         return
     if not new:
+        return
+    if trial.job is None or not _prunable(trial.job, attempt, data):
+        trial.intermediate = {**trial.intermediate, **{str(s): v for s, v in new.items()}}
+        trial.save(update_fields=["intermediate"])
         return
     check = prune_check(sweep, trials, trial, new)
     kept = {s: v for s, v in new.items() if check.step is None or s <= check.step}
@@ -122,6 +167,31 @@ def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
         fields += ["state", "note", "ended_at"]
         trial_job_cancel(trial, reason=f"Pruned by sweep {sweep.name}: {trial.note}")
     trial.save(update_fields=fields)
+
+
+def _settle_pruned(sweep: Sweep, trial: Trial) -> bool:
+    """Complete a pruned trial whose job completed all the same; True until its job ended.
+
+    The cancel reaches Slurm a poll or two after the step it was decided at; a job that
+    ended before it (its last step unknown to the portal) completed, and so does its
+    trial. A cancelled job ends CANCELLED, so its trial stays pruned. One query, only
+    for a trial whose job completed.
+    """
+    job = trial.job
+    if job is None or (job.state in FINAL_STATES and job.state != State.COMPLETED):
+        return False
+    if job.state != State.COMPLETED:
+        return True  # the cancel has still to end it
+    attempt = _latest_attempt(trial)
+    if attempt is None or attempt.state != State.COMPLETED:
+        return False
+    if not attempt.files_complete:
+        return True  # the poll has not read its output to the end yet
+    new = _reported(sweep, _new_points(sweep, trial, attempt))
+    trial.intermediate = {**trial.intermediate, **{str(s): v for s, v in new.items()}}
+    trial.note = "Its job completed before the pruning could stop it."
+    _finish(sweep, trial, attempt)
+    return False
 
 
 def _finish(sweep: Sweep, trial: Trial, attempt: Attempt) -> None:

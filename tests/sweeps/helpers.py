@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
-from jobs.models import Attempt, State
+from jobs.models import Attempt, Job, State
 from monitoring.series_write import series_append
 from projects.models import Project
 from sweeps.models import Sweep, Trial
@@ -50,6 +50,7 @@ def run(trial: Trial, losses: dict[int, float], *, state: str = State.RUNNING) -
     attempt.slurm_job_id = str(1000 + trial.pk)
     attempt.files_complete = state in (State.COMPLETED, State.FAILED, State.CANCELLED)
     attempt.save()
+    Job.objects.filter(pk=attempt.job_id).update(state=state)  # the job shows its attempt's
     series_append(points=[(attempt.pk, "loss", float(s), v) for s, v in losses.items()])
     return attempt
 

@@ -70,6 +70,65 @@ def test_a_loser_is_pruned_and_cancelled_and_its_place_taken(
     assert [t.number for t in trials] == [0, 1, 2, 3, 4]  # its place taken at once
 
 
+def _two_complete(sweep: Sweep) -> tuple[Trial, Trial]:
+    """Two good trials completed (the median pruner's start-up), two more started."""
+    first, second = _tick(sweep)
+    run(first, falling(2.0, 0.01, 100), state=State.COMPLETED)
+    run(second, falling(2.2, 0.01, 100), state=State.COMPLETED)
+    third, fourth = _tick(sweep)[2:]
+    return third, fourth
+
+
+@pytest.mark.parametrize(
+    ("state", "until"),
+    [
+        # The poll read the last step (the command's --steps 100) before Slurm said it ended.
+        (State.RUNNING, 100),
+        # It left RUNNING (its processes ended, short of --steps) before the tick saw its values.
+        (State.COMPLETING, 40),
+    ],
+)
+def test_a_loser_that_reached_its_last_step_or_finished_completes_unpruned(
+    submitter: User, project: Project, cluster: Cluster, state: str, until: int
+) -> None:
+    sweep = new_sweep(submitter, project, cluster)
+    third, _ = _two_complete(sweep)
+    attempt = run(third, {step: 2.5 for step in range(1, until + 1)}, state=state)
+    trial = _tick(sweep)[2]
+    assert trial.state == Trial.State.RUNNING, trial.note
+    assert trial.last_step == until and trial.note == ""
+    assert Attempt.objects.get(pk=attempt.pk).cancel_requested_at is None
+    run(third, {}, state=State.COMPLETED)
+    trial = _tick(sweep)[2]
+    assert trial.state == Trial.State.COMPLETE and trial.value == 2.5
+
+
+def test_a_pruned_trial_whose_job_completed_before_the_cancel_completes(
+    submitter: User, project: Project, cluster: Cluster
+) -> None:
+    # No --steps: the portal cannot tell the job's last step, so it prunes at step 10.
+    sweep = new_sweep(
+        submitter, project, cluster, command="python train.py --lr {lr}", max_trials=4
+    )
+    third, fourth = _two_complete(sweep)
+    run(third, {step: 2.5 for step in range(1, 21)})
+    run(fourth, {step: 2.6 for step in range(1, 21)})
+    trials = _tick(sweep)
+    assert [t.state for t in trials[2:]] == [Trial.State.PRUNED] * 2
+    # The third's job had logged its last step: it completed before the scancel came.
+    run(third, {step: 2.5 for step in range(21, 31)}, state=State.COMPLETED)
+    assert _tick(sweep)[2].state == Trial.State.COMPLETE
+    # The fourth's cancel is still on its way: the sweep waits for that end.
+    assert sweep.state == Sweep.State.RUNNING
+    run(fourth, {}, state=State.CANCELLED)
+    trials = _tick(sweep)
+    assert sweep.state == Sweep.State.DONE
+    third, fourth = trials[2:]
+    assert third.value == 2.5 and third.last_step == 30
+    assert third.note == "Its job completed before the pruning could stop it."
+    assert fourth.state == Trial.State.PRUNED and fourth.note == "Pruned at step 10: loss 2.6."
+
+
 def test_successive_halving_keeps_the_best_third(
     submitter: User, project: Project, cluster: Cluster
 ) -> None:

@@ -63,7 +63,7 @@ def token_revoke(*, user: User, token_id: int) -> bool:
         pk=token_id, user_id=user.pk, revoked_at__isnull=True
     ).update(revoked_at=timezone.now())
     if updated:
-        # Streams opened with it end within seconds (monitoring.stream_access).
+        # Streams opened with it end within seconds (monitoring.live.access).
         user_id = user.pk
         transaction.on_commit(
             lambda: viewer_access_changed.send(sender=PersonalToken, user_id=user_id)

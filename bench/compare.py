@@ -41,7 +41,7 @@ def _fill() -> list[int]:
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
     from jobs.models import Job
-    from monitoring.series_write import series_append
+    from monitoring.series.write import series_append
     from projects.models import Project
 
     user, _ = User.objects.get_or_create(username="bench-user")
@@ -94,9 +94,9 @@ def main() -> None:
     from django.utils import timezone
 
     from jobs.models import Attempt, Job
-    from monitoring.chunks import decode
-    from monitoring.compare import Curve, curves_read, group_bands
     from monitoring.models import SeriesChunk
+    from monitoring.runs.compare import Curve, curves_read, group_bands
+    from monitoring.series.chunks import decode
 
     call_command("migrate", verbosity=0)
     ids = _fill()

@@ -53,7 +53,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from monitoring.diagnosis import diagnose
+    from monitoring.diagnosis.diagnose import diagnose
 
     with (CORPUS / "cases.toml").open("rb") as handle:
         cases = tomllib.load(handle)["case"]

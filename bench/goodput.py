@@ -36,7 +36,7 @@ def _fill() -> None:
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
     from jobs.models import Attempt, Job, State
-    from monitoring.efficiency import PARTS
+    from monitoring.goodput.efficiency import PARTS
     from monitoring.models import EfficiencyCard
     from projects.models import Membership, Project
 
@@ -112,8 +112,8 @@ def main() -> None:
 
     from django.core.management import call_command
 
-    from monitoring.efficiency import PARTS
-    from monitoring.goodput_report import (
+    from monitoring.goodput.efficiency import PARTS
+    from monitoring.goodput.report import (
         cards_in_weeks,
         goodput_rows,
         project_goodput,

@@ -36,8 +36,8 @@ def main() -> None:
     os.environ["PORTAL_PROGRESS_DIR"] = str(directory / "progress")
     os.environ["PORTAL_METRICS_FILE"] = str(directory / "metrics.jsonl")
     os.environ["RANK"] = "0"
-    from monitoring import portal_metrics
-    from monitoring.heartbeats import log_rank_steps, parse_heartbeat
+    from monitoring.hangs.heartbeats import log_rank_steps, parse_heartbeat
+    from monitoring.on_cluster import portal_metrics
 
     portal_metrics.heartbeat(0)  # opens the record and starts the ticker
     record = directory / "progress" / "rank-0.json"

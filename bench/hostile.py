@@ -85,7 +85,7 @@ def _reply(attempt: Any) -> Any:
     """What the agent would bring: each followed file's bytes from the stored size on."""
     from clusters.agent import AgentReply, FileChunk
     from jobs.rundir import file_key
-    from monitoring.ingest import FOLLOWED
+    from monitoring.ingest.watch import FOLLOWED
     from monitoring.models import LogFile
 
     sizes = dict(LogFile.objects.filter(attempt=attempt).values_list("name", "size"))
@@ -115,8 +115,8 @@ def _writer(path: Path, line: Callable[[int], bytes], period: float, stop: threa
 
 
 def _phase(kind: str, hostile: Any, other: Any) -> dict[str, Any]:
-    from monitoring.ingest import MonitoringWatcher
-    from monitoring.logs import log_read
+    from monitoring.ingest.watch import MonitoringWatcher
+    from monitoring.logs.store import log_read
     from monitoring.models import AttemptIngest
 
     name, line = ATTACKS[kind]

@@ -119,8 +119,10 @@ def _poll_times(attempts: list[Any], copy: bool) -> tuple[list[float], list[floa
     """(seconds per whole ingest, seconds of its storage alone, points per poll)."""
     from django.test.utils import override_settings
 
-    from monitoring import ingest, ingest_write, logs
-    from monitoring.ingest import MonitoringWatcher
+    from monitoring.ingest import watch as ingest
+    from monitoring.ingest import write as ingest_write
+    from monitoring.ingest.watch import MonitoringWatcher
+    from monitoring.logs import store as logs
 
     stored_in: list[float] = []
 

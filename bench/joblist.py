@@ -115,7 +115,7 @@ def main() -> None:
 
     from jobs.listing import COUNT_CAP, Filters, access_for, job_page
     from jobs.models import Job
-    from jobs.views import job_list
+    from web.jobs.views import job_list
 
     call_command("migrate", verbosity=0)
     _fill()

@@ -37,9 +37,9 @@ def main() -> None:
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
     from jobs.models import Attempt, Job, State
-    from monitoring.metrics import metrics_text
     from monitoring.models import AttemptProgress
-    from monitoring.series_write import series_append
+    from monitoring.prometheus.exposition import metrics_text
+    from monitoring.series.write import series_append
     from projects.models import Project
 
     call_command("migrate", verbosity=0)

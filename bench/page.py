@@ -55,8 +55,8 @@ def _seed() -> int:
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
     from jobs.models import Attempt, Job, State
-    from monitoring.logs import Delivery, log_files, log_store
-    from monitoring.series_write import series_append
+    from monitoring.logs.store import Delivery, log_files, log_store
+    from monitoring.series.write import series_append
     from projects.models import Membership, Project
 
     user, _ = User.objects.get_or_create(username=USER)

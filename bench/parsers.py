@@ -2,10 +2,10 @@
 
 Pure, no database. Run: `.venv/bin/python bench/parsers.py` (`--quick`: fewer repeats).
 Reads every line of tests/corpus/metrics/*.toml (read here with tomllib: benches never
-import tests) with `monitoring.parsers.parse_stdout_metrics`, against a naive baseline
+import tests) with `monitoring.reading.parsers.parse_stdout_metrics`, against a naive baseline
 (one plain `re` key=value scan per line, what the old parser's core did), then times
 64 KiB lines of hostile shapes one at a time: by the reader alone, and by ingest's path
-(`monitoring.lines.read_chunk` and the parser process's request, in-process: a poll with
+(`monitoring.reading.lines.read_chunk` and the parser process's request, in-process: a poll with
 the line unfinished, then its end). Prints a table; a full run exits 1 when
 the worst line takes 10 ms or more. Times are the process's CPU time (time.process_time):
 what the reader costs, the same on a machine busy with other work.
@@ -29,9 +29,9 @@ WORST_MS = 10.0
 KIB64 = 64 * 1024
 
 # After the path is set:
-from monitoring.lines import read_chunk  # noqa: E402
-from monitoring.parse_worker import parse_request, stdout_request  # noqa: E402
-from monitoring.parsers import parse_stdout_metrics  # noqa: E402
+from monitoring.ingest.worker import parse_request, stdout_request  # noqa: E402
+from monitoring.reading.lines import read_chunk  # noqa: E402
+from monitoring.reading.parsers import parse_stdout_metrics  # noqa: E402
 
 # The naive baseline: key=value / key: value numbers, one regex scan per line.
 _NAIVE = re.compile(r"([A-Za-z_][\w./-]*)\s*[=:]\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")

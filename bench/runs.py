@@ -128,9 +128,9 @@ def main() -> None:
     from django.test import RequestFactory
 
     from jobs.models import Job
-    from monitoring.runs import cell, column_title, default_columns, parse_filter
-    from monitoring.runs_views import runs_table
+    from monitoring.runs.table import cell, column_title, default_columns, parse_filter
     from projects.models import Project
+    from web.runs.views import runs_table
 
     call_command("migrate", verbosity=0)
     _fill()

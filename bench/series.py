@@ -54,8 +54,8 @@ def main() -> None:
     from devtools.keys import new_key_pair
     from jobs.models import Attempt, Job
     from monitoring.models import Series
-    from monitoring.series import series_read
-    from monitoring.series_write import series_append
+    from monitoring.series.read import series_read
+    from monitoring.series.write import series_append
     from projects.models import Project
 
     call_command("migrate", verbosity=0)

@@ -158,8 +158,8 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     from jobs.polling import PARTS
     from jobs.services import job_submit
     from jobs.specs import JobSpec
-    from monitoring.ingest_figures import POINTS
-    from monitoring.logs import log_read
+    from monitoring.ingest.figures import POINTS
+    from monitoring.logs.store import log_read
     from monitoring.models import LogFile
     from portal_lib.health import health_read
     from projects.models import Membership, Project, Quota

@@ -1,7 +1,7 @@
 """What a job spec would cost and whether its project has room for it now (read only).
 
 `project_room` reads what the project has (a few queries); `request_estimate` is the
-arithmetic on it, so the form's estimate and a plan (monitoring.plan) share one read.
+arithmetic on it, so the form's estimate and a plan (monitoring.runs.plan) share one read.
 """
 
 from dataclasses import dataclass

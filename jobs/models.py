@@ -50,7 +50,7 @@ class Template(models.TextChoices):
 
 
 class FailureClass(models.TextChoices):
-    """Why an attempt ended, as the diagnosis (monitoring.diagnosis) reads it."""
+    """Why an attempt ended, as the diagnosis (monitoring.diagnosis.diagnose) reads it."""
 
     NCCL_TIMEOUT = "nccl_timeout", "NCCL timeout"
     CUDA_OOM = "cuda_oom", "CUDA out of memory"
@@ -218,7 +218,7 @@ class Job(CodeSource):
     exclude_failed_nodes = models.BooleanField(
         default=False, help_text="Restart without the node that failed (sbatch --exclude)."
     )
-    # Hang detection (monitoring.hangs); blank: the portal's HANG_POLICY.
+    # Hang detection (monitoring.hangs.rules); blank: the portal's HANG_POLICY.
     hang_multiple = models.FloatField(
         null=True,
         blank=True,
@@ -250,7 +250,7 @@ class Job(CodeSource):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["user", "-created_at"], name="job_user_recent"),
-            # The runs table's default order (monitoring.runs).
+            # The runs table's default order (monitoring.runs.table).
             models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
@@ -312,7 +312,7 @@ class Attempt(models.Model):
     # Set once the files of a finished attempt have been read to their end;
     # until then polls keep reading them (never its state).
     files_complete = models.BooleanField(default=False)
-    # The diagnosis of an ended attempt (monitoring.diagnosis), made once its log is read.
+    # The diagnosis of an ended attempt (monitoring.diagnosis.diagnose), made once its log is read.
     failure_class = models.CharField(max_length=32, choices=FailureClass.choices, blank=True)
     diagnosis = models.JSONField(null=True, blank=True)
     diagnosed_at = models.DateTimeField(null=True, blank=True)

@@ -24,7 +24,7 @@ from portal_lib.health import redis_for
 
 logger = logging.getLogger(__name__)
 
-# Longer than a stream slot's lease (monitoring.stream_slots, renewed at the same
+# Longer than a stream slot's lease (monitoring.live.slots, renewed at the same
 # heartbeat): a socket whose slot lapsed is closed before its page lease can lapse.
 PAGE_LEASE_SECONDS = 60.0
 _KEY = "portal:pages:open"

@@ -1,7 +1,7 @@
 """The check of a user's extra stdout patterns (a job spec's `metric_patterns`).
 
 Pure and at the jobs layer: the spec check refuses bad patterns at submit, and
-monitoring (`monitoring.user_patterns`) compiles only patterns that pass it.
+monitoring (`monitoring.reading.user_patterns`) compiles only patterns that pass it.
 User patterns run on RE2, whose matching time is linear in the line whatever the
 pattern, so a pattern is refused for what RE2 cannot compile (backreferences,
 lookarounds, possessive quantifiers), never for its shape.

@@ -1,7 +1,7 @@
 """Deltas to the open job pages: one channel group per job (`jobs.rundir.job_group`).
 
 The state poll sends each attempt's new state, the files poll its new log bytes and
-points (`monitoring.ingest`); each kind comes from one poll at a time, in order. Only
+points (`monitoring.ingest.watch`); each kind comes from one poll at a time, in order. Only
 jobs with a page open get theirs (`jobs.open_pages`).
 """
 

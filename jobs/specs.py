@@ -57,7 +57,7 @@ class JobSpec:
     max_restarts: int = 0
     restart_on: tuple[str, ...] = DEFAULT_RESTART_ON
     exclude_failed_nodes: bool = False
-    # Hang detection (monitoring.hangs); None: the portal's HANG_POLICY.
+    # Hang detection (monitoring.hangs.rules); None: the portal's HANG_POLICY.
     hang_multiple: float | None = None
     hang_floor_seconds: int | None = None
     startup_window_seconds: int | None = None

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 
-from monitoring.goodput_admin import goodput_report_view
+from monitoring.goodput.admin_report import goodput_report_view
 from monitoring.models import Alert, AlertRule, EfficiencyCard, GoodputDigest
 from projects.admin import ReadOnlyAdmin
 

@@ -8,11 +8,11 @@ class MonitoringConfig(AppConfig):
         # The poller (jobs) reads run-directory files for us in its one agent call;
         # registering here keeps jobs free of any import of monitoring.
         from jobs.polling import FILE_WATCHERS, PAGE_WATCHERS
-        from monitoring.failures import FailureWatcher
-        from monitoring.goodput import GoodputWatcher
-        from monitoring.hang_watch import ProgressWatcher
-        from monitoring.ingest import MonitoringWatcher
-        from monitoring.stream_access import connect_receivers
+        from monitoring.diagnosis.failures import FailureWatcher
+        from monitoring.goodput.watch import GoodputWatcher
+        from monitoring.hangs.watch import ProgressWatcher
+        from monitoring.ingest.watch import MonitoringWatcher
+        from monitoring.live.access import connect_receivers
 
         connect_receivers()
 

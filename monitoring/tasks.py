@@ -2,11 +2,11 @@
 
 from celery import shared_task
 
-from monitoring.alert_delivery import alert_deliver
-from monitoring.efficiency_card import efficiency_cards_refresh
-from monitoring.goodput_digest import goodput_digests_send
-from monitoring.idle import idle_warning_send
-from monitoring.stacks import attempt_request_stacks
+from monitoring.alerts.delivery import alert_deliver
+from monitoring.goodput.card import efficiency_cards_refresh
+from monitoring.goodput.digest import goodput_digests_send
+from monitoring.goodput.idle import idle_warning_send
+from monitoring.hangs.stacks import attempt_request_stacks
 
 
 @shared_task

@@ -11,8 +11,8 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from monitoring.routing import websocket_urlpatterns  # noqa: E402
 from portal_lib.origins import OriginValidator  # noqa: E402
+from web.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -34,6 +34,6 @@ def sees_everything(user: Viewer | None) -> bool:
 
 
 # Sent (with `user_id`) when a user may have lost access: a token revoked, a membership
-# removed. Live streams listen (monitoring.stream_access) and re-check their viewer;
+# removed. Live streams listen (monitoring.live.access) and re-check their viewer;
 # the layers below send it without knowing who listens.
 viewer_access_changed = Signal()

@@ -8,7 +8,7 @@ from django.db.models import Count, Q, QuerySet
 from django.urls import reverse
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from monitoring.compare import MAX_RUNS
+from monitoring.runs.compare import MAX_RUNS
 from projects.models import Project
 from sweeps.models import Sweep, Trial
 from sweeps.space import SpaceError, distributions

@@ -21,9 +21,9 @@ from jobs.code import git_snapshot
 from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, Job, State
 from jobs.services import job_submit
-from monitoring.page import attempt_total_steps
-from monitoring.plan import STEP_KEYS
-from monitoring.series import SeriesData, series_last, series_read
+from monitoring.job_page.facts import attempt_total_steps
+from monitoring.runs.plan import STEP_KEYS
+from monitoring.series.read import SeriesData, series_last, series_read
 from portal_lib.errors import PortalError
 from sweeps.models import Sweep, Trial
 from sweeps.services import trial_job_cancel, trial_spec

@@ -10,9 +10,9 @@ from clusters.models import Cluster, ClusterAccount
 from devtools.keys import new_key_pair
 from jobs.models import Attempt, Job, State, Template
 from jobs.specs import JobSpec
-from monitoring.efficiency import PARTS
+from monitoring.goodput.efficiency import PARTS
 from monitoring.models import AttemptProgress, EfficiencyCard
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from projects.models import Project
 from sweeps.models import Sweep
 

@@ -22,7 +22,7 @@ from clusters.ssh import Connection
 from devtools.servers import wait_until
 from jobs.models import Attempt, Job, Template
 from jobs.services import job_submit
-from monitoring.logs import Delivery, log_files, log_store
+from monitoring.logs.store import Delivery, log_files, log_store
 from monitoring.models import EfficiencyCard
 from projects.models import Project, UsageCharge
 from tests.factories import spec

@@ -1,6 +1,6 @@
 """Where an attempt's GPU-hours went: what the poll saw while it ran, and its card once it ended.
 
-See `monitoring.idle` (the idle-GPU ladder) and `monitoring.efficiency` (the card).
+See `monitoring.goodput.idle` (the idle-GPU ladder) and `monitoring.goodput.efficiency` (the card).
 """
 
 from django.db import models
@@ -40,10 +40,10 @@ class AttemptActivity(models.Model):
 
 
 class EfficiencyCard(models.Model):
-    """An ended attempt's efficiency card (`monitoring.efficiency.Card.as_json`).
+    """An ended attempt's efficiency card (`monitoring.goodput.efficiency.Card.as_json`).
 
     Its GPU-hours by part are also columns, so that project reports sum them in SQL
-    (`monitoring.goodput_report`); `ended_at` (the charge's end) puts it in a week.
+    (`monitoring.goodput.report`); `ended_at` (the charge's end) puts it in a week.
     """
 
     attempt = models.OneToOneField(

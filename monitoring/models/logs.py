@@ -18,7 +18,7 @@ class LogFile(models.Model):
     remote_size = models.BigIntegerField(default=0)
     inode = models.BigIntegerField(null=True, blank=True)
     # Parser state between poll cycles: the unfinished last line, and the highest step seen
-    # (a point at or below it may replace a stored one: monitoring.series_overwrite).
+    # (a point at or below it may replace a stored one: monitoring.series.overwrite).
     carry = models.BinaryField(default=b"", blank=True)
     last_step = models.BigIntegerField(null=True, blank=True)
     # Bytes [0, parsed_to) went through the metric parser (or were skipped on purpose);
@@ -26,7 +26,7 @@ class LogFile(models.Model):
     parsed_to = models.BigIntegerField(default=0)
     # Metric names this file has given (metrics.jsonl: those stdout must not repeat).
     metric_names = JSONField(default=list, blank=True)
-    # The stdout reader's state between polls (monitoring.reader.ReaderState.to_json):
+    # The stdout reader's state between polls (monitoring.reading.reader.ReaderState.to_json):
     # latest step, epoch and its base, total steps, the provisional segment read.
     reader_state = JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

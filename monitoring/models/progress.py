@@ -17,7 +17,7 @@ class AttemptProgress(models.Model):
     )
     ranks = JSONField(default=dict, blank=True)
     pace = JSONField(default=list, blank=True)
-    # "" while healthy, else "hang" or "startup" (monitoring.hangs).
+    # "" while healthy, else "hang" or "startup" (monitoring.hangs.rules).
     verdict = models.CharField(max_length=16, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)
     quiet_seconds = models.FloatField(null=True, blank=True)

@@ -4,7 +4,7 @@ from jobs.models import Job
 from portal_lib.json_codec import JSONField
 from projects.models import Project
 
-# The summary columns the runs table sorts and filters by (monitoring.runs), each indexed
+# The summary columns the runs table sorts and filters by (monitoring.runs.table), each indexed
 # with its project. Written when series are ingested and when an attempt ends, never
 # computed while the table is read.
 SUMMARY_COLUMNS = (
@@ -19,7 +19,7 @@ SUMMARY_COLUMNS = (
 
 
 class RunSummary(models.Model):
-    """A job's summary metrics across its attempts (monitoring.run_summary keeps it)."""
+    """A job's summary metrics across its attempts (monitoring.runs.summary keeps it)."""
 
     job = models.OneToOneField(
         Job, on_delete=models.CASCADE, primary_key=True, related_name="summary"

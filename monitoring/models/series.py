@@ -1,6 +1,6 @@
 """Time series behind the charts: a poll's points per attempt in blocks, compacted per series.
 
-See `monitoring.series` for the layout and why; these are only the tables.
+See `monitoring.series.read` for the layout and why; these are only the tables.
 """
 
 from django.db import models
@@ -24,7 +24,7 @@ class SeriesHead(models.Model):
     # Points in the attempt's blocks: a burst is compacted at once rather than kept there.
     points = models.PositiveIntegerField(default=0)
     # Every series' last point appended (arrival order, not largest x), in
-    # `monitoring.blocks`' layout: its names are the attempt's series.
+    # `monitoring.series.blocks`' layout: its names are the attempt's series.
     data = models.BinaryField(default=b"")
 
     def __str__(self) -> str:
@@ -32,7 +32,7 @@ class SeriesHead(models.Model):
 
 
 class SeriesBlock(models.Model):
-    """One append's points of one attempt, every series in one row (`monitoring.blocks`)."""
+    """One append's points of one attempt, every series in one row (`monitoring.series.blocks`)."""
 
     # Indexed by (attempt, id) below: an attempt's blocks in the order they came.
     attempt = models.ForeignKey(

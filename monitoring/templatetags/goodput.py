@@ -4,7 +4,7 @@ from datetime import datetime
 
 from django import template
 
-from monitoring.goodput_report import hours_text, share_text
+from monitoring.goodput.report import hours_text, share_text
 
 register = template.Library()
 DASH = "\u2013"  # an en dash for a value the card lacks

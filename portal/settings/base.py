@@ -53,7 +53,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "portal.urls"
+ROOT_URLCONF = "web.urls"
 ASGI_APPLICATION = "portal.asgi.application"
 WSGI_APPLICATION = None
 
@@ -243,7 +243,7 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 # A GPU under this utilisation counts as idle on a card, unless the project's idle policy
 # sets its own threshold.
 EFFICIENCY_IDLE_PERCENT: int = env.int("EFFICIENCY_IDLE_PERCENT", default=10)
-# Open job WebSockets per user, across every web process (monitoring.consumers).
+# Open job WebSockets per user, across every web process (web.live.consumers).
 WEBSOCKETS_PER_USER: int = env.int("WEBSOCKETS_PER_USER", default=16)
 # Budget mails (80 % and 100 %) and opt-in job-end mails; the console backend by default.
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
@@ -253,7 +253,7 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="portal@localhost")
 # Where people reach the portal: links in mails (the weekly goodput digest) start with it.
 PORTAL_URL: str = env("PORTAL_URL", default="http://127.0.0.1:8000")
 QUOTA_ALERT_THRESHOLDS = (80, 100)
-# Alert webhooks (monitoring.alert_delivery): seconds per POST, and whether a URL may
+# Alert webhooks (monitoring.alerts.delivery): seconds per POST, and whether a URL may
 # resolve to loopback (only the tests' receiver; private and link-local stay refused).
 ALERT_WEBHOOK_TIMEOUT: float = env.float("ALERT_WEBHOOK_TIMEOUT", default=5.0)
 ALERT_WEBHOOK_ALLOW_LOOPBACK = False
@@ -263,8 +263,8 @@ LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)
 # the metrics helper a training script imports with `from portal_metrics import log`, and
 # the sitecustomize that installs its stack-dump hook in every Python process of the job.
 RUN_DIR_FILES: dict[str, Path] = {
-    "portal_metrics.py": BASE_DIR / "monitoring" / "portal_metrics.py",
-    "sitecustomize.py": BASE_DIR / "monitoring" / "portal_sitecustomize.py",
+    "portal_metrics.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_metrics.py",
+    "sitecustomize.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_sitecustomize.py",
 }
 # Code snapshots (jobs.code): where archives are kept (one file per content hash), the
 # largest upload, what one may hold unpacked (bytes, files), the uncommitted diff a job
@@ -278,7 +278,7 @@ CODE_GIT_TIMEOUT: float = env.float("CODE_GIT_TIMEOUT", default=120.0)
 CODE_GIT_MAX_BYTES: int = env.int("CODE_GIT_MAX_BYTES", default=500 * 1024 * 1024)
 # file:// URLs, for the tests' local repositories only; never in a deployment.
 CODE_GIT_ALLOW_LOCAL = False
-# Hang detection (monitoring.hangs): no step on any rank for max(floor, multiple x the
+# Hang detection (monitoring.hangs.rules): no step on any rank for max(floor, multiple x the
 # recent step interval) seconds is a hang; no first step within startup seconds, a stall.
 # A job spec may set its own multiple, floor and startup window.
 HANG_POLICY: dict[str, float] = {

@@ -9,7 +9,7 @@
   "use strict";
   const PALETTE = ["#2457d6", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#0c8599",
     "#c2255c", "#5c940d", "#1864ab", "#862e9c", "#a61e4d", "#364fc7"];
-  // Chart element by series kind (kinds come from the server: monitoring/page.py).
+  // Chart element by series kind (kinds come from the server: monitoring/job_page/facts.py).
   const CHART_OF_KIND = {
     loss: "chart-loss", token_rate: "chart-rate", sample_rate: "chart-rate", step_rate: "chart-rate",
     total: "chart-total", mfu: "chart-mfu", pace: "chart-pace", step_time: "chart-step_time", other: "chart-other",

@@ -12,7 +12,7 @@
   let totalSteps = config.totalSteps;
   let mfuTerms = config.mfu;
   const pace = []; // [time ms, step] of the current attempt, as seen live
-  const DELTA_POINTS = 2000; // monitoring.ingest: points per series in one delta
+  const DELTA_POINTS = 2000; // monitoring.ingest.watch: points per series in one delta
   const namesPending = new Set(); // attempts whose series names (and kinds) need reading
 
   const charts = window.JobCharts({ formats: config.formats, mfu: config.mfu, attempt: current, onDraw: updateNumbers });

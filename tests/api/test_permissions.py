@@ -18,9 +18,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from jobs.models import CodeSnapshot, Job
-from portal import api_urls
 from tests import factories
 from tests.helpers import Tokens, bearer
+from web import api_urls
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
 

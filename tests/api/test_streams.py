@@ -9,11 +9,11 @@ from django.core.cache import cache
 from django.test import Client
 
 from jobs.models import Attempt, Job, State
-from monitoring import streams
-from monitoring.series_write import series_append
-from monitoring.stream_slots import slots_clear
-from monitoring.streams import utf8_complete
+from monitoring.live.slots import slots_clear
+from monitoring.series.write import series_append
 from tests.helpers import LOG, Tokens, bearer
+from web.live import streams
+from web.live.streams import utf8_complete
 
 
 def _finish(job: Job) -> Attempt:

@@ -6,8 +6,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from jobs.models import Attempt
-from monitoring.alert_rules import Fire
-from monitoring.alerts import alert_fire
+from monitoring.alerts.evaluate import alert_fire
+from monitoring.alerts.rules import Fire
 from monitoring.models import AlertKind, AlertRule
 from projects.models import Project
 from tests import factories

@@ -15,10 +15,10 @@ from channels.layers import get_channel_layer
 
 from jobs.models import Attempt, Job, JobEvent, State
 from jobs.rundir import job_group
-from monitoring.diagnosis import diagnose
+from monitoring.diagnosis.diagnose import diagnose
 from monitoring.models import LogFile
-from monitoring.series import series_read
-from monitoring.series_write import series_append
+from monitoring.series.read import series_read
+from monitoring.series.write import series_append
 from tests import factories
 from tests.helpers import PASSWORD, screenshot, store_log, wait_for
 
@@ -37,7 +37,7 @@ def _log_in(page, server: str, user, job_id: int) -> None:
 
 
 def _push(job_id: int, **delta: object) -> None:
-    """What the poll sends after it stored the rows (monitoring.ingest)."""
+    """What the poll sends after it stored the rows (monitoring.ingest.watch)."""
     send = async_to_sync(get_channel_layer().group_send)
     message = {"type": "job.delta", "job": job_id, **delta}
     # Playwright's loop runs in this thread, and async_to_sync needs one without.

@@ -9,7 +9,7 @@ import pytest
 
 from devtools.servers import Daphne
 from jobs.models import Attempt, Job, State
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from tests import factories
 from tests.fixtures.servers import live_env
 from tests.helpers import PASSWORD, store_log, wait_for

@@ -42,7 +42,7 @@ def _log_in(page, server: str, user, path: str) -> None:
 
 
 def _push(job_id: int, **delta: object) -> None:
-    """What the poll sends after it stored the rows (monitoring.ingest)."""
+    """What the poll sends after it stored the rows (monitoring.ingest.watch)."""
     send = async_to_sync(get_channel_layer().group_send)
     message = {"type": "job.delta", "job": job_id, **delta}
     # Playwright's loop runs in this thread, and async_to_sync needs one without.

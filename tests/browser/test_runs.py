@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from jobs.params import params_for_spec
 from monitoring.models import LogFile
-from monitoring.run_summary import runs_record
-from monitoring.series_write import series_append
+from monitoring.runs.summary import runs_record
+from monitoring.series.write import series_append
 from tests import factories
 from tests.browser.test_page_facts import _log_in
 from tests.helpers import screenshot, wait_for

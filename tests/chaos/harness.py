@@ -31,9 +31,9 @@ from clusters.sandbox.config import Paths
 from jobs.models import Attempt, Job, JobEvent, State
 from jobs.rundir import STDOUT_FILE
 from jobs.services import job_submit
-from monitoring.logs import log_read
+from monitoring.logs.store import log_read
 from monitoring.models import LogFile
-from monitoring.series import series_read
+from monitoring.series.read import series_read
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, wait_for
 

@@ -1,7 +1,7 @@
 """A job floods its log (53 MiB in about a second, then exits) beside another tenant's job.
 
 The flood drains over several polls (a poll reads more of a file the further behind it
-is: monitoring/logs.py); the flooding job is never shown with its files read before
+is: monitoring/logs/store.py); the flooding job is never shown with its files read before
 every byte is stored; and bob's job, polled through his own account in the same polls,
 keeps its log flowing meanwhile.
 """

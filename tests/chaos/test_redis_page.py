@@ -22,12 +22,12 @@ from django.contrib.auth.models import User
 
 from devtools.servers import Daphne
 from jobs.rundir import job_group
-from monitoring.consumers import CLOSE_ACCESS_ENDED, CLOSE_FORBIDDEN
 from projects.models import Project
 from tests import factories
 from tests.fixtures.servers import live_env
 from tests.helpers import session_cookie
 from tests.throwaway import ThrowawayRedis
+from web.live.consumers import CLOSE_ACCESS_ENDED, CLOSE_FORBIDDEN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

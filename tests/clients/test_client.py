@@ -16,10 +16,10 @@ from portal_client.progress import Progress
 from portal_client.sse import parse_events
 
 from jobs.models import Attempt, Job, State
-from monitoring import streams
 from sweeps.tick import sweep_advance
 from tests.helpers import LOG, Tokens, store_log
 from tests.runs.test_runs_table import _run
+from web.live import streams
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous"),

@@ -14,7 +14,7 @@ from portal_client import Portal
 
 from accounts.services import token_issue
 from clusters.sandbox.config import GPUS_PER_NODE, NODES
-from monitoring.streams import OPEN_STREAMS_PER_USER
+from web.live.streams import OPEN_STREAMS_PER_USER
 
 pytestmark = pytest.mark.sandbox
 

@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 
 from accounts.services import token_issue
 from jobs.models import Job, State
-from monitoring.series import series_read
+from monitoring.series.read import series_read
 from tests.helpers import CLIENT_SRC, EXAMPLE
 
 pytestmark = pytest.mark.sandbox

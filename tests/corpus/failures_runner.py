@@ -42,7 +42,7 @@ class FailureResult:
 def run_failures(cases: list[FailureCase] | None = None) -> list[FailureResult]:
     """Each case through the diagnosis as the portal calls it after an attempt ends."""
     # Imported here: the diagnosis needs Django's settings, the loader does not.
-    from monitoring.diagnosis import diagnose
+    from monitoring.diagnosis.diagnose import diagnose
 
     results = []
     for case in cases if cases is not None else load_failure_cases():

@@ -13,9 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitoring.lines import read_chunk
-from monitoring.overwrite import newest_per_step
-from monitoring.parse_worker import parse_request, stdout_request
+from monitoring.ingest.worker import parse_request, stdout_request
+from monitoring.reading.lines import read_chunk
+from monitoring.reading.overwrite import newest_per_step
 from tests.corpus.loader import MetricCase, Point, load_metric_cases
 
 StoredPoint = tuple[int, str, float, float]  # attempt (0 here), name, step, value
@@ -51,7 +51,7 @@ def writes(data: bytes) -> list[bytes]:
 def ingest_polls(chunks: list[bytes]) -> list[StoredPoint]:
     """What ingest gives for a stdout.log that grows by these chunks, one poll each, then ends.
 
-    The same code path as `monitoring.ingest_parse`, without the database and the process:
+    The same code path as `monitoring.ingest.parse`, without the database and the process:
     `read_chunk` (the lines, and the finished redraws of a bar), the parser process's
     request and reply, the reader's state and the file's highest step carried from poll to
     poll. The points come in order, before one value per step (`newest_per_step`).

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from clusters.models import Cluster
 from jobs.models import Attempt, Job
 from jobs.services import job_submit
-from monitoring.logs import log_read
+from monitoring.logs.store import log_read
 from monitoring.models import Alert, AlertKind, AlertRule
 from projects.models import Project
 from tests.factories import spec

@@ -26,7 +26,7 @@ from devtools import servers
 from devtools.servers import Server
 from jobs.models import Attempt, State
 from jobs.services import job_submit
-from monitoring.logs import log_read
+from monitoring.logs.store import log_read
 from monitoring.models import LogFile
 from portal_lib.worker_queues import HEARTBEAT_TTL, cluster_queue, served_queues
 from tests.factories import spec

@@ -22,7 +22,7 @@ from jobs.models import Attempt, State
 from jobs.poll_lease import lease_key
 from jobs.polling import STATE
 from jobs.services import job_submit
-from monitoring.logs import log_read
+from monitoring.logs.store import log_read
 from monitoring.models import LogFile
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, Printer, wait_for, worker_tag

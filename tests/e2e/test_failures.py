@@ -16,7 +16,7 @@ from django.test import Client
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.models import Checkpoint
-from monitoring.series import series_last
+from monitoring.series.read import series_last
 from tests.factories import spec
 from tests.helpers import attempt_shell, run_file, upload_example, wait_for
 

@@ -16,9 +16,9 @@ import time
 import pytest
 from django.test import Client
 
+from clusters.slurm.parsers import expand_nodes
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
-from monitoring.failures import expand_nodes
 from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard
 from tests.factories import spec
 from tests.fixtures.servers import POLL_INTERVAL

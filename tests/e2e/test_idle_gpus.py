@@ -14,7 +14,7 @@ from django.test import Client
 from jobs.models import Attempt, Job, JobEvent, State
 from jobs.services import job_cancel, job_submit
 from monitoring.models import AttemptActivity
-from monitoring.series import series_read
+from monitoring.series.read import series_read
 from projects.models import IdlePolicy
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, wait_for

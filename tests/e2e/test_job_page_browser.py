@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from clusters.sandbox.config import NODES
+from clusters.slurm.parsers import expand_nodes
 from jobs.models import Attempt, State
-from monitoring.failures import expand_nodes
-from monitoring.series import series_names, series_read
+from monitoring.series.read import series_names, series_read
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for
 
 # The 2-node example to its end in a browser: 147-221 s under load, then the teardown.

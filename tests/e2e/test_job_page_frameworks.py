@@ -12,7 +12,7 @@ import pytest
 from jobs.models import Attempt, State, Template
 from jobs.services import job_submit
 from monitoring.models import LogFile
-from monitoring.series import series_read
+from monitoring.series.read import series_read
 from tests.factories import spec
 from tests.helpers import PASSWORD, screenshot, wait_for
 

@@ -10,7 +10,7 @@ import pytest
 
 from jobs.models import Attempt, Job, State
 from monitoring.models import Checkpoint
-from monitoring.series import series_read
+from monitoring.series.read import series_read
 from tests.e2e.test_resume import kill_rank
 from tests.helpers import PASSWORD, run_file, screenshot, submit_ddp_example, wait_for
 

@@ -8,9 +8,9 @@ import pytest
 from clusters.ssh import Connection
 from jobs.models import Attempt, Job, State
 from jobs.services import job_submit
-from monitoring.logs import _trim, log_read, log_read_any
+from monitoring.logs.store import _trim, log_read, log_read_any
 from monitoring.models import LogFile
-from monitoring.series import series_names, series_read
+from monitoring.series.read import series_names, series_read
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, wait_for
 

@@ -15,9 +15,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State
+from monitoring.hangs.stragglers import STEP_RATE, attempt_stragglers
 from monitoring.models import Checkpoint
-from monitoring.series import series_read
-from monitoring.stragglers import STEP_RATE, attempt_stragglers
+from monitoring.series.read import series_read
 from tests.helpers import (
     QUEUE_WAIT,
     attempt_processes,

@@ -16,7 +16,7 @@ from clusters.models import Cluster
 from clusters.sandbox import config, daemons
 from clusters.ssh import Connection, Endpoint, HostKeyMismatch
 from devtools.keys import new_key_pair
-from monitoring.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
+from monitoring.reading.gpu import GPU_QUERY_FIELDS, parse_gpu_csv
 from tests.helpers import EXAMPLE, QUEUE_WAIT, sbatch, slurm_name
 
 pytestmark = pytest.mark.sandbox

@@ -3,12 +3,13 @@
 import pytest
 
 from clusters.agent import AgentReply, Listing, ListingEntry
+from clusters.slurm.parsers import expand_nodes
 from jobs.models import Attempt, FailureClass, JobEvent, State, default_restart_on
 from jobs.restart import attempt_restart, restart_decision
 from jobs.scripts import RunDir, render_batch_script
 from jobs.specs import validate_spec
-from monitoring.failures import FailureWatcher, expand_nodes
-from monitoring.logs import Delivery, log_files, log_store
+from monitoring.diagnosis.failures import FailureWatcher
+from monitoring.logs.store import Delivery, log_files, log_store
 from monitoring.models import Checkpoint
 from tests import factories
 from tests.corpus.loader import FAILURES_DIR

@@ -13,14 +13,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Attempt
-from monitoring.alert_delivery import (
+from monitoring.alerts.delivery import (
     WebhookRefused,
     alert_deliver,
     webhook_check,
     webhook_send,
 )
-from monitoring.alert_rules import Fire
-from monitoring.alerts import alert_fire
+from monitoring.alerts.evaluate import alert_fire
+from monitoring.alerts.rules import Fire
 from monitoring.models import Alert, AlertKind, AlertRule
 from projects.models import Project
 from tests import factories

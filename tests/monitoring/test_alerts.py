@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from jobs.models import Attempt, State
 from jobs.rundir import STDOUT_FILE
-from monitoring.alert_rules import Fire, nonfinite_pattern, nonfinite_series
-from monitoring.alerts import alert_fire, alerts_evaluate
-from monitoring.hangs import HANG
+from monitoring.alerts.evaluate import alert_fire, alerts_evaluate
+from monitoring.alerts.rules import Fire, nonfinite_pattern, nonfinite_series
+from monitoring.hangs.rules import HANG
 from monitoring.models import Alert, AlertKind, AlertRule, AttemptProgress
 from projects.models import Membership, Project
 from tests import factories

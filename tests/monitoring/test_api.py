@@ -9,11 +9,11 @@ from django.test import Client
 
 from jobs.access import can_view_job, job_for_viewer
 from jobs.models import Attempt, Job
-from monitoring import api
-from monitoring.logs import Delivery, log_files, log_store
-from monitoring.series_write import series_append
+from monitoring.logs.store import Delivery, log_files, log_store
+from monitoring.series.write import series_append
 from projects.models import Membership, Project
 from tests import factories
+from web.attempts import api
 
 LOG = b"epoch 1 loss 0.9\nepoch 2 loss 0.7\n\xff bad byte\nepoch 3 loss 0.5\n"
 # The test client consumes the download's async iterator synchronously, and says so.

@@ -17,7 +17,7 @@ from clusters.ssh import Endpoint
 from jobs import polling
 from jobs.models import Attempt, State
 from jobs.rundir import STDOUT_FILE
-from monitoring.logs import MAX_CHUNK_BYTES, READ_BYTES, READ_BYTES_MAX, log_read
+from monitoring.logs.store import MAX_CHUNK_BYTES, READ_BYTES, READ_BYTES_MAX, log_read
 from monitoring.models import LogChunk, LogFile
 from projects.models import Project
 from tests import factories

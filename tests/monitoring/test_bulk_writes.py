@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from monitoring.logs import log_read
+from monitoring.logs.store import log_read
 from monitoring.models import LogFile
 from projects.models import Project
 from tests import factories

@@ -2,7 +2,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from clusters.agent import AgentReply, Listing, ListingEntry
-from monitoring.checkpoints import checkpoints_ingest, listing_key
+from monitoring.checkpoints.registry import checkpoints_ingest, listing_key
 from monitoring.models import Checkpoint
 from tests import factories
 

@@ -14,7 +14,7 @@ from jobs.models import Attempt, Job, State
 from jobs.open_pages import jobs_watched
 from jobs.push import push_deltas
 from monitoring.models import LogFile
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from portal.asgi import application
 from projects.models import Membership, Project
 from tests import factories

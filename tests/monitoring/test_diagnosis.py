@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from jobs.models import Attempt, FailureClass, State
-from monitoring.diagnosis import RULES, Diagnosis, diagnose
+from monitoring.diagnosis.diagnose import RULES, Diagnosis, diagnose
 
 LOGS = Path(__file__).parent / "fixtures" / "failures"
 

@@ -8,7 +8,7 @@ must leave alone. The real captures are tests/corpus/failures/*_h200.log (an NVI
 import pytest
 
 from jobs.models import FailureClass, State
-from monitoring.diagnosis import Diagnosis, diagnose
+from monitoring.diagnosis.diagnose import Diagnosis, diagnose
 from tests.corpus.loader import FAILURES_DIR
 
 ASSERT_LOG = (FAILURES_DIR / "device_assert_embedding_index_h200.log").read_text()

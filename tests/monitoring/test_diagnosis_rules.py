@@ -7,8 +7,8 @@ meets the wordings it must read, and the lines it must not quote.
 import pytest
 
 from jobs.models import FailureClass, State
-from monitoring.diagnosis import Diagnosis, diagnose
-from monitoring.log_scan import LAST_LINES
+from monitoring.diagnosis.diagnose import Diagnosis, diagnose
+from monitoring.diagnosis.log_scan import LAST_LINES
 
 
 def _failed(log: str, exit_code: int = 1, state: str = State.FAILED) -> Diagnosis:

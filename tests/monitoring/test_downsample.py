@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from monitoring.series import downsample
+from monitoring.series.read import downsample
 
 
 def reference(xs: np.ndarray, ys: np.ndarray, max_points: int) -> list[int]:

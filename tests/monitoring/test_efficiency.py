@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from monitoring.efficiency import (
+from monitoring.goodput.efficiency import (
     PARTS,
     GpuTrace,
     Span,
@@ -16,7 +16,7 @@ from monitoring.efficiency import (
     percentile,
     split_gpu_hours,
 )
-from monitoring.idle import IdleState, Rule, idle_action, idle_advance
+from monitoring.goodput.idle import IdleState, Rule, idle_action, idle_advance
 
 
 def samples(start: float, values: list[float], every: float = 1.0) -> list[tuple[float, float]]:

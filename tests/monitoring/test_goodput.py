@@ -8,10 +8,10 @@ from django.test import Client
 
 from jobs.billing import attempt_charge, attempt_reserve
 from jobs.models import Attempt, JobEvent, State
-from monitoring.efficiency_card import attempt_card_compute, efficiency_cards_refresh
-from monitoring.idle import Rule, attempt_idle_check
+from monitoring.goodput.card import attempt_card_compute, efficiency_cards_refresh
+from monitoring.goodput.idle import Rule, attempt_idle_check
 from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from projects.models import IdlePolicy, UsageCharge
 from tests import factories
 

@@ -14,8 +14,8 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from monitoring.goodput_digest import goodput_digests_send
-from monitoring.goodput_report import (
+from monitoring.goodput.digest import goodput_digests_send
+from monitoring.goodput.report import (
     cards_in_weeks,
     goodput_rows,
     iso_week,
@@ -250,7 +250,7 @@ def test_a_failed_mail_is_tried_again_at_the_next_run(weeks, owner, monkeypatch)
     def refused(*args: object, **kwargs: object) -> int:
         raise OSError("mail server down")
 
-    monkeypatch.setattr("monitoring.goodput_digest.send_mail", refused)
+    monkeypatch.setattr("monitoring.goodput.digest.send_mail", refused)
     assert goodput_digests_send() == 0
     assert list(GoodputDigest.objects.values_list("project__slug", flat=True)) == ["speech"]
     monkeypatch.undo()

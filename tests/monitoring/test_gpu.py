@@ -2,7 +2,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from monitoring.gpu import GpuParseError, parse_gpu_csv, parse_gpu_line
+from monitoring.reading.gpu import GpuParseError, parse_gpu_csv, parse_gpu_line
 
 # Shape of real output from an 8-GPU H100/H200 node:
 # nvidia-smi --query-gpu=timestamp,index,uuid,utilization.gpu,memory.used,memory.total,\

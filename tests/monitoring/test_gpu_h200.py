@@ -5,7 +5,7 @@ from itertools import pairwise
 from pathlib import Path
 from statistics import median
 
-from monitoring.gpu import parse_gpu_csv
+from monitoring.reading.gpu import parse_gpu_csv
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 

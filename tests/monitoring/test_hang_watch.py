@@ -12,11 +12,11 @@ from django.utils import timezone
 from clusters.agent import AgentReply, FileChunk, FileRead
 from jobs.models import Attempt, FailureClass, JobEvent, State, Template
 from jobs.rundir import STDOUT_FILE, file_key, progress_file, stack_file
-from monitoring.hang_diagnosis import hang_diagnosis
-from monitoring.hang_watch import MAX_RANKS, ProgressWatcher
-from monitoring.heartbeats import HEARTBEAT_READ
+from monitoring.diagnosis.hang import hang_diagnosis
+from monitoring.hangs.heartbeats import HEARTBEAT_READ
+from monitoring.hangs.stacks import REQUEST_STACKS, STACK_READ_BYTES
+from monitoring.hangs.watch import MAX_RANKS, ProgressWatcher
 from monitoring.models import AttemptProgress
-from monitoring.stacks import REQUEST_STACKS, STACK_READ_BYTES
 from projects.models import Project
 from tests import factories
 
@@ -67,7 +67,7 @@ def test_a_stopped_rank_is_flagged_then_cancelled_once_the_others_stacks_are_in(
 ) -> None:
     # What it queues (the e2e test runs the tasks for real on the sandbox).
     queued: list[tuple[object, ...]] = []
-    monkeypatch.setattr("monitoring.hang_watch.queue_on_commit", lambda *a: queued.append(a))
+    monkeypatch.setattr("monitoring.hangs.watch.queue_on_commit", lambda *a: queued.append(a))
     watcher = ProgressWatcher()
     now = time.time()
     # Earlier polls saw a step a second up to step 40, 30 s ago.

@@ -1,6 +1,6 @@
 """The hang rule over per-rank progress (pure): hung, paused, slow but regular, startup stall."""
 
-from monitoring.hangs import (
+from monitoring.hangs.rules import (
     HANG,
     STARTUP,
     HangPolicy,

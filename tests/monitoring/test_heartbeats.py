@@ -2,7 +2,7 @@
 
 import json
 
-from monitoring.heartbeats import (
+from monitoring.hangs.heartbeats import (
     HEARTBEAT_READ,
     LOG_SCAN_BYTES,
     MAX_PAUSED,

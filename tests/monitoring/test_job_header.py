@@ -6,7 +6,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.models import Attempt, State
-from monitoring.header import format_elapsed, header_facts
+from monitoring.job_page.header import format_elapsed, header_facts
 from tests import factories
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

@@ -6,9 +6,9 @@ import re
 import pytest
 
 from jobs.models import Attempt, State
-from monitoring.diagnosis import diagnose
+from monitoring.diagnosis.diagnose import diagnose
+from monitoring.job_page.facts import attempt_total_steps, mfu_terms, series_kind
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.page import attempt_total_steps, mfu_terms, series_kind
 from tests import factories
 from tests.helpers import store_log
 

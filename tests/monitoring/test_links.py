@@ -6,9 +6,9 @@ Before: names went into URLs raw, so `a/../../cancel?x#y` pointed at another pat
 import pytest
 
 from jobs.models import Job
-from monitoring.links import series_url
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from tests.helpers import Tokens, bearer
+from web.attempts.links import series_url
 
 HOSTILE = ["a/../../cancel?x=1#frag", "100%", "<b>loss</b>", "loss 2", "ü/δ", "..x"]
 

@@ -1,6 +1,6 @@
 import pytest
 
-from monitoring.logs import Delivery, log_files, log_read, log_store, log_tail
+from monitoring.logs.store import Delivery, log_files, log_read, log_store, log_tail
 from monitoring.models import LogChunk
 from tests import factories
 

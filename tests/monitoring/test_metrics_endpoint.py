@@ -17,11 +17,11 @@ from clusters.status import ClusterStatus, cluster_status
 from jobs.models import Attempt, State
 from jobs.poll_health import poll_record
 from jobs.polling import PollResult
-from monitoring import metrics_health
-from monitoring.ingest_figures import ingest_record
-from monitoring.series_overwrite import series_delete
-from monitoring.series_write import series_append
-from monitoring.stream_slots import slot_give_back, slot_take
+from monitoring.ingest.figures import ingest_record
+from monitoring.live.slots import slot_give_back, slot_take
+from monitoring.prometheus import health as metrics_health
+from monitoring.series.overwrite import series_delete
+from monitoring.series.write import series_append
 from portal_lib.health import HEALTH_KEY, health_redis
 from projects.models import Project
 from tests import factories
@@ -122,7 +122,7 @@ def test_a_printed_mfu_is_not_served_as_a_ratio(
     project: Project, owner: User, cluster: Cluster
 ) -> None:
     attempt = factories.running_attempt(project, owner, cluster)
-    # What monitoring.throughput does once a trainer prints its own: no computed MFU.
+    # What monitoring.reading.throughput does once a trainer prints its own: no computed MFU.
     series_delete(attempt_id=attempt.pk, names=["mfu_computed"])
     series_append(points=[(attempt.pk, "mfu", 40.0, 12.5)])
     samples = scrape()

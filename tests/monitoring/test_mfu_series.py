@@ -6,10 +6,10 @@ fraction from a token rate, 6 x params and the cluster's peak. Before, both went
 and the efficiency card's mean (a fraction, shown as %) took a printed 12.34 as 1,234 %.
 """
 
-from monitoring.ingest_parse import NewBytes, attempt_parse
+from monitoring.ingest.parse import NewBytes, attempt_parse
+from monitoring.job_page.facts import series_kind
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.page import series_kind
-from monitoring.throughput import COMPUTED_MFU, PRINTED_MFU
+from monitoring.reading.throughput import COMPUTED_MFU, PRINTED_MFU
 from tests import factories
 
 # torchtitan's metrics line (torchtitan/train.py) and nanoGPT's (train.py), as in tests/corpus.

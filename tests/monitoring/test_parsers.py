@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from monitoring.lines import MAX_LINE_BYTES, LineSplitter, finish_lines, split_lines
-from monitoring.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
+from monitoring.reading.lines import MAX_LINE_BYTES, LineSplitter, finish_lines, split_lines
+from monitoring.reading.parsers import MetricPoint, parse_metrics_jsonl, parse_stdout_metrics
 
 # The shape of a real 2-GPU torchrun + ddp_train stdout.log (stderr merged in by Slurm),
 # with a tqdm bar, a Hugging Face-style dict, a Lightning bar and the usual noise.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import monitoring.portal_metrics
+import monitoring.on_cluster.portal_metrics
 
-HELPER = Path(monitoring.portal_metrics.__file__)
+HELPER = Path(monitoring.on_cluster.portal_metrics.__file__)
 PYTHON = "/usr/bin/python3"
 
 pytestmark = pytest.mark.skipif(not Path(PYTHON).exists(), reason="needs the system Python")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-import monitoring.portal_metrics
-import monitoring.portal_sitecustomize
-from monitoring.heartbeats import HEARTBEAT_READ, parse_heartbeat
-from monitoring.stacks import stack_text
+import monitoring.on_cluster.portal_metrics
+import monitoring.on_cluster.portal_sitecustomize
+from monitoring.hangs.heartbeats import HEARTBEAT_READ, parse_heartbeat
+from monitoring.hangs.stacks import stack_text
 
-HELPER = Path(monitoring.portal_metrics.__file__)
-SITECUSTOMIZE = Path(monitoring.portal_sitecustomize.__file__)
+HELPER = Path(monitoring.on_cluster.portal_metrics.__file__)
+SITECUSTOMIZE = Path(monitoring.on_cluster.portal_sitecustomize.__file__)
 PYTHON = "/usr/bin/python3"
 
 pytestmark = pytest.mark.skipif(not Path(PYTHON).exists(), reason="needs the system Python")

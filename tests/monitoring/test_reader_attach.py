@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from monitoring.reader import MetricReader, ReaderState
+from monitoring.reading.reader import MetricReader, ReaderState
 
 FAILURES = Path(__file__).resolve().parents[1] / "corpus" / "failures"
 LOGS = sorted(FAILURES.glob("*.log"))

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from monitoring.lines import read_chunk
-from monitoring.parse_worker import parse_request, stdout_request
-from monitoring.reader import MetricReader
+from monitoring.ingest.worker import parse_request, stdout_request
+from monitoring.reading.lines import read_chunk
+from monitoring.reading.reader import MetricReader
 from tests.corpus.loader import load_metric_cases
 
 HF = next(c for c in load_metric_cases() if c.name == "hf_trainer_tqdm_write_h200").text.encode()

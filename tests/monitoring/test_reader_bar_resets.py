@@ -8,7 +8,7 @@ Before, the reset put the last loss at step 0 and, a reset later, step 256's los
 step 128; the tree made step -1, which the next step-less line attached to.
 """
 
-from monitoring.reader import MetricReader
+from monitoring.reading.reader import MetricReader
 from tests.corpus.loader import FAILURES_DIR, load_metric_cases
 from tests.corpus.runner import read_case
 

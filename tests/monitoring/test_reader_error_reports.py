@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from monitoring.reader import MetricReader
+from monitoring.reading.reader import MetricReader
 
 FAILURES = Path(__file__).resolve().parents[1] / "corpus" / "failures"
 LOGS = sorted(FAILURES.glob("*.log"))

@@ -5,7 +5,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitoring.reader import MetricReader
+from monitoring.reading.reader import MetricReader
 
 NAMES = st.sampled_from(
     ["loss", "lr", "grad_norm", "acc", "val_loss", "tokens_per_sec", "mem", "ppl", "wd"]

@@ -1,6 +1,6 @@
 """A log read in two polls, cut anywhere, gives the points of one read of it.
 
-The poller hands over a file's new bytes per poll; `monitoring.lines` carries the
+The poller hands over a file's new bytes per poll; `monitoring.reading.lines` carries the
 unfinished tail and gives the finished `\\r` redraws of a bar, and the reader's state
 goes from poll to poll as JSON. This runs that path (`tests.corpus.runner.ingest_polls`,
 ingest's code without the database and the process) on corpus samples
@@ -12,8 +12,8 @@ train metrics *****` block cut in two lost the half without a loss.
 
 import pytest
 
-from monitoring.lines import read_chunk
-from monitoring.overwrite import newest_per_step
+from monitoring.reading.lines import read_chunk
+from monitoring.reading.overwrite import newest_per_step
 from tests.corpus.loader import load_metric_cases
 from tests.corpus.runner import ingest_polls, writes
 
@@ -40,7 +40,7 @@ def _polls(chunks: list[bytes]) -> list[tuple[str, float, float]]:
 
 
 def _latest(points: list[tuple[str, float, float]]) -> dict[Key, float]:
-    """What is stored: one value per step and name, the newest (`monitoring.overwrite`)."""
+    """What is stored: one value per step and name, the newest (`monitoring.reading.overwrite`)."""
     return {
         (name, step): value
         for _, name, step, value in newest_per_step(
@@ -109,7 +109,7 @@ def test_a_redraw_read_while_running_is_not_read_again_when_its_line_ends() -> N
     points = _polls([BAR[0] + b"\r", b"\n"])
     assert points.count(("loss", 10, 2.31)) == 1
     # One poll reads its first line's first redraw (what a bar showed right after the line
-    # before, `monitoring.lines`) and the newest finished one, not every one it brings.
+    # before, `monitoring.reading.lines`) and the newest finished one, not every one it brings.
     points = _polls([BAR[0] + BAR[1] + BAR[2] + b"\r", BAR[3] + b"\n"])
     assert [step for name, step, _ in points if name == "loss"] == [10, 12, 13]
 

@@ -10,9 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Attempt
-from monitoring import series, series_write
 from monitoring.models import Series, SeriesBlock, SeriesChunk, SeriesHead
 from monitoring.models.series import CHUNK_SIZE
+from monitoring.series import read as series
+from monitoring.series import write as series_write
 from projects.models import Project
 from tests import factories
 

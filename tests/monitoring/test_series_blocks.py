@@ -20,13 +20,13 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from jobs.models import Attempt
-from monitoring import series_compact
-from monitoring.chunks import Piece
-from monitoring.compare import curves_read
 from monitoring.models import SeriesBlock, SeriesChunk, SeriesHead
-from monitoring.series import last_points, series_last, series_names, series_read
-from monitoring.series_overwrite import series_delete, series_overwrite
-from monitoring.series_write import FANOUT, MAX_PENDING, series_append
+from monitoring.runs.compare import curves_read
+from monitoring.series import compact as series_compact
+from monitoring.series.chunks import Piece
+from monitoring.series.overwrite import series_delete, series_overwrite
+from monitoring.series.read import last_points, series_last, series_names, series_read
+from monitoring.series.write import FANOUT, MAX_PENDING, series_append
 from projects.models import Project
 from tests import factories
 

@@ -4,7 +4,7 @@ A step can come twice: a step's lines in two polls where the later line gives a 
 again (four corpus samples, cut at some byte), a tqdm bar's redraw read while it ran and
 then its final state, a trainer restarted from a checkpoint inside the same job. Before,
 the series kept both values. The poll's real ingest runs here (the parser process, the
-PostgreSQL store); `monitoring.overwrite` is the rule, `monitoring.series_overwrite` the
+PostgreSQL store); `monitoring.reading.overwrite` is the rule, `monitoring.series.overwrite` the
 delete.
 """
 
@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from jobs.models import Attempt
-from monitoring import ingest as ingest_module
+from monitoring.ingest import watch as ingest_module
 from monitoring.models import SeriesChunk
 from monitoring.models.series import CHUNK_SIZE
-from monitoring.overwrite import newest_per_step
-from monitoring.series import series_read
-from monitoring.series_overwrite import series_overwrite
-from monitoring.series_write import series_append
+from monitoring.reading.overwrite import newest_per_step
+from monitoring.series.overwrite import series_overwrite
+from monitoring.series.read import series_read
+from monitoring.series.write import series_append
 from tests import factories
 from tests.corpus.loader import load_metric_cases
 from tests.corpus.runner import ingest_polls

@@ -3,8 +3,7 @@
 import math
 
 from jobs.models import State
-from monitoring.series_write import series_append
-from monitoring.stragglers import (
+from monitoring.hangs.stragglers import (
     HOT,
     STEP_RATE,
     UTILIZATION,
@@ -13,6 +12,7 @@ from monitoring.stragglers import (
     attempt_stragglers,
     find_stragglers,
 )
+from monitoring.series.write import series_append
 from tests import factories
 
 POLICY = StragglerPolicy(window_seconds=60, window_steps=20, min_points=5)

@@ -1,7 +1,7 @@
 import pytest
 
-from monitoring.parsers import MetricPoint, parse_metrics_jsonl
-from monitoring.throughput import (
+from monitoring.reading.parsers import MetricPoint, parse_metrics_jsonl
+from monitoring.reading.throughput import (
     PEAK_BF16_FLOPS,
     Throughput,
     cumulative_rate,

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from jobs.models import Job
-from monitoring.compare import (
+from monitoring.runs.compare import (
     Axis,
     Curve,
     _read_one,
@@ -19,11 +19,11 @@ from monitoring.compare import (
     group_bands,
     settings_diff,
 )
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from projects.models import Project
 from tests import factories
 
-# Enough that a 50-pixel chart reads chunk summaries, not raw points (monitoring.series).
+# Enough that a 50-pixel chart reads chunk summaries, not raw points (monitoring.series.read).
 POINTS = 40_000
 SPIKE_AT = 31_234
 

@@ -11,10 +11,10 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from jobs.models import Attempt, Job
-from monitoring.compare import curves_read
 from monitoring.models import AttemptProgress, LogFile
-from monitoring.series_write import series_append
-from monitoring.step_clock import AttemptTimes, attempt_clock
+from monitoring.runs.compare import curves_read
+from monitoring.runs.step_clock import AttemptTimes, attempt_clock
+from monitoring.series.write import series_append
 from projects.models import Project
 from tests import factories
 

@@ -10,8 +10,8 @@ from clusters.models import Cluster
 from jobs.models import Job
 from jobs.params import SOURCE_COMMAND, SOURCE_LOGGED, params_for_spec
 from jobs.rundir import METRICS_FILE
-from monitoring import portal_metrics
 from monitoring.models import RunSummary
+from monitoring.on_cluster import portal_metrics
 from projects.models import Project
 from tests import factories
 from tests.security.ingest_helpers import ingest, reply_with, running

@@ -13,7 +13,7 @@ from clusters.models import Cluster, ClusterAccount
 from jobs.estimate import Room
 from jobs.models import CodeSnapshot, Job, State
 from monitoring.models import RunSummary
-from monitoring.plan import (
+from monitoring.runs.plan import (
     GLOBAL_BATCH,
     PER_GPU_BATCH,
     CannotPlan,

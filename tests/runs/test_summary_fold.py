@@ -8,10 +8,10 @@ from django.contrib.auth.models import User
 
 from clusters.models import Cluster
 from jobs.models import Attempt
-from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT, Point
 from monitoring.models import RunSummary
-from monitoring.run_summary import runs_record
-from monitoring.throughput import COMPUTED_MFU, PRINTED_MFU
+from monitoring.reading.throughput import COMPUTED_MFU, PRINTED_MFU
+from monitoring.runs.summary import runs_record
+from monitoring.series.points import MAX_SERIES_PER_ATTEMPT, Point
 from projects.models import Project
 from tests import factories
 

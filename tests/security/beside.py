@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from clusters.models import Cluster
 from jobs.models import Attempt, Job, State
 from jobs.services import job_submit
-from monitoring.logs import log_read
-from monitoring.series import series_read
+from monitoring.logs.store import log_read
+from monitoring.series.read import series_read
 from projects.models import Membership, Project
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, attempt_shell, wait_for

@@ -3,7 +3,7 @@
 from clusters.agent import AgentReply, FileChunk, Listing, ListingEntry
 from jobs.models import Attempt, State
 from jobs.rundir import file_key, run_dir_key
-from monitoring.ingest import MonitoringWatcher
+from monitoring.ingest.watch import MonitoringWatcher
 from monitoring.models import LogFile
 
 

@@ -10,10 +10,10 @@ import json
 import pytest
 from django.test import Client
 
-from monitoring.ingest_parse import MAX_SERIES_PER_ATTEMPT
+from monitoring.ingest.parse import MAX_SERIES_PER_ATTEMPT
+from monitoring.ingest.worker import MAX_NAMES_PER_LINE, parse_request
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.parse_worker import MAX_NAMES_PER_LINE, parse_request
-from monitoring.series import series_names, series_read
+from monitoring.series.read import series_names, series_read
 from tests import factories
 from tests.security.beside import (
     assert_bystander_whole,

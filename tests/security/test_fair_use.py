@@ -26,7 +26,7 @@ from jobs.accounting import attempt_charge_from_accounting
 from jobs.models import Attempt, Job, State
 from jobs.services import attempt_start
 from jobs.states import attempt_transition
-from monitoring.logs import MAX_TAIL_BYTES, Delivery, log_files, log_store
+from monitoring.logs.store import MAX_TAIL_BYTES, Delivery, log_files, log_store
 from projects.models import Project, Quota, Reservation, UsageCharge
 from projects.selectors import project_usage
 from tests import factories

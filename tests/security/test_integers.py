@@ -16,9 +16,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from drf_spectacular.generators import SchemaGenerator
 
-from jobs.forms import JobForm, ModelSizeField, TimeLimitField
 from jobs.models import Job
 from tests.helpers import Tokens, bearer
+from web.jobs.forms import JobForm, ModelSizeField, TimeLimitField
 
 pytestmark = [
     pytest.mark.django_db,

@@ -8,11 +8,11 @@ forever, and no account after it was polled.
 import pytest
 
 from jobs.models import Attempt, State
-from monitoring import parse_budget
-from monitoring.logs import log_read
+from monitoring.ingest import budget as parse_budget
+from monitoring.ingest.budget import ParseFailed, ParseTimeout, parse_groups, parse_within
+from monitoring.logs.store import log_read
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.parse_budget import ParseFailed, ParseTimeout, parse_groups, parse_within
-from monitoring.series import series_read
+from monitoring.series.read import series_read
 from tests import factories
 from tests.helpers import store_log
 from tests.security.beside import (

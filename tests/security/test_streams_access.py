@@ -26,11 +26,12 @@ from django.test import Client
 
 from accounts.services import token_issue, token_revoke
 from jobs.models import Job
-from monitoring import consumers, stream_slots, streams
-from monitoring.consumers import CLOSE_ACCESS_ENDED, CLOSE_FORBIDDEN, CLOSE_TOO_MANY
+from monitoring.live import slots as stream_slots
 from portal.asgi import application
 from projects.models import Membership
 from tests.helpers import LOG, session_cookie, wait_for
+from web.live import consumers, streams
+from web.live.consumers import CLOSE_ACCESS_ENDED, CLOSE_FORBIDDEN, CLOSE_TOO_MANY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,9 +9,9 @@ import pytest
 from jobs.errors import JobError
 from jobs.patterns import MAX_PATTERNS
 from monitoring.models import AttemptIngest
-from monitoring.parsers import parse_stdout_metrics
-from monitoring.series import series_read
-from monitoring.user_patterns import user_patterns
+from monitoring.reading.parsers import parse_stdout_metrics
+from monitoring.reading.user_patterns import user_patterns
+from monitoring.series.read import series_read
 from tests import factories
 from tests.security.beside import (
     assert_bystander_whole,

@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 
 from clusters.models import Cluster
 from jobs.models import Attempt, Job, State
-from monitoring.series_write import series_append
+from monitoring.series.write import series_append
 from projects.models import Project
 from sweeps.models import Sweep, Trial
 from sweeps.services import sweep_create

@@ -1,0 +1,1 @@
+"""Alert rules: evaluated on each poll's points and states, delivered by mail and webhook."""

@@ -1,0 +1,3 @@
+"""Hangs and stragglers: each rank's progress, when an attempt is hung, its stacks, what the page
+shows.
+"""

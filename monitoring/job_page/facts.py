@@ -1,0 +1,174 @@
+"""What the job page is told besides the data: its attempts, how each series is charted,
+the progress it can show and the terms of its MFU.
+
+The page follows the job, not one attempt: it gets every attempt's URLs (and a
+template for attempts that start while it is open) and draws them as one run.
+Which chart a series goes on is decided here, by the same name rules that
+`monitoring.reading.throughput` reads rates and totals with, so the page never guesses.
+"""
+
+from typing import Any
+
+from django.urls import reverse
+
+from jobs.models import FINAL_STATES, Attempt, Job, State
+from jobs.rundir import STDOUT_FILE, gpu_series, page_formats
+from monitoring.hangs.stragglers import pace_node
+from monitoring.logs.store import log_tail
+from monitoring.models import AttemptIngest, LogFile
+from monitoring.reading.throughput import (
+    COMPUTED_MFU,
+    PRINTED_MFU,
+    SAMPLE_COUNT_NAMES,
+    STEP_RATE_NAMES,
+    STEP_TIME_NAMES,
+    TOKEN_COUNT_NAMES,
+    sample_rate_per_gpu,
+    token_rate_per_gpu,
+)
+
+# Charts of the page, by the kind of series they show.
+LOSS, TOKEN_RATE, SAMPLE_RATE, STEP_RATE, STEP_TIME = (
+    "loss",
+    "token_rate",
+    "sample_rate",
+    "step_rate",
+    "step_time",
+)
+TOTAL, MFU, PACE, GPU, OTHER = "total", "mfu", "pace", "gpu", "other"
+_TOTAL_NAMES = frozenset(TOKEN_COUNT_NAMES) | frozenset(SAMPLE_COUNT_NAMES)
+# Reversed with this attempt number, then replaced by `{n}`: a URL template for the page.
+_ANY_NUMBER = 987654321
+BANNER_TAIL_LINES = 12
+MAX_BANNER_LINE = 400
+# Final states of an attempt that mean it failed (cancelled by its owner: not a failure).
+FAILED_STATES = frozenset(FINAL_STATES) - {State.COMPLETED, State.CANCELLED}
+
+
+def series_kind(name: str) -> str:
+    """The chart a series belongs on: rates never share an axis with running totals."""
+    if gpu_series(name) is not None:
+        return GPU
+    if pace_node(name) is not None:
+        return PACE
+    if name in (PRINTED_MFU, COMPUTED_MFU):
+        return MFU
+    if name in _TOTAL_NAMES:
+        return TOTAL
+    if token_rate_per_gpu(name) is not None:
+        return TOKEN_RATE
+    if sample_rate_per_gpu(name) is not None:
+        return SAMPLE_RATE
+    if name in STEP_RATE_NAMES:
+        return STEP_RATE
+    if name in STEP_TIME_NAMES:
+        return STEP_TIME
+    if "loss" in name.lower():
+        return LOSS
+    return OTHER
+
+
+def attempt_total_steps(*, job: Job, attempt_id: int | None) -> int | None:
+    """The last step: the spec's, else what the log said (`[i/N]`, a tqdm bar's total)."""
+    if job.total_steps:
+        return int(job.total_steps)
+    if attempt_id is None:
+        return None
+    state = (
+        LogFile.objects.filter(attempt_id=attempt_id, name=STDOUT_FILE)
+        .values_list("reader_state", flat=True)
+        .first()
+    )
+    total = (state or {}).get("total_steps")
+    return int(total) if isinstance(total, int) and total > 0 else None
+
+
+def mfu_terms(*, job: Job, attempt_id: int | None) -> dict[str, Any]:
+    """How the MFU shown was had: printed by the trainer, computed (with what), or what is missing.
+
+    A trainer's own `mfu` is a series of the attempt's reader (`AttemptIngest.series_names`);
+    the portal's (COMPUTED_MFU, its own series) is computed at ingest from a whole-job
+    token rate, 6 x params FLOPs per token, and the cluster's dense BF16 peak, as a fraction.
+    """
+    printed = attempt_id is not None and any(
+        PRINTED_MFU in names
+        for names in AttemptIngest.objects.filter(attempt_id=attempt_id).values_list(
+            "series_names", flat=True
+        )
+    )
+    peak = job.cluster.gpu_peak_bf16_tflops
+    if printed:
+        return {"source": "printed"}
+    missing = []
+    if not job.model_params:
+        missing.append("the model size (model parameters in the job spec)")
+    if not peak:
+        missing.append(f"the GPU peak of cluster {job.cluster.name} (set by staff)")
+    if missing:
+        return {"source": "missing", "missing": missing}
+    return {
+        "source": "computed",
+        "peak_tflops": peak,
+        "gpus": job.total_gpus,
+        "model_params": job.model_params,
+        "gpu_model": job.cluster.gpu_model,
+    }
+
+
+def banner_lines(*, attempt_id: int, diagnosis: dict[str, Any]) -> list[str]:
+    """The last log lines a failure banner shows: the diagnosis's own, else the log's tail."""
+    if diagnosis.get("last_lines"):
+        return list(diagnosis["last_lines"])
+    piece = log_tail(attempt_id=attempt_id, file=STDOUT_FILE, lines=BANNER_TAIL_LINES)
+    text = piece.data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    # A tqdm bar's redraws: its newest segment only; no line long enough to push the fixes away.
+    return [
+        line.rsplit("\r", 1)[-1][:MAX_BANNER_LINE] for line in text.splitlines() if line.strip()
+    ]
+
+
+def _url_template(name: str, job_id: int) -> str:
+    url = reverse(name, kwargs={"job_id": job_id, "number": _ANY_NUMBER})
+    return url.replace(str(_ANY_NUMBER), "{n}")
+
+
+def attempt_rows(attempts: list[Attempt]) -> list[dict[str, Any]]:
+    """What the page knows of each attempt when it loads (live ones come in deltas)."""
+    return [
+        {
+            "number": a.number,
+            "state": a.state,
+            "startedAt": a.started_at.isoformat() if a.started_at else None,
+            "endedAt": a.ended_at.isoformat() if a.ended_at else None,
+            "nodes": a.node_list,
+        }
+        for a in attempts
+    ]
+
+
+def job_page_config(*, job: Job, attempts: list[Attempt]) -> dict[str, Any]:
+    """The page's json_script: its attempts, URL templates, formats, progress and MFU terms."""
+    latest = attempts[-1] if attempts else None
+    latest_id = latest.pk if latest else None
+    return {
+        "job": job.pk,
+        "jobState": job.state,
+        "nodes": job.nodes,
+        "attempts": attempt_rows(attempts),
+        "attempt": latest.number if latest else 1,
+        "urls": {
+            "log": _url_template("attempt-log", job.pk),
+            "download": _url_template("attempt-log-download", job.pk),
+            "series": _url_template("attempt-series-names", job.pk),
+            "events": reverse("api-job-events", kwargs={"job_id": job.pk}),
+            "failures": reverse("job-failures", kwargs={"job_id": job.pk}),
+        },
+        "wsUrl": f"/ws/jobs/{job.pk}/",
+        # File and series names the page matches, from the one module that defines them.
+        "formats": page_formats(),
+        "totalSteps": attempt_total_steps(job=job, attempt_id=latest_id),
+        "specTotalSteps": job.total_steps,
+        "mfu": mfu_terms(job=job, attempt_id=latest_id),
+        "failedStates": sorted(FAILED_STATES),
+        "finalStates": sorted(FINAL_STATES),
+    }

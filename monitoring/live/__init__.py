@@ -1,0 +1,1 @@
+"""Who may keep a live stream open, and how many each user holds."""

@@ -1,0 +1,1 @@
+"""Log bytes by offset: stored once, read by range, bounded in size."""

@@ -1,0 +1,1 @@
+"""Files copied into each run directory and run by the job's own Python: stdlib only."""

@@ -1,0 +1,3 @@
+"""/metrics's families: the portal's health, each cluster's GPUs and queue, the running jobs'
+series.
+"""

@@ -1,0 +1,415 @@
+"""A stateful reader of training stdout: lines in, (step, values) points out.
+
+It keeps what must survive between lines and between polls in `ReaderState`
+(monitoring.reading.state), a small JSON-able dict. Consecutive points of one step
+merge (later values win); a line without a step attaches to the latest step when it
+reads as a metrics line (monitoring.reading.attach); `\\r` redraws are read segment by segment.
+
+A bar lags: tqdm redraws at most every `mininterval`, so the count drawn last can be
+behind the step. A record written with tqdm.write (the bar cleared, the record, the bar
+refreshed at once at its current count: `monitoring.reading.lines` gives the clear and the first
+redraw of the next line) takes the step of that refresh when it is ahead of the count
+drawn before; the record is held until the next text says (in the state between polls).
+Pure: no Django, no I/O. Linear in the length of the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from monitoring.reading.attach import metrics_line
+from monitoring.reading.fields import Field, LineFields, read_fields
+from monitoring.reading.names import label_name
+from monitoring.reading.numbers import scan_number
+from monitoring.reading.prefixes import read_prefix
+from monitoring.reading.state import MAX_COLUMNS, MAX_GIVEN, ReaderState, Value
+from monitoring.reading.steps import NOT_TRAINING, Steps, resolve
+from monitoring.reading.tokens import tokenize
+
+# A metric line is well under this; a longer one is read up to its last separator before
+# the cap (a token is never cut), which bounds the cost of any line.
+MAX_READ_CHARS = 1024
+# A line redrawn more often than this: only its newest redraws are read (a terminal shows one).
+MAX_SEGMENTS = 8
+# A line of an error report is no training line, whatever numbers it holds: a traceback's
+# frames, an exception, a process's exit code or signal (torchrun's ChildFailedError table,
+# srun's and slurmstepd's own messages), a record at error level (logging, glog, c10's
+# `[E ProcessGroupNCCL.cpp:475]`). Their numbers (`line 12`, `exitcode: -9`, `pid 5678`,
+# `SeqNum=1`) would otherwise be read as metrics of the last step. Only what comes before
+# it on the line is read: a progress bar the error was printed onto stays.
+ERROR_REPORT = re.compile(
+    r"\(most recent call (?:last|first)\)|\bException raised from\b|\bterminate called after"
+    r'|\bFile "[^"\n]*", line \d+'
+    r"|\b[A-Z]\w*(?:Error|Exception|Failure)\b:"
+    r"|\b(?:exitcode|exit code|exit status)\b"
+    r"|\breceived by PID\b|\bSignal \d+ \(SIG"
+    r"|^(?:srun|slurmstepd|salloc|sbatch)(?:-[\w.-]+)?(?::|\[| error)|: error: "
+    r"|\b(?:ERROR|CRITICAL|FATAL)\b"
+    r"|(?:^|\[)[EF]\d{3,4} \d\d:\d\d:\d\d|\[[EF] [\w.-]+:\d+\]"
+)
+# Text every ERROR_REPORT match holds: a line with none of it is no report (a cheap first test).
+_REPORT_HINTS = (
+    "most recent call", "Exception", "terminate called", 'File "', "Error", "Failure", "exit",
+    "received by PID", "Signal ", ": error: ", "ERROR", "CRITICAL", "FATAL", "[E", "[F",
+)  # fmt: skip
+_REPORT_STARTS = ("srun", "slurmstepd", "salloc", "sbatch", "E", "F")
+
+
+def _error_report(text: str) -> re.Match[str] | None:
+    if text.startswith(_REPORT_STARTS) or any(hint in text for hint in _REPORT_HINTS):
+        return ERROR_REPORT.search(text)
+    return None
+
+
+# A record at one of these levels attaches to no step printed at another level.
+SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
+_CUT_AT = " ,|\t"
+
+
+@dataclass
+class Point:
+    step: int
+    values: dict[str, Value]
+    counted: bool = False  # no step was printed: the step is a running count
+    block: int | None = None
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str  # without its log prefix
+    level: str  # the level its log prefix names, or ''
+    found: LineFields
+    user: bool  # a user pattern matched it
+    over_bar: int | None = None  # N of the bar it was written over, right after a clear
+
+
+@dataclass
+class Record:
+    """A step-less record written over a cleared bar: its point (at the step the bar showed
+    before) and the bar's N, held until the next text says whether that bar was refreshed."""
+
+    point: Point
+    bar: int
+
+
+def _bounded(segment: str) -> str:
+    if len(segment) <= MAX_READ_CHARS:
+        return segment
+    head = segment[:MAX_READ_CHARS]
+    cut = max(head.rfind(c) for c in _CUT_AT)
+    return head[:cut] if cut > 0 else ""
+
+
+def _is_header(columns: list[str], text: str) -> bool:
+    """An aligned row of column names (Ultralytics): 3+ words, every gap two spaces or more."""
+    if len(columns) < 3 or len(columns) > MAX_COLUMNS or ":" in text or "=" in text:
+        return False
+    if not all(c[0].isalpha() for c in columns):
+        return False
+    stripped = text.strip()
+    return all(stripped[i - 1] == " " or stripped[i + 1] == " " for i in _single_gaps(stripped))
+
+
+def _single_gaps(text: str) -> list[int]:
+    return [i for i in range(1, len(text) - 1) if text[i] == " "]
+
+
+def _bar_start(text: str) -> int:
+    """Where a `desc: 45%|` bar's percentage begins, or -1."""
+    at = text.find("%|")
+    if at < 0:
+        return -1
+    i = at
+    while i > 0 and (text[i - 1].isdigit() or text[i - 1] == "."):
+        i -= 1
+    return i
+
+
+def _bar_end(text: str) -> int:
+    """Where a tqdm bar's text ends: after the `]` closing its `[elapsed<remaining, rate,
+    postfix]` (nested brackets counted); the whole text when it holds no such bar."""
+    start = _bar_start(text)
+    edge = text.find("|", text.find("%|", start) + 2) if start >= 0 else -1
+    at = text.find("[", edge) if edge >= 0 else -1
+    if at < 0:
+        return len(text)
+    depth = 0
+    for index in range(at, len(text)):
+        depth += (text[index] == "[") - (text[index] == "]")
+        if depth == 0:
+            return index + 1
+    return len(text)
+
+
+def _row_fields(header: list[str], columns: list[str]) -> list[Field]:
+    fields: list[Field] = []
+    for name, cell in zip(header, columns, strict=True):
+        slash = cell.find("/")
+        head = cell[:slash] if slash > 0 else cell
+        number = scan_number(head, 0)
+        if number is None or number.end != len(head) or not number.readable:
+            continue
+        total = None
+        if slash > 0:
+            rest = scan_number(cell, slash + 1)
+            if rest is None or rest.end != len(cell) or not isinstance(rest.value, int):
+                continue
+            total = rest.value
+        counter = "epoch" if name == "epoch" else None
+        fields.append(Field(name, number.value, number.unit, total, counter))
+    return fields
+
+
+class MetricReader:
+    """Feed it lines (with their `\\r` redraws); take the finished points."""
+
+    def __init__(self, state: ReaderState | None = None, *, last_step: int | None = None) -> None:
+        self.state = state or ReaderState()
+        if self.state.counted is None and self.state.step is None:
+            self.state.counted = last_step
+        self.pending: Point | None = None
+        if self.state.held and self.state.block is not None:
+            self.pending = Point(-1, self.state.held, counted=True, block=self.state.block)
+        self.state.held = {}
+        self.record: Record | None = None
+        state = self.state
+        if state.record_step is not None and state.record_bar is not None and state.record:
+            self.record = Record(Point(state.record_step, dict(state.record)), state.record_bar)
+        state.record, state.record_step, state.record_bar = {}, None, None
+        self.done: list[Point] = []
+
+    # --- lines ------------------------------------------------------------------------
+
+    def feed(
+        self,
+        line: str,
+        *,
+        user_step: int | None = None,
+        user_values: dict[str, Value] | None = None,
+    ) -> None:
+        """One line as printed; each `\\r` segment is a redraw, read in turn."""
+        segments = line.rstrip("\n").split("\r")[-MAX_SEGMENTS:]
+        for at, segment in enumerate(segments):
+            if segment.strip():
+                self.read(segment, user_step=user_step, user_values=user_values)
+            elif segment and at + 1 < len(segments):
+                self._clear()  # a blank redraw (`monitoring.reading.lines.CLEAR`)
+
+    def _clear(self) -> None:
+        self._release(None, None)
+        self.state.cleared = self.state.drawn is not None
+
+    def _fields(self, text: str) -> LineFields | None:
+        state = self.state
+        bar = _bar_start(text)
+        desc = text[:bar].rstrip(" :") if bar >= 0 else text
+        columns = desc.split()
+        if _is_header(columns, desc):
+            state.header = [label_name([c])[0] for c in columns]
+            return None
+        if bar >= 0 and any(w.lower().startswith(NOT_TRAINING) for w in columns):
+            return None  # `Validating: 68%|...`, `Map: 100%|...`: not a training step
+        if state.header and len(columns) == len(state.header):
+            row = _row_fields(state.header, columns)
+            if len(row) * 2 >= len(columns):
+                rest = read_fields(tokenize(text[bar:])) if bar >= 0 else LineFields()
+                offset = len(row)
+                return LineFields(
+                    row + rest.fields,
+                    offset + rest.bar if rest.bar is not None else None,
+                    row=True,
+                )
+        state.header = []
+        if text.strip().startswith("***") and text.strip().endswith("***"):
+            state.blocks += 1
+            state.block = state.blocks
+            return None
+        if state.block is not None and "=" not in text:
+            state.block = None
+        return read_fields(tokenize(text))
+
+    def read(
+        self,
+        segment: str,
+        *,
+        user_step: int | None = None,
+        user_values: dict[str, Value] | None = None,
+    ) -> None:
+        raw = _bounded(segment)
+        report = _error_report(raw)
+        if report:  # what came before it on the line is read (a bar the error ran into)
+            raw = raw[: report.start()]
+        end = _bar_end(raw)
+        self._read(raw[:end], user_step, user_values or {})
+        if raw[end:].strip():  # printed onto the bar: a line of its own
+            self._read(raw[end:], None, {})
+        if report:
+            self.state.after_error = True  # nothing step-less attaches until the next step
+
+    def _read(self, raw: str, user_step: int | None, user_values: dict[str, Value]) -> None:
+        state = self.state
+        over_bar = state.drawn if state.cleared else None
+        state.drawn, state.cleared = None, False
+        text, level = read_prefix(raw)
+        found = self._fields(text) if text.strip() else None
+        if found is None:
+            self._release(None, None)
+            return
+        zero_based = "Epoch: [" in text or any(f.name == "v_num" for f in found.fields)
+        steps = resolve(found.fields, found.bar, state.epochs, zero_based=zero_based)
+        if steps.skip:
+            self._release(None, None)
+            return
+        if found.bar is not None and steps.count == 0 and user_step is None:
+            # A bar at 0 of N is its start or a reset for the next epoch (Lightning redraws
+            # it at 0 under the old description first): no step is done, and its postfix
+            # holds the values of the last step before.
+            if steps.total is not None:
+                state.total_steps = steps.total
+            self._release(None, None)
+            return
+        if user_values:
+            steps.values.update(user_values)
+            steps.metric_fields += len(user_values)
+        if user_step is not None:
+            steps.step, steps.from_counter = user_step, True
+        bar = steps.of if found.bar is not None and steps.step is not None else None
+        self._release(steps.step, bar)
+        state.drawn = bar
+        self._place(steps, Line(text, level, found, bool(user_values), over_bar))
+
+    def _release(self, step: int | None, bar: int | None) -> None:
+        """Give the held record: at `step` when this text is a redraw of its bar (the
+        refresh right after it) ahead of the step it was written at, else at that step."""
+        record, self.record = self.record, None
+        if record is None:
+            return
+        if bar == record.bar and step is not None and step > record.point.step:
+            record.point.step = step
+        self._add(record.point)
+
+    def _attaches(self, steps: Steps, line: Line) -> bool:
+        """Whether a step-less line's values belong to the latest step (`reading.attach`)."""
+        state = self.state
+        if line.user or line.found.row:
+            return True
+        if state.after_error or (line.level in SEVERE_LEVELS and line.level != state.level):
+            return False  # a warning about the step is no value of it
+        return metrics_line(
+            line.found.tokens,
+            [item.name for item in line.found.fields],  # nan ones too
+            prose=line.found.prose,
+            under_heading=state.heading and line.text[:1] in " \t",
+        )
+
+    def _place(self, steps: Steps, line: Line) -> None:
+        state = self.state
+        if steps.total is not None:
+            state.total_steps = steps.total
+        if steps.step is None and not steps.metric_fields:
+            if steps.epoch is not None:
+                state.epochs.epoch = steps.epoch  # `Epoch 3/10`: progress for the lines after it
+            return
+        if steps.step is None and steps.epoch is not None and not state.seen_counter:
+            steps.step = steps.epoch  # a per-epoch summary: the epoch is the step
+        if steps.step is not None:
+            state.step, state.step_epoch = steps.step, steps.epoch
+            state.seen_counter = state.seen_counter or steps.from_counter
+            state.heading = not steps.metric_fields and line.text.rstrip().endswith(":")
+            state.after_error = False
+            state.level = line.level
+        if not steps.metric_fields:
+            return
+        if steps.step is None and state.step is not None and state.block is None:
+            if not self._attaches(steps, line):
+                state.heading = False
+                return
+            steps.step = state.step
+            if state.step_epoch is not None:
+                steps.values.setdefault("epoch", state.step_epoch)
+            if line.over_bar is not None:  # tqdm.write: the bar's refresh comes next
+                self.record = Record(Point(steps.step, steps.values), line.over_bar)
+                return
+        if steps.step is None:
+            self._add(Point(-1, steps.values, counted=True, block=state.block))
+        else:
+            self._add(Point(steps.step, steps.values))
+
+    def _add(self, point: Point) -> None:
+        pending = self.pending
+        if pending is not None and (
+            (not point.counted and not pending.counted and pending.step == point.step)
+            or (
+                point.counted
+                and pending.counted
+                and point.block is not None
+                and point.block == pending.block
+            )
+        ):
+            pending.values.update(point.values)
+            return
+        self._flush()
+        self.pending = point
+
+    def _flush(self) -> None:
+        point, self.pending = self.pending, None
+        if point is None:
+            return
+        if point.counted:
+            if not any("loss" in name for name in point.values):
+                return  # no step and no loss: configuration echoes, NCCL settings
+            base = self.state.counted
+            point.step = 0 if base is None else base + 1
+            self.state.counted = point.step
+        else:
+            self._once(point)
+        if point.values or not point.counted:
+            self.done.append(point)  # a step whose values were all nan is still a point
+
+    def _once(self, point: Point) -> None:
+        """A step whose lines came in two polls: values the first poll gave are not given again.
+
+        (Within one poll the step's lines merge into one point before it is given.)
+        """
+        state = self.state
+        if state.given_step == point.step:
+            for name in [n for n, v in point.values.items() if state.given.get(n) == v]:
+                del point.values[name]
+            state.given.update(list(point.values.items())[: MAX_GIVEN - len(state.given)])
+        else:
+            state.given_step = point.step
+            state.given = dict(list(point.values.items())[:MAX_GIVEN])
+
+    # --- results ----------------------------------------------------------------------
+
+    def finish(self, *, more_to_come: bool = False) -> list[Point]:
+        """Every point read so far, the last one included; the reader can go on after.
+
+        With more_to_come (the file may grow), a `***** train metrics *****` block that may
+        go on in the next poll stays in the state instead (its point is given when it
+        ends), and so does a record whose bar's refresh may come.
+        """
+        state, record = self.state, self.record
+        if more_to_come and record is not None:
+            state.record = dict(list(record.point.values.items())[:MAX_GIVEN])
+            state.record_step, state.record_bar = record.point.step, record.bar
+            self.record = None
+        self._release(None, None)
+        pending = self.pending
+        if (
+            more_to_come
+            and pending is not None
+            and pending.counted
+            and pending.block is not None
+            and pending.block == self.state.block
+        ):
+            self.state.held = dict(list(pending.values.items())[:MAX_GIVEN])
+            self.pending = None
+        self._flush()
+        done, self.done = self.done, []
+        return done
+
+    @property
+    def total_steps(self) -> int | None:
+        return self.state.total_steps

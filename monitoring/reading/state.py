@@ -1,0 +1,113 @@
+"""What the stdout reader keeps between lines and between polls, as a small JSON-able dict.
+
+The latest step (and its epoch, level, heading), the epochs and their base, the total
+steps, a table header, an open `key = value` block (and the values it held at a poll's
+end), the values the latest step was given, the bar drawn last and a record written over
+it. Every field read back is checked: the dict is stored on the LogFile row, and a value
+of the wrong type reads as absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitoring.reading.steps import EpochState
+
+Value = float | int
+MAX_GIVEN = 64  # values of the latest step kept between polls
+MAX_COLUMNS = 40
+
+
+@dataclass
+class ReaderState:
+    step: int | None = None  # latest step (from a counter, or an epoch standing in)
+    step_epoch: int | None = None  # the epoch printed with it
+    seen_counter: bool = False
+    counted: int | None = None  # last step given to a step-less point by counting
+    epochs: EpochState = field(default_factory=EpochState)
+    total_steps: int | None = None
+    header: list[str] = field(default_factory=list)
+    block: int | None = None
+    blocks: int = 0
+    heading: bool = False  # the latest step line was a heading (`[batch=100/4800]:`)
+    after_error: bool = False  # an error report came after the latest step line
+    level: str = ""  # the log level the latest step line was printed at
+    given_step: int | None = None  # the step of the latest point given, and its values
+    given: dict[str, Value] = field(default_factory=dict)
+    held: dict[str, Value] = field(default_factory=dict)  # the open block's values so far
+    drawn: int | None = None  # N of the bar whose redraw was the latest text read
+    cleared: bool = False  # a blank redraw cleared that bar since (tqdm.write)
+    # A step-less record written over the cleared bar, until the next text says whether the
+    # bar's refresh is ahead of `record_step` (the step it was written at): its values, bar N.
+    record: dict[str, Value] = field(default_factory=dict)
+    record_step: int | None = None
+    record_bar: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "step_epoch": self.step_epoch,
+            "seen_counter": self.seen_counter,
+            "counted": self.counted,
+            "epoch": self.epochs.epoch,
+            "epoch_base": self.epochs.base,
+            "epochs": self.epochs.epochs,
+            "total_steps": self.total_steps,
+            "header": self.header[:MAX_COLUMNS],
+            "heading": self.heading,
+            "after_error": self.after_error,
+            "level": self.level,
+            "given_step": self.given_step,
+            "given": self.given,
+            "block": self.block,
+            "blocks": self.blocks,
+            "held": self.held,
+            "drawn": self.drawn,
+            "cleared": self.cleared,
+            "record": self.record,
+            "record_step": self.record_step,
+            "record_bar": self.record_bar,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> ReaderState:
+        data = data or {}
+
+        def number(key: str) -> int | None:
+            value = data.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        header = data.get("header")
+        return cls(
+            step=number("step"),
+            step_epoch=number("step_epoch"),
+            seen_counter=data.get("seen_counter") is True,
+            counted=number("counted"),
+            epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
+            total_steps=number("total_steps"),
+            header=[str(h) for h in header] if isinstance(header, list) else [],
+            heading=data.get("heading") is True,
+            after_error=data.get("after_error") is True,
+            level=str(data.get("level") or "")[:16],
+            given_step=number("given_step"),
+            given=_values(data.get("given")),
+            block=number("block"),
+            blocks=number("blocks") or 0,
+            held=_values(data.get("held")),
+            drawn=number("drawn"),
+            cleared=data.get("cleared") is True,
+            record=_values(data.get("record")),
+            record_step=number("record_step"),
+            record_bar=number("record_bar"),
+        )
+
+
+def _values(data: object) -> dict[str, Value]:
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k)[:100]: v
+        for k, v in list(data.items())[:MAX_GIVEN]
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }

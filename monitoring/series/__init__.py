@@ -1,0 +1,3 @@
+"""The (x, y) series behind every chart: blocks, chunks, compaction, appends, overwrites,
+downsampled reads.
+"""

@@ -1,0 +1,1 @@
+"""The user's account pages: personal API tokens."""

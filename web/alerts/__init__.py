@@ -1,0 +1,1 @@
+"""The alert pages: the user's alerts and the rules they set."""

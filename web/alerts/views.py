@@ -1,0 +1,88 @@
+"""The user's alerts (the top bar's list and count) and the page where they set rules."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from monitoring.alerts.delivery import alert_path
+from monitoring.models import Alert, AlertRule
+from web.alerts.forms import AlertRuleForm
+
+LISTED = 200
+NOTIFIED = 5
+
+
+def _user(request: HttpRequest) -> User:
+    user: User = request.user  # type: ignore[assignment]  # login_required
+    return user
+
+
+@login_required
+@require_GET
+def alerts_page(request: HttpRequest) -> HttpResponse:
+    alerts = list(
+        Alert.objects.filter(user=_user(request))
+        .select_related("job", "attempt")
+        .order_by("-fired_at", "-pk")[:LISTED]
+    )
+    rows = [{"alert": a, "url": alert_path(a)} for a in alerts]
+    return render(request, "monitoring/alerts.html", {"rows": rows})
+
+
+@login_required
+@require_POST
+def alerts_read(request: HttpRequest) -> HttpResponse:
+    """Marks one alert (`alert`) or all of the user's alerts read."""
+    unread = Alert.objects.filter(user=_user(request), read_at=None)
+    alert_id = request.POST.get("alert", "")
+    if alert_id:
+        unread = unread.filter(pk=int(alert_id) if alert_id.isdigit() else 0)
+    unread.update(read_at=timezone.now())
+    return HttpResponseRedirect(reverse("alerts"))
+
+
+@login_required
+@require_GET
+def alerts_unread(request: HttpRequest) -> JsonResponse:
+    """The top bar's count and the newest unread alerts, for the browser's notifications."""
+    unread = Alert.objects.filter(user=_user(request), read_at=None, rule__to_portal=True)
+    newest = list(unread.select_related("attempt").order_by("-pk")[:NOTIFIED])
+    return JsonResponse(
+        {
+            "count": unread.count(),
+            "alerts": [{"id": a.pk, "message": a.message, "url": alert_path(a)} for a in newest],
+        }
+    )
+
+
+@login_required
+def alert_rules_page(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    if request.method == "POST":
+        form = AlertRuleForm(request.POST, user=user)
+        if form.is_valid():
+            rule = form.save(commit=False)
+            rule.owner = user
+            rule.save()
+            messages.success(request, f"Alert rule added: {rule.get_kind_display()}.")
+            return HttpResponseRedirect(reverse("alert-rules"))
+    else:
+        form = AlertRuleForm(user=user)
+    rules = list(AlertRule.objects.filter(owner=user).select_related("project").order_by("pk"))
+    return render(request, "monitoring/alert_rules.html", {"form": form, "rules": rules})
+
+
+@login_required
+@require_POST
+def alert_rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
+    deleted, _ = AlertRule.objects.filter(owner=_user(request), pk=rule_id).delete()
+    if deleted:
+        messages.success(request, "Alert rule deleted.")
+    else:
+        messages.error(request, "No such rule of yours.")
+    return HttpResponseRedirect(reverse("alert-rules"))

@@ -1,0 +1,1 @@
+"""One attempt's data over REST: log byte ranges and metric series."""

@@ -1,0 +1,1 @@
+"""Cluster pages and the clusters API: partitions, nodes, queue, drain."""

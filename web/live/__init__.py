@@ -1,0 +1,1 @@
+"""Live streams: the job page's WebSocket and notebooks' server-sent events."""

@@ -1,0 +1,1 @@
+"""A project's runs table and compare view, as pages and over REST."""

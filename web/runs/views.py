@@ -1,0 +1,177 @@
+"""The project's runs table and the compare view (members and staff only)."""
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from jobs.models import Job
+from monitoring.models import RunSummary
+from monitoring.runs.compare import MAX_RUNS, curves_read, group_bands, settings_diff
+from monitoring.runs.step_clock import AXES, AXIS_TITLES, STEP
+from monitoring.runs.table import (
+    BASE_COLUMNS,
+    PARAM_PREFIX,
+    RunsQueryError,
+    cell,
+    column_title,
+    default_columns,
+    param_keys,
+    runs_page,
+    runs_query_from,
+)
+from projects.access import projects_visible_to
+from projects.models import Project
+
+DEFAULT_WIDTH = 900
+
+
+def _project(request: HttpRequest, slug: str) -> Project:
+    project = projects_visible_to(user=request.user).filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project, or you are not one of its members.")
+    return project
+
+
+def _with(query: QueryDict, **changes: str) -> str:
+    """The query string with some keys replaced: every link keeps the table's state."""
+    copy = query.copy()
+    for key, value in changes.items():
+        copy[key] = value
+    return copy.urlencode()
+
+
+@login_required
+@require_GET
+def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
+    """Runs with settings and summary metrics: columns, sort, filters and page in the URL."""
+    project = _project(request, slug)
+    keys = param_keys(project=project)
+    error = ""
+    try:
+        query = runs_query_from(request.GET, param_keys=keys)
+    except RunsQueryError as exc:
+        error = str(exc)
+        query = runs_query_from(QueryDict(), param_keys=keys)
+    page = runs_page(project=project, query=query)
+    sort = ("-" if query.descending else "") + query.sort
+    headers = [
+        {
+            "key": column,
+            "title": column_title(column),
+            "sorted": column == query.sort,
+            "descending": query.descending,
+            "link": _with(
+                request.GET,
+                sort=("" if column == query.sort and query.descending else "-") + column,
+                page="1",
+            ),
+        }
+        for column in query.columns
+    ]
+    rows = [
+        {"job": job, "cells": [{"key": c, "value": cell(job, c)} for c in query.columns]}
+        for job in page.rows
+    ]
+    offered = [*BASE_COLUMNS, *(PARAM_PREFIX + k for k in keys)]
+    return render(
+        request,
+        "monitoring/runs.html",
+        {
+            "project": project,
+            "headers": headers,
+            "rows": rows,
+            "page": page,
+            "columns": query.columns,
+            "offered": [{"key": c, "title": column_title(c)} for c in offered],
+            "filters": request.GET.getlist("f"),
+            "sort": sort,
+            "error": error,
+            "defaults": ",".join(default_columns(keys)),
+            "prev": _with(request.GET, page=str(page.page - 1)) if page.page > 1 else "",
+            "next": _with(request.GET, page=str(page.page + 1)) if page.page < page.pages else "",
+        },
+    )
+
+
+def _selected(request: HttpRequest, project: Project) -> list[Job]:
+    ids = []
+    for part in request.GET.get("runs", "").split(","):
+        if part.strip().isdigit():
+            ids.append(int(part))
+    ids = list(dict.fromkeys(ids))[:MAX_RUNS]
+    found = {
+        job.pk: job
+        for job in Job.objects.filter(project=project, pk__in=ids).only("id", "name", "params")
+    }
+    return [found[i] for i in ids if i in found]
+
+
+def _axis(request: HttpRequest) -> str:
+    """The chart's x axis: step, elapsed (since the run's start) or wall (clock time)."""
+    axis = request.GET.get("axis", STEP)
+    return axis if axis in AXES else STEP
+
+
+@login_required
+@require_GET
+def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """Chosen runs overlaid; the runs, metric, axis and grouping live in the URL."""
+    project = _project(request, slug)
+    jobs = _selected(request, project)
+    names: set[str] = set()
+    for metrics in RunSummary.objects.filter(job__in=jobs).values_list("metrics", flat=True):
+        names.update(metrics or {})
+    keys = sorted({key for job in jobs for key in (job.params or {})})
+    axis = _axis(request)
+    metric = request.GET.get("metric") or (
+        "loss" if "loss" in names or not names else sorted(names)[0]
+    )
+    return render(
+        request,
+        "monitoring/compare.html",
+        {
+            "project": project,
+            "jobs": jobs,
+            "metric": metric,
+            "metrics": sorted(names),
+            "group": request.GET.get("group", ""),
+            "axis": axis,
+            "axis_title": AXIS_TITLES[axis],
+            "axes": AXIS_TITLES,
+            "keys": keys,
+            "diff": settings_diff(jobs),
+            "runs": ",".join(str(job.pk) for job in jobs),
+        },
+    )
+
+
+@login_required
+@require_GET
+def compare_curves(request: HttpRequest, slug: str) -> JsonResponse:
+    """The curves (and group bands) of the compare chart, downsampled to its width."""
+    project = _project(request, slug)
+    jobs = _selected(request, project)
+    metric = request.GET.get("metric", "loss")[:200]
+    try:
+        width = int(request.GET.get("width") or DEFAULT_WIDTH)
+    except ValueError:
+        width = DEFAULT_WIDTH
+    axis = _axis(request)
+    curves = curves_read(jobs=jobs, metric=metric, width=width, axis=axis)
+    names = {job.pk: job.name for job in jobs}
+    body: dict[str, Any] = {
+        "metric": metric,
+        "axis": axis,
+        "runs": [
+            {"id": c.job_id, "name": names[c.job_id], "x": c.xs, "y": c.ys, "total": c.total}
+            for c in curves
+        ],
+    }
+    group = request.GET.get("group", "")
+    if group:
+        labels = {job.pk: (job.params or {}).get(group) for job in jobs}
+        body["groups"] = group_bands(curves, labels, width=width)
+    return JsonResponse(body)

@@ -1,0 +1,1 @@
+"""Sweep pages and the sweeps API."""

@@ -1,7 +1,9 @@
-"""Writes on jobs: submit, start an attempt, cancel, and re-driving what got stuck."""
+"""Writes on jobs: submit, start an attempt, cancel, diagnoses, logged settings, re-driving."""
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -15,6 +17,7 @@ from jobs.access import require_canceller, require_submitter
 from jobs.billing import attempt_reserve
 from jobs.errors import JobError
 from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
+from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_note, attempt_transition
 from jobs.submit_rate import submit_rate_check
@@ -140,7 +143,7 @@ def job_cancel(*, job: Job, user: User) -> None:
 
 
 def attempt_cancel_by_portal(*, attempt: Attempt, reason: str) -> bool:
-    """Cancel a live attempt for one of the portal's own rules (an idle-GPU policy), once.
+    """Cancel a live attempt for one of the portal's own rules (idle GPUs, a hang), once.
 
     The timeline says why; False when it had ended or a cancel was asked for already.
     """
@@ -158,6 +161,34 @@ def attempt_cancel_by_portal(*, attempt: Attempt, reason: str) -> bool:
         if attempt.slurm_job_id:
             queue_on_commit(CANCEL_ATTEMPT, attempt.pk)
     return True
+
+
+def attempt_diagnosis_claim(*, attempt: Attempt) -> bool:
+    """Claim an ended attempt's one diagnosis; False when another poll claimed it first."""
+    now = timezone.now()
+    claimed = Attempt.objects.filter(pk=attempt.pk, diagnosed_at__isnull=True).update(
+        diagnosed_at=now
+    )
+    if claimed:
+        attempt.diagnosed_at = now
+    return bool(claimed)
+
+
+def attempt_diagnosis_store(*, attempt: Attempt, failure_class: str, diagnosis: Any) -> None:
+    """Record why a claimed attempt ended (`monitoring.diagnosis` decides it)."""
+    attempt.failure_class, attempt.diagnosis = failure_class, diagnosis
+    Attempt.objects.filter(pk=attempt.pk).update(failure_class=failure_class, diagnosis=diagnosis)
+
+
+def job_params_log(*, job_id: int, logged: Mapping[str, ParamValue]) -> None:
+    """Lay settings the run logged over the job's table (the run says what really ran)."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().only("params", "param_sources").get(pk=job_id)
+        params, sources = params_merge(
+            job.params or {}, job.param_sources or {}, logged, SOURCE_LOGGED
+        )
+        if params != job.params or sources != job.param_sources:
+            Job.objects.filter(pk=job_id).update(params=params, param_sources=sources)
 
 
 def attempts_reconcile() -> int:

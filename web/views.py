@@ -20,6 +20,7 @@ from projects.selectors import (
     projects_usage,
     usage_by_day,
 )
+from web.auth import request_user
 
 RECENT_JOBS = 10
 _RUNNING = frozenset({State.RUNNING, State.COMPLETING})
@@ -34,8 +35,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def _dashboard(request: HttpRequest) -> HttpResponse:
-    assert isinstance(request.user, User)  # noqa: S101 - login_required
-    user = request.user
+    user = request_user(request)
     projects = list(project_list_for_user(user=user))
     usage = projects_usage(projects=projects)
     mine = (

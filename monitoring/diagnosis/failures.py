@@ -8,13 +8,13 @@ is complete, so the diagnosis sees what the job printed last.
 import logging
 
 from django.db import transaction
-from django.utils import timezone
 
 from clusters.agent import AgentReply, FileRead, ListingRead
-from clusters.slurm.parsers import expand_nodes
+from clusters.slurm.hostlist import expand_nodes
 from jobs.models import Attempt
 from jobs.restart import attempt_restart
 from jobs.rundir import STDOUT_FILE, file_key
+from jobs.services import attempt_diagnosis_claim, attempt_diagnosis_store
 from monitoring.checkpoints.registry import (
     checkpoint_path,
     checkpoints_ingest,
@@ -46,11 +46,7 @@ def _log_tail(attempt: Attempt) -> str:
 
 def attempt_diagnose(*, attempt: Attempt) -> Diagnosis | None:
     """Diagnose an ended attempt once (claimed atomically) and store the result."""
-    now = timezone.now()
-    claimed = Attempt.objects.filter(pk=attempt.pk, diagnosed_at__isnull=True).update(
-        diagnosed_at=now
-    )
-    if not claimed:
+    if not attempt_diagnosis_claim(attempt=attempt):
         return None
     found = hang_diagnosis(attempt=attempt) or diagnose(
         state=attempt.state,
@@ -58,12 +54,9 @@ def attempt_diagnose(*, attempt: Attempt) -> Diagnosis | None:
         log_tail=_log_tail(attempt),
         node_list=expand_nodes(attempt.node_list),
     )
-    attempt.diagnosed_at = now
     if found is not None:
-        attempt.failure_class = found.failure_class
-        attempt.diagnosis = found.as_json()
-        Attempt.objects.filter(pk=attempt.pk).update(
-            failure_class=found.failure_class, diagnosis=attempt.diagnosis
+        attempt_diagnosis_store(
+            attempt=attempt, failure_class=found.failure_class, diagnosis=found.as_json()
         )
     return found
 

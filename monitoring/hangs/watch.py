@@ -22,7 +22,7 @@ from jobs.models import Attempt, FailureClass, State
 from jobs.restart import restart_decision
 from jobs.rundir import STDOUT_FILE, RunDir, file_key, progress_file, stack_file
 from jobs.scripts import TORCHRUN_TEMPLATES
-from jobs.services import CANCEL_ATTEMPT
+from jobs.services import attempt_cancel_by_portal
 from jobs.states import attempt_note
 from monitoring.hangs.heartbeats import (
     HEARTBEAT_READ,
@@ -255,10 +255,7 @@ def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: Ha
     decision = restart_decision(job=attempt.job, attempt=attempt, failure_class=FailureClass.HANG)
     if not decision.restart:
         return
-    row.hang_cancelled_at = now
-    Attempt.objects.filter(pk=attempt.pk).update(cancel_requested_at=now)
-    attempt_note(
-        attempt=attempt,
-        reason="Cancelled for its hang: the restart policy resumes it from its checkpoint.",
-    )
-    queue_on_commit(CANCEL_ATTEMPT, attempt.pk)
+    reason = "Cancelled for its hang: the restart policy resumes it from its checkpoint."
+    # A cancel asked for already (the user's, an idle policy's) stands: no second one.
+    if attempt_cancel_by_portal(attempt=attempt, reason=reason):
+        row.hang_cancelled_at = now

@@ -10,7 +10,7 @@ import fnmatch
 from collections.abc import Iterable
 
 from clusters.agent import AgentReply
-from clusters.slurm.parsers import expand_nodes
+from clusters.slurm.hostlist import expand_nodes
 from jobs.models import Attempt
 from jobs.rundir import GPU_FILE_GLOB, GpuSeries, gpu_file_node, run_dir_key
 from monitoring.models import AttemptIngest, LogFile

@@ -17,8 +17,9 @@ from typing import Any
 
 from django.db.models import F, Sum
 
-from jobs.models import Attempt, Job
-from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
+from jobs.models import Attempt
+from jobs.params import ParamValue
+from jobs.services import job_params_log
 from monitoring.models import EfficiencyCard, RunSummary
 from monitoring.reading.throughput import (
     COMPUTED_MFU,
@@ -164,14 +165,6 @@ def _summaries_fold(attempts: Mapping[int, Attempt], by_job: dict[int, list[Poin
     # One COPY and one UPDATE (portal_lib.bulk): Django's CASE per row grows with the
     # square of the rows, seconds for a thousand running jobs.
     bulk_update(RunSummary, changed, fields)
-
-
-def job_params_log(*, job_id: int, logged: Mapping[str, ParamValue]) -> None:
-    """Lay settings the run logged over the job's table (the run says what really ran)."""
-    job = Job.objects.select_for_update().only("params", "param_sources").get(pk=job_id)
-    params, sources = params_merge(job.params or {}, job.param_sources or {}, logged, SOURCE_LOGGED)
-    if params != job.params or sources != job.param_sources:
-        Job.objects.filter(pk=job_id).update(params=params, param_sources=sources)
 
 
 def run_summary_finish(*, attempt: Attempt) -> None:

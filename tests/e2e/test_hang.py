@@ -16,7 +16,7 @@ import time
 import pytest
 from django.test import Client
 
-from clusters.slurm.parsers import expand_nodes
+from clusters.slurm.hostlist import expand_nodes
 from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
 from jobs.services import job_submit
 from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard

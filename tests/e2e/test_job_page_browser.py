@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clusters.sandbox.config import NODES
-from clusters.slurm.parsers import expand_nodes
+from clusters.slurm.hostlist import expand_nodes
 from jobs.models import Attempt, State
 from monitoring.series.read import series_names, series_read
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for

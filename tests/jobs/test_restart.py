@@ -3,7 +3,7 @@
 import pytest
 
 from clusters.agent import AgentReply, Listing, ListingEntry
-from clusters.slurm.parsers import expand_nodes
+from clusters.slurm.hostlist import expand_nodes
 from jobs.models import Attempt, FailureClass, JobEvent, State, default_restart_on
 from jobs.restart import attempt_restart, restart_decision
 from jobs.scripts import RunDir, render_batch_script

@@ -12,13 +12,23 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("accounts", "clusters", "jobs", "monitoring", "portal", "portal_lib", "projects", "sweeps")
+APPS = (
+    "accounts",
+    "clusters",
+    "jobs",
+    "monitoring",
+    "portal",
+    "portal_lib",
+    "projects",
+    "sweeps",
+    "web",
+)
 # Sent to the cluster and run there by the job's own Python (stdlib only): the agent, and
 # the metrics helper and sitecustomize put into each run directory.
 NOT_IMPORTED_HERE = {
     ROOT / "clusters" / "agent" / "portal_agent.py",
-    ROOT / "monitoring" / "portal_metrics.py",
-    ROOT / "monitoring" / "portal_sitecustomize.py",
+    ROOT / "monitoring" / "on_cluster" / "portal_metrics.py",
+    ROOT / "monitoring" / "on_cluster" / "portal_sitecustomize.py",
     # The sandbox's stand-in nvidia-smi runs on its nodes as a script, its table module
     # beside it (stdlib only, like the agent).
     ROOT / "clusters" / "sandbox" / "nvidia_smi.py",

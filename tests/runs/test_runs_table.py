@@ -12,9 +12,10 @@ from django.utils import timezone
 from clusters.models import Cluster
 from jobs.models import Attempt, Job, State
 from jobs.params import SOURCE_LOGGED, params_for_spec
+from jobs.services import job_params_log
 from monitoring.ingest.worker import parse_request
 from monitoring.models import EfficiencyCard, RunSummary
-from monitoring.runs.summary import job_params_log, run_summary_finish, runs_record
+from monitoring.runs.summary import run_summary_finish, runs_record
 from monitoring.runs.table import RunsQueryError, parse_filter
 from monitoring.series.write import series_append
 from projects.models import Project

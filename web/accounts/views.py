@@ -2,7 +2,6 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -12,12 +11,13 @@ from accounts.selectors import tokens_of
 from accounts.services import TokenError, token_issue, token_revoke
 from portal_lib.errors import form_add_error
 from web.accounts.forms import TokenForm
+from web.auth import request_user
 
 
 @login_required
 def token_page(request: HttpRequest) -> HttpResponse:
     """GET lists the user's tokens; POST makes one and shows its text this once."""
-    user: User = request.user  # type: ignore[assignment]  # login_required
+    user = request_user(request)
     new_token = None
     if request.method == "POST":
         form = TokenForm(request.POST)
@@ -54,7 +54,7 @@ def token_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
-    user: User = request.user  # type: ignore[assignment]  # login_required
+    user = request_user(request)
     if token_revoke(user=user, token_id=token_id):
         messages.success(request, "Token revoked: requests with it are refused from now on.")
     else:

@@ -2,31 +2,26 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from monitoring.alerts import services
 from monitoring.alerts.delivery import alert_path
 from monitoring.models import Alert, AlertRule
 from web.alerts.forms import AlertRuleForm
+from web.auth import request_user
 
 LISTED = 200
 NOTIFIED = 5
-
-
-def _user(request: HttpRequest) -> User:
-    user: User = request.user  # type: ignore[assignment]  # login_required
-    return user
 
 
 @login_required
 @require_GET
 def alerts_page(request: HttpRequest) -> HttpResponse:
     alerts = list(
-        Alert.objects.filter(user=_user(request))
+        Alert.objects.filter(user=request_user(request))
         .select_related("job", "attempt")
         .order_by("-fired_at", "-pk")[:LISTED]
     )
@@ -38,11 +33,9 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def alerts_read(request: HttpRequest) -> HttpResponse:
     """Marks one alert (`alert`) or all of the user's alerts read."""
-    unread = Alert.objects.filter(user=_user(request), read_at=None)
     alert_id = request.POST.get("alert", "")
-    if alert_id:
-        unread = unread.filter(pk=int(alert_id) if alert_id.isdigit() else 0)
-    unread.update(read_at=timezone.now())
+    chosen = (int(alert_id) if alert_id.isdigit() else 0) if alert_id else None
+    services.alerts_mark_read(user=request_user(request), alert_id=chosen)
     return HttpResponseRedirect(reverse("alerts"))
 
 
@@ -50,7 +43,7 @@ def alerts_read(request: HttpRequest) -> HttpResponse:
 @require_GET
 def alerts_unread(request: HttpRequest) -> JsonResponse:
     """The top bar's count and the newest unread alerts, for the browser's notifications."""
-    unread = Alert.objects.filter(user=_user(request), read_at=None, rule__to_portal=True)
+    unread = Alert.objects.filter(user=request_user(request), read_at=None, rule__to_portal=True)
     newest = list(unread.select_related("attempt").order_by("-pk")[:NOTIFIED])
     return JsonResponse(
         {
@@ -62,13 +55,11 @@ def alerts_unread(request: HttpRequest) -> JsonResponse:
 
 @login_required
 def alert_rules_page(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     if request.method == "POST":
         form = AlertRuleForm(request.POST, user=user)
         if form.is_valid():
-            rule = form.save(commit=False)
-            rule.owner = user
-            rule.save()
+            rule = services.alert_rule_add(rule=form.save(commit=False), owner=user)
             messages.success(request, f"Alert rule added: {rule.get_kind_display()}.")
             return HttpResponseRedirect(reverse("alert-rules"))
     else:
@@ -80,8 +71,7 @@ def alert_rules_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def alert_rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
-    deleted, _ = AlertRule.objects.filter(owner=_user(request), pk=rule_id).delete()
-    if deleted:
+    if services.alert_rule_delete(owner=request_user(request), rule_id=rule_id):
         messages.success(request, "Alert rule deleted.")
     else:
         messages.error(request, "No such rule of yours.")

@@ -6,7 +6,6 @@ may see a cluster is a quota rule (projects.access).
 """
 
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -15,11 +14,11 @@ from clusters.models import Cluster
 from clusters.status import cached_cluster_status, cluster_status
 from jobs.queue import MAX_QUEUE_ROWS, cluster_queue
 from projects.access import clusters_for_user
+from web.auth import request_user
 
 
 def _cluster_for(request: HttpRequest, name: str) -> Cluster:
-    assert isinstance(request.user, User)  # noqa: S101 - behind login_required
-    cluster = clusters_for_user(user=request.user).filter(name=name).first()
+    cluster = clusters_for_user(user=request_user(request)).filter(name=name).first()
     if cluster is None:
         raise Http404("No such cluster, or none of your projects may use it.")
     return cluster

@@ -26,6 +26,7 @@ from jobs.services import job_cancel, job_submit
 from jobs.specs import CODE_FIELDS, JobSpec, spec_from_job
 from projects.access import projects_of_member
 from projects.models import Project
+from web.auth import request_user
 from web.jobs.api_inputs import JobCloneSerializer, JobCreateSerializer, JobFilterSerializer
 from web.jobs.code_api import CodeSnapshotSerializer, code_in_project
 
@@ -227,7 +228,7 @@ class JobListCreateView(generics.GenericAPIView[Job]):
     pagination_class = JobCursorPagination
 
     def get_queryset(self) -> QuerySet[Job]:
-        return jobs_listed(user=self.request.user)  # type: ignore[arg-type]
+        return jobs_listed(user=request_user(self.request))
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         # The browsable API's form posts a submission.
@@ -265,7 +266,7 @@ class JobListCreateView(generics.GenericAPIView[Job]):
         data = JobCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
-        user: User = request.user  # type: ignore[assignment]
+        user = request_user(request)
         project, cluster = submission_target(user=user, values=values)
         if values["code"] is not None:
             values["code"] = code_in_project(user=user, project=project, sha256=values["code"])
@@ -284,7 +285,7 @@ class JobCancelView(APIView):
     @extend_schema(operation_id="jobs_cancel", request=None, responses={202: JobSerializer})
     def post(self, request: Request, job_id: int) -> Response:
         """Cancel the job's live attempt (its submitter or a project owner)."""
-        job_cancel(job=_job_or_404(request, job_id), user=request.user)  # type: ignore[arg-type]
+        job_cancel(job=_job_or_404(request, job_id), user=request_user(request))
         return Response(
             JobSerializer(_job_or_404(request, job_id)).data, status=status.HTTP_202_ACCEPTED
         )
@@ -297,7 +298,7 @@ class JobCloneView(APIView):
     def post(self, request: Request, job_id: int) -> Response:
         """Submit a copy of the job, with any of its spec fields changed."""
         job = _job_or_404(request, job_id)
-        user: User = request.user  # type: ignore[assignment]
+        user = request_user(request)
         require_submitter(user=user, project=job.project)
         changes = JobCloneSerializer(data=request.data)
         changes.is_valid(raise_exception=True)

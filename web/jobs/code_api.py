@@ -19,6 +19,7 @@ from jobs.code import snapshot_for, snapshot_store
 from jobs.models import CodeSnapshot
 from projects.access import projects_of_member
 from projects.models import Project
+from web.auth import request_user
 
 
 class CodeSnapshotSerializer(serializers.ModelSerializer[CodeSnapshot]):
@@ -55,7 +56,7 @@ class CodeUploadView(APIView):
         project = _project_or_404(request, slug)
         upload = CodeUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
-        user: User = request.user  # type: ignore[assignment]
+        user = request_user(request)
         snapshot, created = snapshot_store(
             user=user, project=project, chunks=upload.validated_data["archive"].chunks()
         )

@@ -33,21 +33,17 @@ from jobs.specs import JobSpec, spec_from_job, validate_spec
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import clusters_for_project
 from projects.models import Project, Quota
+from web.auth import request_user
 from web.jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
 
 MAX_STATE_IDS = 200
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)  # noqa: S101 - behind login_required
-    return request.user
 
 
 @login_required
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
     """The jobs of the user's projects; a fixed number of queries on any page."""
-    user = _user(request)
+    user = request_user(request)
     access = access_for(user=user)
     filters = Filters.from_query(request.GET)
     page = job_page(
@@ -92,7 +88,7 @@ def _sort_labels() -> list[tuple[str, str]]:
 @require_POST
 def jobs_cancel(request: HttpRequest) -> HttpResponse:
     """Bulk cancel: only the selected jobs the user may cancel; the others are named."""
-    user = _user(request)
+    user = request_user(request)
     access = access_for(user=user)
     ids = [int(i) for i in request.POST.getlist("job") if i.isdigit()][:COUNT_CAP]
     jobs = jobs_visible_to(user=user).filter(pk__in=ids)
@@ -135,7 +131,7 @@ def _safe_next(request: HttpRequest, default: str) -> str:
 @login_required
 @require_POST
 def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     job = job_for_viewer(user=user, job_id=job_id)
     if job is None:
         raise Http404("No such job, or not one of your projects'.")
@@ -155,7 +151,7 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
 @require_GET
 def job_states(request: HttpRequest) -> JsonResponse:
     """Live states for the jobs on a page (the user's projects' only); polled by job-states.js."""
-    user = _user(request)
+    user = request_user(request)
     raw = request.GET.get("ids", "")
     ids = [int(i) for i in raw.split(",") if i.strip().isdigit()][:MAX_STATE_IDS]
     rows = jobs_visible_to(user=user).filter(pk__in=ids).values_list("pk", "state")
@@ -199,7 +195,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     `?plan_from=<id>` clones a finished job and shows, beside the estimate, the plan of
     the run being entered from that job's measured throughput (web.jobs.plan).
     """
-    user = _user(request)
+    user = request_user(request)
     if request.method == "POST":
         form = JobForm(request.POST, request.FILES, user=user)
         if form.is_valid():
@@ -296,7 +292,7 @@ def form_preview(request: HttpRequest) -> FormPreview:
     Writes nothing; the script is rendered for an unsaved job. The URL is routed to
     web.jobs.plan, which adds the plan from a measured run.
     """
-    user = _user(request)
+    user = request_user(request)
     form = JobForm(request.POST, user=user)
     valid = form.is_valid()
     cluster: Cluster | None = form.cleaned_data.get("cluster")

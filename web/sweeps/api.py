@@ -21,6 +21,7 @@ from portal_lib.bounds import INT_MAX
 from sweeps.access import sweep_for_viewer, sweeps_visible_to
 from sweeps.models import MAX_TRIALS_LIMIT, Sweep, Trial
 from sweeps.services import sweep_create
+from web.auth import request_user
 from web.jobs.api import JobCursorPagination, submission_target
 from web.jobs.api_inputs import CodeInputSerializer
 from web.jobs.code_api import CodeSnapshotSerializer, code_in_project
@@ -122,7 +123,7 @@ class SweepListCreateView(generics.GenericAPIView[Sweep]):
     pagination_class = JobCursorPagination
 
     def get_queryset(self) -> QuerySet[Sweep]:
-        return sweeps_listed(user=self.request.user)  # type: ignore[arg-type]
+        return sweeps_listed(user=request_user(self.request))
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         return SweepCreateSerializer if self.request.method == "POST" else SweepSerializer
@@ -144,7 +145,7 @@ class SweepListCreateView(generics.GenericAPIView[Sweep]):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         values["first_trials"] = values.get("first_trials") or []
-        user: User = request.user  # type: ignore[assignment]
+        user = request_user(request)
         project, cluster = submission_target(user=user, values=values)
         if values["code"] is not None:
             values["code"] = code_in_project(user=user, project=project, sha256=values["code"])

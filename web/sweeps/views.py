@@ -2,7 +2,6 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -21,16 +20,10 @@ from sweeps.selectors import (
     sweeps_of_project,
 )
 from sweeps.services import sweep_create, sweep_pause, sweep_resume, sweep_stop, trial_stop
+from web.auth import request_user
 from web.sweeps.forms import SweepForm
 
 ACTIONS = {"pause": sweep_pause, "resume": sweep_resume, "stop": sweep_stop}
-
-
-def _user(request: HttpRequest) -> User:
-    user = request.user
-    if not isinstance(user, User):  # login_required lets no anonymous user through
-        raise Http404
-    return user
 
 
 def _project(request: HttpRequest, slug: str) -> Project:
@@ -65,7 +58,7 @@ def sweep_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def sweep_new(request: HttpRequest, slug: str) -> HttpResponse:
-    user = _user(request)
+    user = request_user(request)
     project = _project(request, slug)
     initial = {"code_from": request.GET.get("code_from", "")}
     form = SweepForm(request.POST or None, request.FILES or None, user=user, initial=initial)
@@ -114,7 +107,7 @@ def sweep_action(request: HttpRequest, sweep_id: int, action: str) -> HttpRespon
     if action not in ACTIONS:
         raise Http404("No such action.")
     try:
-        ACTIONS[action](user=_user(request), sweep=sweep)
+        ACTIONS[action](user=request_user(request), sweep=sweep)
     except PortalError as exc:
         messages.error(request, exc.message)
         return redirect("sweep-page", sweep_id=sweep.pk)
@@ -131,7 +124,7 @@ def trial_stop_view(request: HttpRequest, sweep_id: int, number: int) -> HttpRes
         raise Http404("No such trial.")
     trial.sweep = sweep
     try:
-        trial_stop(user=_user(request), trial=trial)
+        trial_stop(user=request_user(request), trial=trial)
     except PortalError as exc:
         messages.error(request, exc.message)
     else:

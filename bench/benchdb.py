@@ -151,7 +151,7 @@ def hold_page(
 ) -> None:
     """A job's page, as a browser holds it: its WebSocket open until `stop`
     (opened again a second after the server closes it). Its lease makes the job one with
-    a page open (jobs.open_pages); `arrived` gets the latency on the page of each line
+    a page open (jobs.poll.open_pages); `arrived` gets the latency on the page of each line
     `MARK <seq> <unix time printed>`."""
     asyncio.run(_page(url, headers, origin, stop, arrived))
 

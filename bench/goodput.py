@@ -35,7 +35,8 @@ def _fill() -> None:
 
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
-    from jobs.models import Attempt, Job, State
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
     from monitoring.goodput.efficiency import PARTS
     from monitoring.models import EfficiencyCard
     from projects.models import Membership, Project

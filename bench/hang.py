@@ -97,7 +97,8 @@ def main() -> None:
     from clusters.models import ClusterAccount
     from clusters.selectors import account_endpoint
     from clusters.ssh import Connection
-    from jobs.models import Attempt, Job, Template
+    from jobs.enums import Template
+    from jobs.models import Attempt, Job
     from jobs.services import job_cancel, job_submit
     from jobs.specs import JobSpec
     from monitoring.models import AttemptProgress

@@ -53,7 +53,8 @@ def _attempts(run_root: Path) -> tuple[Any, Any]:
 
     from clusters.models import Cluster, ClusterAccount
     from devtools.keys import new_key_pair
-    from jobs.models import Attempt, Job, State
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
     from projects.models import Project
 
     cluster = Cluster.objects.filter(name="bench-hostile").first() or Cluster.objects.create(

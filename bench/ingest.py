@@ -72,7 +72,8 @@ def _attempts(tag: str) -> list[Any]:
 
     from clusters.models import Cluster, ClusterAccount
     from devtools.keys import new_key_pair
-    from jobs.models import Attempt, Job, State
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
     from projects.models import Project
 
     user = User.objects.create_user(f"bench-ingest-{tag}")

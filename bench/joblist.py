@@ -41,7 +41,8 @@ def _fill() -> None:
 
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
-    from jobs.models import Job, State, Template
+    from jobs.enums import State, Template
+    from jobs.models import Job
     from projects.models import Membership, Project
 
     user, _ = User.objects.get_or_create(username="bench-user")

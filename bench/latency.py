@@ -212,7 +212,8 @@ def main() -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    from jobs.models import Job, Template
+    from jobs.enums import Template
+    from jobs.models import Job
     from jobs.services import job_submit
     from jobs.specs import JobSpec
     from projects.models import Membership, Project, Quota

@@ -36,7 +36,8 @@ def main() -> None:
 
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
-    from jobs.models import Attempt, Job, State
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
     from monitoring.models import AttemptProgress
     from monitoring.prometheus.exposition import metrics_text
     from monitoring.series.write import series_append

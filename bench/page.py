@@ -54,7 +54,8 @@ def _seed() -> int:
 
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
-    from jobs.models import Attempt, Job, State
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
     from monitoring.logs.store import Delivery, log_files, log_store
     from monitoring.series.write import series_append
     from projects.models import Membership, Project

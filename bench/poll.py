@@ -30,7 +30,7 @@ def main() -> None:
     from clusters.selectors import account_endpoint
     from clusters.ssh import Connection, stats
     from devtools import held_jobs
-    from jobs.polling import cluster_poll
+    from jobs.poll.cycle import cluster_poll
     from projects.models import Project
 
     call_command("migrate", verbosity=0)

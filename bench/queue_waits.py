@@ -1,4 +1,4 @@
-"""How long similar jobs waited (jobs.waits.similar_waits) over a large history.
+"""How long similar jobs waited (jobs.queue.waits.similar_waits) over a large history.
 
 Fills its own database `portal_bench_queue` on the local PostgreSQL (first run only)
 with ATTEMPTS started attempts on one cluster over 8 weeks, spread over 4 partitions,
@@ -33,7 +33,8 @@ def _fill() -> None:
 
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
-    from jobs.models import Attempt, Job, State
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
     from projects.models import Project
 
     cluster = Cluster.objects.filter(name="bench-queue").first()
@@ -92,7 +93,7 @@ def main() -> None:
     from django.utils import timezone
 
     from clusters.models import Cluster
-    from jobs.waits import similar_waits
+    from jobs.queue.waits import similar_waits
 
     call_command("migrate", verbosity=0)
     _fill()

@@ -45,7 +45,8 @@ def _fill() -> None:
 
     from clusters.models import Cluster
     from devtools.keys import new_key_pair
-    from jobs.models import Job, State
+    from jobs.enums import State
+    from jobs.models import Job
     from monitoring.models import RunSummary
     from projects.models import Membership, Project
 

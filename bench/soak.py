@@ -7,8 +7,8 @@ watched one, prints `MARK <seq> <time>` twice a second. The bench reads that job
 stored log from the database every 0.2 s: stored minus printed time is the log latency.
 That job's page is open (a WebSocket to a real daphne, as a browser holds it): its
 lines' latency on the page is reported too, and the polls read a job with a page open
-between the slices of a long poll (jobs.polling.FILES_SLICE).
-It samples the poll figures (`jobs.poll_health`) of both parts of every poll, the
+between the slices of a long poll (jobs.poll.cycle.FILES_SLICE).
+It samples the poll figures (`jobs.poll.health`) of both parts of every poll, the
 worker's memory (its process group's RSS) at the start and the end, and at the end
 compares every job's log on the cluster with what was stored (lost bytes).
 
@@ -153,9 +153,10 @@ def _soak(args: argparse.Namespace, seconds: int, reconfigure: bool) -> None:
     from clusters.sandbox.config import Paths
     from clusters.selectors import account_endpoint
     from clusters.ssh import Connection
-    from jobs.models import FINAL_STATES, Attempt, Job, State, Template
-    from jobs.poll_health import poll_figures
-    from jobs.polling import PARTS
+    from jobs.enums import FINAL_STATES, State, Template
+    from jobs.models import Attempt, Job
+    from jobs.poll.cycle import PARTS
+    from jobs.poll.health import poll_figures
     from jobs.services import job_submit
     from jobs.specs import JobSpec
     from monitoring.ingest.figures import POINTS

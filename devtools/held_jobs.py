@@ -7,7 +7,8 @@ from django.contrib.auth.models import User
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Connection
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from projects.models import Project
 
 

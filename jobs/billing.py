@@ -10,8 +10,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
-from jobs.models import FINAL_STATES, Attempt, Job, State
+from jobs.models import Attempt, Job
 from jobs.notifications import queue_job_end_mail
 from portal_lib.queueing import queue_on_commit
 from projects.models import Reservation, UsageCharge

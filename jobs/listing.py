@@ -15,7 +15,8 @@ from django.db.models import F, Q, QuerySet
 
 from clusters.models import Cluster
 from jobs.access import can_cancel
-from jobs.models import FINAL_STATES, Job, State
+from jobs.enums import FINAL_STATES, State
+from jobs.models import Job
 from portal_lib.viewers import sees_everything
 from projects.access import projects_visible_to
 from projects.models import Membership, Project

@@ -6,88 +6,17 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from clusters.models import Cluster, ClusterAccount
+from jobs.enums import (  # noqa: F401  (the models' own names, and re-exported)
+    DEFAULT_RESTART_ON,
+    FINAL_STATES,
+    LIVE_STATES,
+    NEVER_RESTART,
+    FailureClass,
+    State,
+    Template,
+)
 from projects.models import Project
 
-
-class State(models.TextChoices):
-    """Where a job or attempt stands; the Slurm names where Slurm has one."""
-
-    QUEUED = "QUEUED", "Queued"  # in the portal, not yet handed to Slurm
-    SUBMITTING = "SUBMITTING", "Submitting"
-    PENDING = "PENDING", "Pending"
-    RUNNING = "RUNNING", "Running"
-    COMPLETING = "COMPLETING", "Completing"
-    COMPLETED = "COMPLETED", "Completed"
-    FAILED = "FAILED", "Failed"
-    CANCELLED = "CANCELLED", "Cancelled"
-    TIMEOUT = "TIMEOUT", "Time limit"
-    NODE_FAIL = "NODE_FAIL", "Node failure"
-    PREEMPTED = "PREEMPTED", "Preempted"
-    OUT_OF_MEMORY = "OUT_OF_MEMORY", "Out of memory"
-    UNKNOWN = "UNKNOWN", "Unknown"  # the cluster cannot be reached just now
-
-
-FINAL_STATES = frozenset(
-    {
-        State.COMPLETED,
-        State.FAILED,
-        State.CANCELLED,
-        State.TIMEOUT,
-        State.NODE_FAIL,
-        State.PREEMPTED,
-        State.OUT_OF_MEMORY,
-    }
-)
-# States in which Slurm holds the job: what a poll looks at.
-LIVE_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, State.UNKNOWN})
-
-
-class Template(models.TextChoices):
-    COMMAND = "command", "Command"
-    TORCHRUN = "torchrun", "PyTorch DDP (torchrun)"
-    FSDP = "fsdp", "PyTorch FSDP (torchrun)"
-    DEEPSPEED = "deepspeed", "DeepSpeed (torchrun launcher)"
-
-
-class FailureClass(models.TextChoices):
-    """Why an attempt ended, as the diagnosis (monitoring.diagnosis.diagnose) reads it."""
-
-    NCCL_TIMEOUT = "nccl_timeout", "NCCL timeout"
-    CUDA_OOM = "cuda_oom", "CUDA out of memory"
-    HOST_OOM = "host_oom", "Host out of memory"
-    NODE_FAILURE = "node_failure", "Node failure"
-    TIME_LIMIT = "time_limit", "Time limit"
-    PREEMPTION = "preemption", "Preemption"
-    ADDRESS_IN_USE = "address_in_use", "Rendezvous port in use"
-    MISSING_MODULE = "missing_module", "Missing Python module"
-    MISSING_FILE = "missing_file", "Missing file"
-    RANK_CRASH = "rank_crash", "A rank crashed"
-    GPU_HARDWARE = "gpu_hardware", "GPU hardware fault"
-    DEVICE_ASSERT = "device_assert", "Device-side assert"
-    DIVERGED = "diverged", "Diverged (NaN or inf)"
-    HANG = "hang", "Hung (no progress on any rank)"
-    CANCELLED = "cancelled", "Cancelled"
-    UNKNOWN = "unknown", "Unknown failure"
-
-
-# What a restart can fix, unless the job says otherwise.
-DEFAULT_RESTART_ON = (
-    FailureClass.NODE_FAILURE,
-    FailureClass.PREEMPTION,
-    FailureClass.NCCL_TIMEOUT,
-    FailureClass.RANK_CRASH,
-    FailureClass.GPU_HARDWARE,
-)
-# Failures that would only happen again: never restarted, whatever the policy says.
-NEVER_RESTART = frozenset(
-    {
-        FailureClass.CUDA_OOM,
-        FailureClass.MISSING_MODULE,
-        FailureClass.MISSING_FILE,
-        FailureClass.DEVICE_ASSERT,
-        FailureClass.CANCELLED,
-    }
-)
 MAX_RESTARTS_LIMIT = 20
 MAX_SLURM_REASON = 128
 
@@ -99,9 +28,9 @@ def default_restart_on() -> list[str]:
 class CodeSnapshot(models.Model):
     """A code directory as one tar archive, stored once per project by its SHA-256.
 
-    The file lives at `jobs.code.snapshot_path(sha256)` (under CODE_SNAPSHOT_DIR), shared by
-    every project that uploaded the same bytes; a row per project keeps one project's
-    snapshots out of another's reach.
+    The file lives at `jobs.code.snapshots.snapshot_path(sha256)` (under CODE_SNAPSHOT_DIR),
+    shared by every project that uploaded the same bytes; a row per project keeps one
+    project's snapshots out of another's reach.
     """
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="code_snapshots")
@@ -254,7 +183,7 @@ class Job(CodeSource):
             models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
-            # How long similar jobs waited (jobs.waits): the jobs of one shape on a cluster.
+            # How long similar jobs waited (jobs.queue.waits): the jobs of one shape on a cluster.
             models.Index(
                 fields=["cluster", "partition", "nodes", "gpus_per_node"], name="job_cluster_shape"
             ),

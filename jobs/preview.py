@@ -9,10 +9,10 @@ from django.utils import timezone
 from clusters.models import Cluster
 from jobs.estimate import Room, job_estimate
 from jobs.models import Attempt, Job
+from jobs.queue.waits import WaitHistory, format_wait, waits_by_cluster
 from jobs.rundir import RunDir
 from jobs.scripts import render_batch_script
 from jobs.specs import JobSpec
-from jobs.waits import WaitHistory, format_wait, waits_by_cluster
 from projects.models import Project
 
 PENDING_ID = "(set at submission)"

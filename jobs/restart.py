@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.enums import NEVER_RESTART, FailureClass, State
 from jobs.errors import JobError
-from jobs.models import NEVER_RESTART, Attempt, FailureClass, Job, State
+from jobs.models import Attempt, Job
 from jobs.services import attempt_start
 from jobs.states import attempt_note
 

@@ -9,7 +9,8 @@ import re
 import shlex
 from datetime import timedelta
 
-from jobs.models import Attempt, Job, Template
+from jobs.enums import Template
+from jobs.models import Attempt, Job
 from jobs.rundir import (
     CHECKPOINT_DIR,
     CODE_DIR,

@@ -1,7 +1,8 @@
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.models import FINAL_STATES, LIVE_STATES, Attempt
+from jobs.enums import FINAL_STATES, LIVE_STATES
+from jobs.models import Attempt
 
 
 def polled_attempts() -> QuerySet[Attempt]:

@@ -15,8 +15,9 @@ from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_for
 from jobs.access import require_canceller, require_submitter
 from jobs.billing import attempt_reserve
+from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
-from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
+from jobs.models import Attempt, Job, JobEvent
 from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_note, attempt_transition

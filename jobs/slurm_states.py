@@ -1,6 +1,6 @@
 """Slurm's job states, as squeue and sacct print them, mapped to the portal's."""
 
-from jobs.models import State
+from jobs.enums import State
 
 _MAP: dict[str, str] = {
     "PENDING": State.PENDING,

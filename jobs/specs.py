@@ -13,17 +13,9 @@ from typing import Any
 from django.conf import settings
 
 from clusters.inventory import PartitionLimits
-from jobs.code_fetch import git_ref_problem, git_url_problem
-from jobs.models import (
-    DEFAULT_RESTART_ON,
-    MAX_RESTARTS_LIMIT,
-    NEVER_RESTART,
-    CodeSnapshot,
-    CodeSource,
-    FailureClass,
-    Job,
-    Template,
-)
+from jobs.code.fetch import git_ref_problem, git_url_problem
+from jobs.enums import DEFAULT_RESTART_ON, NEVER_RESTART, FailureClass, Template
+from jobs.models import MAX_RESTARTS_LIMIT, CodeSnapshot, CodeSource, Job
 from jobs.params import ParamValue, params_clean, params_for_spec, params_given
 from jobs.patterns import validate_patterns
 from projects.models import Quota
@@ -61,7 +53,7 @@ class JobSpec:
     hang_multiple: float | None = None
     hang_floor_seconds: int | None = None
     startup_window_seconds: int | None = None
-    # The code the command runs in (jobs.code) and where it came from: a snapshot with a
+    # The code the command runs in (jobs.code.snapshots) and where it came from: a snapshot with a
     # git checkout's commit, branch and diff, or a git URL and ref fetched before the
     # first attempt. A clone keeps the snapshot: the same bytes, stored once.
     code: CodeSnapshot | None = None

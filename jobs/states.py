@@ -8,7 +8,8 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from jobs.billing import attempt_settle
-from jobs.models import FINAL_STATES, Attempt, Job, JobEvent, State
+from jobs.enums import FINAL_STATES, State
+from jobs.models import Attempt, Job, JobEvent
 
 _SLURM_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, *FINAL_STATES}) - {
     State.FAILED

@@ -12,9 +12,10 @@ from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
 from clusters.ssh import Connection, pool
-from jobs.code import job_code_fetch, snapshot_bytes
+from jobs.code.snapshots import job_code_fetch, snapshot_bytes
+from jobs.enums import State
 from jobs.errors import JobError
-from jobs.models import Attempt, State
+from jobs.models import Attempt
 from jobs.rundir import CODE_ARCHIVE_FILE, CODE_DIR, SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir
 from jobs.scripts import render_batch_script
 from jobs.slurm_states import portal_state

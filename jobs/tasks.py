@@ -16,9 +16,9 @@ from jobs.accounting import AccountingNotReady, attempt_charge_from_accounting
 from jobs.billing import charges_reconcile
 from jobs.models import Attempt
 from jobs.notifications import job_end_send
-from jobs.poll_health import poll_record
-from jobs.poll_lease import lease, poll_lease, submit_lease_key
-from jobs.polling import PARTS, PollResult, cluster_poll
+from jobs.poll.cycle import PARTS, PollResult, cluster_poll
+from jobs.poll.health import poll_record
+from jobs.poll.lease import lease, poll_lease, submit_lease_key
 from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
@@ -62,7 +62,7 @@ def _redis() -> redis.Redis:
 
 @shared_task(ignore_result=True)
 def poll_cluster(cluster_id: int, part: str = "") -> None:
-    """Poll one part of the cluster (jobs.polling.PARTS), or all of it without one."""
+    """Poll one part of the cluster (jobs.poll.cycle.PARTS), or all of it without one."""
     # One poll of each part per cluster in flight, across all workers; a poll still
     # running when the next beat fires makes that beat a no-op rather than a pile-up.
     parts = (part,) if part else PARTS

@@ -1,11 +1,11 @@
-"""Django's JSONField, read and written on PostgreSQL by orjson (`portal_lib.json_text`)."""
+"""Django's JSONField, read and written on PostgreSQL by orjson (`portal_lib.fast_json`)."""
 
 from typing import Any
 
 from django.db import models
 from psycopg.types.json import Jsonb
 
-from portal_lib.json_text import dumps, loads
+from portal_lib.fast_json import dumps, loads
 
 __all__ = ["JSONField", "dumps", "loads"]
 

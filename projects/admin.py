@@ -13,6 +13,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from clusters.models import Cluster
+from projects.audit import quota_changes_record, quota_snapshot
 from projects.mirror import MirrorError, mirror_apply, mirror_plan
 from projects.models import (
     BudgetAlert,
@@ -26,7 +27,6 @@ from projects.models import (
     UsageCharge,
 )
 from projects.quota import fmt_hours
-from projects.quota_audit import quota_changes_record, quota_snapshot
 from projects.reports import usage_report_view
 from projects.selectors import Usage, projects_usage
 

@@ -11,7 +11,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from clusters.models import Cluster
-from jobs.models import CodeSnapshot, CodeSource, Job, Template
+from jobs.enums import Template
+from jobs.models import CodeSnapshot, CodeSource, Job
 from projects.models import Project
 
 MAX_TRIALS_LIMIT = 1000

@@ -7,7 +7,8 @@ from optuna.distributions import CategoricalDistribution
 
 from clusters.inventory import cluster_partitions
 from jobs.access import require_submitter
-from jobs.models import FINAL_STATES, Attempt
+from jobs.enums import FINAL_STATES
+from jobs.models import Attempt
 from jobs.services import attempt_cancel_by_portal, submit_account
 from jobs.specs import JobSpec, code_of, validate_spec
 from projects.models import Quota

@@ -17,9 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.errors import ClusterError
-from jobs.code import git_snapshot
+from jobs.code.snapshots import git_snapshot
+from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
-from jobs.models import FINAL_STATES, Attempt, Job, State
+from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from monitoring.job_page.facts import attempt_total_steps
 from monitoring.runs.plan import STEP_KEYS

@@ -8,7 +8,8 @@ from django.utils import timezone
 from clusters.inventory import PartitionLimits
 from clusters.models import Cluster, ClusterAccount
 from devtools.keys import new_key_pair
-from jobs.models import Attempt, Job, State, Template
+from jobs.enums import State, Template
+from jobs.models import Attempt, Job
 from jobs.specs import JobSpec
 from monitoring.goodput.efficiency import PARTS
 from monitoring.models import AttemptProgress, EfficiencyCard

@@ -20,7 +20,8 @@ from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.ssh import Connection
 from devtools.servers import wait_until
-from jobs.models import Attempt, Job, Template
+from jobs.enums import Template
+from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from monitoring.logs.store import Delivery, log_files, log_store
 from monitoring.models import EfficiencyCard

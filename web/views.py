@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
 
 from clusters.status import cached_cluster_status
-from jobs.models import FINAL_STATES, Job, State
+from jobs.enums import FINAL_STATES, State
+from jobs.models import Job
 from monitoring.goodput.report import PART_TITLES, project_goodput
 from projects.access import clusters_for_user, projects_visible_to
 from projects.burndown import burn_down

@@ -5,7 +5,7 @@ request, to an isolated interpreter (`python3 -I`, started by `env -i` with a
 minimal PATH), so nothing in the account's home, PATH or Python environment can
 replace it. A login shell's rc files still run first: what comes back through a
 tenant's session is that tenant's word (their own files), never the truth about
-job state or billing (see `jobs.polling`).
+job state or billing (see `jobs.poll.cycle`).
 """
 
 import base64

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from jobs.models import FINAL_STATES, State
+from jobs.enums import FINAL_STATES, State
 from monitoring.hangs.rules import HANG, STARTUP
 from monitoring.models import AlertKind, AlertRule
 

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from django.db import transaction
 
 from clusters.agent import AgentReply, Listing, ListingEntry, ListingRead
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import CHECKPOINT_DIR, RunDir, file_key
 from monitoring.models import Checkpoint
 

@@ -10,7 +10,7 @@ import signal
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from jobs.models import FailureClass, State
+from jobs.enums import FailureClass, State
 from jobs.rundir import WARNING_MARKER
 from monitoring.diagnosis.blame import (
     FailedRank,

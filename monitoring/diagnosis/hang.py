@@ -1,6 +1,7 @@
 """The diagnosis of an attempt the portal cancelled because it hung."""
 
-from jobs.models import Attempt, FailureClass
+from jobs.enums import FailureClass
+from jobs.models import Attempt
 from monitoring.diagnosis.diagnose import Diagnosis
 from monitoring.models import AttemptProgress
 

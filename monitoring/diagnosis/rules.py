@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobs.models import FailureClass, State
+from jobs.enums import FailureClass, State
 from monitoring.diagnosis.log_scan import WINDOW_LINES as WINDOW
 
 

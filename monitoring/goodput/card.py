@@ -15,7 +15,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs.billing import measured_by_portal
-from jobs.models import FINAL_STATES, Attempt, Job
+from jobs.enums import FINAL_STATES
+from jobs.models import Attempt, Job
 from jobs.rundir import gpu_series
 from monitoring.checkpoints.registry import checkpoint_path
 from monitoring.goodput.efficiency import PARTS, GpuTrace, Span, build_card, memory_total_for

@@ -18,7 +18,8 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import gpu_series
 from jobs.services import attempt_cancel_by_portal
 from jobs.states import attempt_note

@@ -3,7 +3,8 @@
 from datetime import datetime
 from typing import Any
 
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from monitoring.goodput.efficiency import PARTS
 from monitoring.models import AttemptActivity, EfficiencyCard
 from projects.models import IdlePolicy

@@ -11,7 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.agent import AgentReply, FileRead, ListingRead
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from monitoring.goodput.card import attempt_card_compute
 from monitoring.goodput.idle import idle_watch
 from monitoring.models import AttemptActivity, EfficiencyCard, LogFile

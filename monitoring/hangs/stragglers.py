@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
 from monitoring.series.read import last_points, series_read
 

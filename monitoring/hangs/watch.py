@@ -18,7 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.agent import AgentReply, FileRead, ListingRead
-from jobs.models import Attempt, FailureClass, State
+from jobs.enums import FailureClass, State
+from jobs.models import Attempt
 from jobs.restart import restart_decision
 from jobs.rundir import STDOUT_FILE, RunDir, file_key, progress_file, stack_file
 from jobs.scripts import TORCHRUN_TEMPLATES

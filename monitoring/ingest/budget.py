@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from portal_lib.json_text import dumps, loads
+from portal_lib.fast_json import dumps, loads
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
-from jobs.push import push_built
+from jobs.poll.push import push_built
 from jobs.rundir import (
     METRICS_FILE,
     STDOUT_FILE,
@@ -179,7 +179,7 @@ class MonitoringWatcher:
             else:
                 pairs.append([x, y])
         logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
-        # No state: the state poll pushes each new one (jobs.polling) and runs beside this
+        # No state: the state poll pushes each new one (jobs.poll.cycle) and runs beside this
         # one, so a state read here could reach a page after a newer one and take it back.
         deltas = []
         for attempt in attempts.values():

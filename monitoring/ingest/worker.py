@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from jobs.params import params_clean
 from monitoring.reading.parsers import MetricPoint, jsonl_record, parse_stdout_metrics
-from portal_lib.json_text import dumps, loads
+from portal_lib.fast_json import dumps, loads
 
 # Metric names one stdout line (one run of points at a step) or one metrics.jsonl
 # record may give; the rest are dropped and counted.

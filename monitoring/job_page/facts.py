@@ -11,7 +11,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from jobs.models import FINAL_STATES, Attempt, Job, State
+from jobs.enums import FINAL_STATES, State
+from jobs.models import Attempt, Job
 from jobs.rundir import STDOUT_FILE, gpu_series, page_formats
 from monitoring.hangs.stragglers import pace_node
 from monitoring.logs.store import log_tail

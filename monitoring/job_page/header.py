@@ -10,8 +10,9 @@ and ticks the elapsed time itself.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobs.models import FINAL_STATES, Attempt, Job, State
-from jobs.waits import format_wait, similar_waits
+from jobs.enums import FINAL_STATES, State
+from jobs.models import Attempt, Job
+from jobs.queue.waits import format_wait, similar_waits
 
 
 @dataclass(frozen=True)

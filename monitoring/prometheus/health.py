@@ -24,9 +24,10 @@ from prometheus_client.core import (
 
 from clusters.models import Cluster
 from clusters.status import cached_cluster_statuses
-from jobs.models import LIVE_STATES, Attempt, State
-from jobs.poll_health import PollFigures, poll_figures
-from jobs.polling import PARTS
+from jobs.enums import LIVE_STATES, State
+from jobs.models import Attempt
+from jobs.poll.cycle import PARTS
+from jobs.poll.health import PollFigures, poll_figures
 from monitoring.ingest.figures import FILE_BYTES, GPU_SAMPLES, POINTS
 from monitoring.live import slots
 from monitoring.live.slots import slots_live
@@ -35,7 +36,7 @@ from portal_lib.health import health_read, redis_for
 logger = logging.getLogger(__name__)
 
 CLUSTER = ["cluster"]
-# A poll's part (jobs.polling.PARTS): Slurm's view of the jobs, or their files.
+# A poll's part (jobs.poll.cycle.PARTS): Slurm's view of the jobs, or their files.
 CLUSTER_PART = ["cluster", "part"]
 # kombu's Redis transport keeps a queue's messages of priority p under `<queue>\x06\x16<p>`
 # (p > 0) beside the queue's own list; together they are its length.

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
 from monitoring.hangs.rules import step_interval
 from monitoring.models import AttemptProgress

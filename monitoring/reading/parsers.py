@@ -14,7 +14,7 @@ from typing import Any
 
 from monitoring.reading.reader import MetricReader, ReaderState
 from monitoring.reading.user_patterns import user_metrics, user_patterns
-from portal_lib.json_text import loads
+from portal_lib.fast_json import loads
 
 MAX_NAME_LENGTH = 100
 _MAX_PROVISIONAL = 64 * 1024

@@ -21,7 +21,7 @@ from datetime import timedelta
 
 from jobs.estimate import Estimate, Room, request_estimate
 from jobs.models import Job
-from jobs.waits import format_wait
+from jobs.queue.waits import format_wait
 from monitoring.models import RunSummary
 from monitoring.reading.throughput import SAMPLE_COUNT_NAMES, STEP_RATE_NAMES, TOKEN_COUNT_NAMES
 from monitoring.runs.summary import LOSS_NAMES

@@ -18,7 +18,8 @@ from django.db.models.expressions import OrderBy
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils.dateparse import parse_date, parse_datetime
 
-from jobs.models import Job, State
+from jobs.enums import State
+from jobs.models import Job
 from jobs.params import param_from_text
 from monitoring.models.runs import SUMMARY_COLUMNS
 from portal_lib.bounds import INT_MAX

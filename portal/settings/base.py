@@ -266,9 +266,9 @@ RUN_DIR_FILES: dict[str, Path] = {
     "portal_metrics.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_metrics.py",
     "sitecustomize.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_sitecustomize.py",
 }
-# Code snapshots (jobs.code): where archives are kept (one file per content hash), the
+# Code snapshots (jobs.code.snapshots): where archives are kept (one file per content hash), the
 # largest upload, what one may hold unpacked (bytes, files), the uncommitted diff a job
-# records, and fetching a git URL (jobs.code_fetch: seconds, bytes of the fetched repository).
+# records, and fetching a git URL (jobs.code.fetch: seconds, bytes of the fetched repository).
 CODE_SNAPSHOT_DIR = Path(env("CODE_SNAPSHOT_DIR", default=str(BASE_DIR / ".state" / "code")))
 CODE_UPLOAD_MAX_BYTES: int = env.int("CODE_UPLOAD_MAX_BYTES", default=100 * 1024 * 1024)
 CODE_UNPACKED_MAX_BYTES: int = env.int("CODE_UNPACKED_MAX_BYTES", default=1024 * 1024 * 1024)

@@ -10,7 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs.code import snapshot_path
+from jobs.code.snapshots import snapshot_path
 from jobs.models import CodeSnapshot, Job
 from projects.models import Membership, Project
 from tests.helpers import Tokens, bearer

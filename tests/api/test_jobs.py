@@ -9,7 +9,8 @@ from django.test import Client
 from django.utils import timezone
 
 from clusters.status import ClusterStatus, PartitionStatus
-from jobs.models import Attempt, Job, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, Job, JobEvent
 from projects.models import Quota
 from tests import factories
 from tests.helpers import Tokens, bearer

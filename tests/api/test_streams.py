@@ -8,7 +8,8 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from monitoring.live.slots import slots_clear
 from monitoring.series.write import series_append
 from tests.helpers import LOG, Tokens, bearer

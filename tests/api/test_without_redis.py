@@ -12,7 +12,8 @@ import pytest
 from celery import current_app
 from django.test import Client
 
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.services import attempts_reconcile
 from portal_lib import queueing
 from tests.helpers import Tokens, bearer

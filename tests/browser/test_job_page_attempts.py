@@ -13,7 +13,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from jobs.models import Attempt, Job, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, Job, JobEvent
 from jobs.rundir import job_group
 from monitoring.diagnosis.diagnose import diagnose
 from monitoring.models import LogFile

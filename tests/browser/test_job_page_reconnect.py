@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from devtools.servers import Daphne
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from monitoring.series.write import series_append
 from tests import factories
 from tests.fixtures.servers import live_env

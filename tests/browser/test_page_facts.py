@@ -13,7 +13,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from clusters.models import Cluster
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import job_group
 from projects.models import UsageCharge
 from tests import factories

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from jobs.models import State
+from jobs.enums import State
 from monitoring.models import RunSummary
 from tests import factories
 from tests.browser.test_page_facts import _log_in

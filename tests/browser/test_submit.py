@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 
 from clusters.models import Cluster
 from clusters.sandbox.config import GPUS_PER_NODE, NODES
-from jobs.models import Job, State
+from jobs.enums import State
+from jobs.models import Job
 from projects.models import Project
 from tests.helpers import PASSWORD, screenshot, wait_for
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.models import State
+from jobs.enums import State
 from sweeps.models import Sweep, Trial
 from tests import factories
 from tests.browser.test_page_facts import _log_in

@@ -28,7 +28,8 @@ from django.db.models import Sum
 from clusters.models import Cluster
 from clusters.sandbox import daemons
 from clusters.sandbox.config import Paths
-from jobs.models import Attempt, Job, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, Job, JobEvent
 from jobs.rundir import STDOUT_FILE
 from jobs.services import job_submit
 from monitoring.logs.store import log_read

@@ -15,7 +15,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.rundir import STDOUT_FILE
 from projects.models import Membership
 from tests.chaos.harness import (

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from clusters.sandbox import daemons
 from clusters.sandbox.config import Paths
-from jobs.poll_health import PollFigures, poll_figures
-from jobs.polling import STATE
+from jobs.poll.cycle import STATE
+from jobs.poll.health import PollFigures, poll_figures
 from portal_lib.health import health_read
 from tests.chaos.harness import (
     RECOVERY_WAIT,

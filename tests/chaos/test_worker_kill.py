@@ -3,7 +3,7 @@ the jobs' files (its lease held), once between polls; supervise starts it again,
 `make run`.
 
 A job is submitted just before each kill, so a submission may die with the worker too.
-The lease of a poll killed midway ends within its short TTL (jobs/poll_lease.py).
+The lease of a poll killed midway ends within its short TTL (jobs/poll/lease.py).
 """
 
 import contextlib
@@ -18,8 +18,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from devtools import servers
-from jobs.poll_lease import lease_key
-from jobs.polling import FILES, PARTS
+from jobs.poll.cycle import FILES, PARTS
+from jobs.poll.lease import lease_key
 from tests.chaos.harness import (
     assert_all_intact,
     attempts,

@@ -15,7 +15,8 @@ from portal_client import Portal, PortalError
 from portal_client.progress import Progress
 from portal_client.sse import parse_events
 
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from sweeps.tick import sweep_advance
 from tests.helpers import LOG, Tokens, store_log
 from tests.runs.test_runs_table import _run

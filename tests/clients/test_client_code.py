@@ -9,7 +9,7 @@ import pytest
 from portal_client import Portal
 
 from accounts.services import token_issue
-from jobs.code import snapshot_path
+from jobs.code.snapshots import snapshot_path
 from jobs.models import Attempt, CodeSnapshot
 
 pytestmark = pytest.mark.sandbox

@@ -16,7 +16,8 @@ import pytest
 from nbclient import NotebookClient
 
 from accounts.services import token_issue
-from jobs.models import Job, State
+from jobs.enums import State
+from jobs.models import Job
 from monitoring.series.read import series_read
 from tests.helpers import CLIENT_SRC, EXAMPLE
 

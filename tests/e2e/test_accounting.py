@@ -13,7 +13,8 @@ from clusters.models import ClusterAccount
 from clusters.sandbox import config
 from clusters.slurm.health import cluster_connection_check
 from clusters.ssh import Connection
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.services import job_cancel, job_submit
 from projects.mirror import mirror_apply
 from projects.models import Quota, Reservation, UsageCharge

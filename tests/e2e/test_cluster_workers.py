@@ -24,7 +24,8 @@ from django.conf import settings
 from clusters.sandbox.config import NODES, SECOND
 from devtools import servers
 from devtools.servers import Server
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.services import job_submit
 from monitoring.logs.store import log_read
 from monitoring.models import LogFile

@@ -2,7 +2,7 @@
 
 Slurm's commands wait for slurmctld: while it hangs (overloaded, or stopped in a
 debugger), squeue takes as long as its timeout. The poll reads state and files in
-separate tasks under separate leases (`jobs.polling.PARTS`), so the logs keep
+separate tasks under separate leases (`jobs.poll.cycle.PARTS`), so the logs keep
 arriving during one stuck state poll. The hang is made by this test's own cluster
 row: its squeue (in a directory of links to the real commands, as the slow-sbatch
 test does) sleeps while a flag file exists, so the shared controller is left alone.
@@ -18,9 +18,10 @@ from django.conf import settings
 
 from clusters.models import DEFAULT_SLURM_BIN_DIR, Cluster
 from clusters.sandbox import config
-from jobs.models import Attempt, State
-from jobs.poll_lease import lease_key
-from jobs.polling import STATE
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.cycle import STATE
+from jobs.poll.lease import lease_key
 from jobs.services import job_submit
 from monitoring.logs.store import log_read
 from monitoring.models import LogFile

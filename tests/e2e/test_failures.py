@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
+from jobs.enums import FailureClass, State, Template
+from jobs.models import Attempt, Job, JobEvent
 from jobs.services import job_submit
 from monitoring.models import Checkpoint
 from monitoring.series.read import series_last

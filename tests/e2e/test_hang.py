@@ -17,7 +17,8 @@ import pytest
 from django.test import Client
 
 from clusters.slurm.hostlist import expand_nodes
-from jobs.models import Attempt, FailureClass, Job, JobEvent, State, Template
+from jobs.enums import FailureClass, State, Template
+from jobs.models import Attempt, Job, JobEvent
 from jobs.services import job_submit
 from monitoring.models import AttemptProgress, Checkpoint, EfficiencyCard
 from tests.factories import spec

@@ -11,7 +11,8 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
-from jobs.models import Attempt, Job, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, Job, JobEvent
 from jobs.services import job_cancel, job_submit
 from monitoring.models import AttemptActivity
 from monitoring.series.read import series_read

@@ -9,7 +9,8 @@ import pytest
 from clusters.models import Cluster
 from clusters.sandbox.config import NODES
 from clusters.ssh import Connection
-from jobs.models import Attempt, Job, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, Job, JobEvent
 from jobs.services import job_cancel, job_submit
 from tests.factories import spec
 from tests.fixtures.servers import POLL_INTERVAL

@@ -14,7 +14,8 @@ import pytest
 
 from clusters.sandbox.config import NODES
 from clusters.slurm.hostlist import expand_nodes
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from monitoring.series.read import series_names, series_read
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for
 

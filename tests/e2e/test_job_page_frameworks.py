@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.models import Attempt, State, Template
+from jobs.enums import State, Template
+from jobs.models import Attempt
 from jobs.services import job_submit
 from monitoring.models import LogFile
 from monitoring.series.read import series_read

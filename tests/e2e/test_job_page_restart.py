@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from monitoring.models import Checkpoint
 from monitoring.series.read import series_read
 from tests.e2e.test_resume import kill_rank

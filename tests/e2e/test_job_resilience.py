@@ -12,8 +12,9 @@ from clusters.slurm import Slurm
 from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
 from clusters.ssh import SSHError
 from devtools.keys import new_key_pair
-from jobs.models import Attempt, Job, State
-from jobs.polling import cluster_poll
+from jobs.enums import State
+from jobs.models import Attempt, Job
+from jobs.poll.cycle import cluster_poll
 from jobs.services import job_submit
 from jobs.submission import SubmitRetry, attempt_submit
 from tests.factories import spec

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from clusters.ssh import Connection
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from monitoring.logs.store import _trim, log_read, log_read_any
 from monitoring.models import LogFile

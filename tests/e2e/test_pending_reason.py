@@ -23,10 +23,11 @@ from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from clusters.selectors import portal_endpoint
 from clusters.slurm import Slurm
 from clusters.ssh import Connection
-from jobs.models import Attempt, State
-from jobs.polling import cluster_poll
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.cycle import cluster_poll
+from jobs.queue.start_estimates import ESTIMATE_KEY
 from jobs.slurm_states import portal_state
-from jobs.start_estimates import ESTIMATE_KEY
 from tests import factories
 from tests.helpers import QUEUE_WAIT, sbatch, wait_for
 

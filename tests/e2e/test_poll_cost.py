@@ -6,8 +6,9 @@ import pytest
 from clusters.models import ClusterAccount
 from clusters.ssh import stats
 from devtools import held_jobs
-from jobs.models import Attempt, State
-from jobs.polling import cluster_poll
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.cycle import cluster_poll
 from tests.helpers import slurm_name
 
 pytestmark = pytest.mark.sandbox

@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from devtools.servers import TAG_VARIABLE, free_port
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.services import job_cancel, job_submit
 from tests.board import board_exprs, concrete, load_board
 from tests.factories import spec

@@ -14,7 +14,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from jobs.models import Attempt, FailureClass, Job, JobEvent, State
+from jobs.enums import FailureClass, State
+from jobs.models import Attempt, Job, JobEvent
 from monitoring.hangs.stragglers import STEP_RATE, attempt_stragglers
 from monitoring.models import Checkpoint
 from monitoring.series.read import series_read

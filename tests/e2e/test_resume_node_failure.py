@@ -17,7 +17,8 @@ from django.conf import settings
 
 from clusters.sandbox import daemons
 from clusters.sandbox.config import Paths
-from jobs.models import Attempt, FailureClass, JobEvent, State, Template
+from jobs.enums import FailureClass, State, Template
+from jobs.models import Attempt, JobEvent
 from jobs.services import job_submit
 from monitoring.models import Checkpoint
 from tests.factories import spec

@@ -16,7 +16,8 @@ from django.contrib.auth.models import User
 
 from clusters.models import Cluster
 from clusters.ssh import Connection
-from jobs.models import FINAL_STATES, Attempt, Job, State, Template
+from jobs.enums import FINAL_STATES, State, Template
+from jobs.models import Attempt, Job
 from projects.models import Project, Reservation
 from sweeps.errors import SweepError
 from sweeps.models import Sweep, Trial

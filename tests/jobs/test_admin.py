@@ -5,7 +5,8 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from devtools.keys import new_key_pair
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 
 
 def _jobs(project, user, count: int) -> list[Job]:

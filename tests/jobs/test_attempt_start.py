@@ -11,8 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 
 from jobs import services as job_services
+from jobs.enums import FailureClass, State
 from jobs.errors import JobError
-from jobs.models import Attempt, FailureClass, Job, JobEvent, State
+from jobs.models import Attempt, Job, JobEvent
 from jobs.restart import attempt_restart
 from jobs.services import attempt_start, job_submit
 from projects.models import Project, Quota, Reservation

@@ -16,7 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.models import CodeSnapshot, FailureClass, Job, State, Template
+from jobs.enums import FailureClass, State, Template
+from jobs.models import CodeSnapshot, Job
 from jobs.specs import JobSpec, spec_from_job
 from projects.models import Project
 from tests import factories

@@ -10,8 +10,9 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.slurm import Node
 from clusters.status import ClusterStatus, PartitionStatus
-from jobs.models import Attempt, State
-from jobs.queue import cluster_queue
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.queue.cluster import cluster_queue
 from projects.models import Membership, Project
 from tests import factories
 

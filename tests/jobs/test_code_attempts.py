@@ -10,8 +10,9 @@ import pytest
 
 from clusters.agent.client import AgentError
 from clusters.ssh import CommandResult, Endpoint
-from jobs.code import snapshot_path, snapshot_store
-from jobs.models import Attempt, FailureClass, State
+from jobs.code.snapshots import snapshot_path, snapshot_store
+from jobs.enums import FailureClass, State
+from jobs.models import Attempt
 from jobs.restart import attempt_restart
 from jobs.rundir import RunDir
 from jobs.scripts import render_batch_script

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs.code import job_code_fetch, snapshot_path
-from jobs.code_fetch import git_fetch
+from jobs.code.fetch import git_fetch
+from jobs.code.snapshots import job_code_fetch, snapshot_path
+from jobs.enums import State
 from jobs.errors import JobError
-from jobs.models import Attempt, CodeSnapshot, State
+from jobs.models import Attempt, CodeSnapshot
 from jobs.submission import attempt_submit
 from tests import factories
 

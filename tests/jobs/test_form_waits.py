@@ -13,8 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.models import Attempt, State
-from jobs.waits import waits_by_cluster
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.queue.waits import waits_by_cluster
 from projects.models import Project, Quota
 from tests import factories
 from tests.jobs.test_views import _form

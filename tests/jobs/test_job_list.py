@@ -6,8 +6,9 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster
+from jobs.enums import State
 from jobs.listing import Filters, access_for, job_page
-from jobs.models import Attempt, Job, State
+from jobs.models import Attempt, Job
 from projects.models import Membership, Project
 from tests import factories
 

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.slurm import parse_squeue
-from jobs.authority import ClusterTruth, truth_apply
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.authority import ClusterTruth, truth_apply
 from tests import factories
 from tests.clusters.slurm_output import by_id, fixture
 

@@ -18,8 +18,9 @@ from django.contrib.auth.models import User
 
 from devtools import servers
 from devtools.servers import Server, wait_until
-from jobs.models import Attempt, State
-from jobs.poll_lease import LEASE_SECONDS, lease_key
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.lease import LEASE_SECONDS, lease_key
 from jobs.tasks import poll_cluster
 from projects.models import Project
 from tests import factories

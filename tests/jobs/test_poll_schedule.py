@@ -3,7 +3,8 @@
 import pytest
 
 from clusters.models import Cluster
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.selectors import clusters_to_poll
 from tests import factories
 

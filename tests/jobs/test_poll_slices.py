@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from clusters.agent import AgentReply, FileRead, ListingRead
-from jobs import polling
-from jobs.models import Attempt, State
-from jobs.open_pages import page_close, page_open
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll import cycle as polling
+from jobs.poll import pipeline
+from jobs.poll.open_pages import page_close, page_open
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -39,8 +41,9 @@ def recorded(monkeypatch) -> list[tuple[str, list[int]]]:
     """Every watcher's reads, in order: ("all", ids) for a full read, ("page", ids) else."""
     reads: list[tuple[str, list[int]]] = []
     full, page = Recorder("all", reads), Recorder("page", reads)
-    monkeypatch.setattr(polling, "FILE_WATCHERS", [full])
-    monkeypatch.setattr(polling, "PAGE_WATCHERS", [page])
+    monkeypatch.setattr(
+        pipeline, "_registered", pipeline.Pipeline(watchers=(full,), page_watchers=(page,))
+    )
     monkeypatch.setattr(polling, "FILES_SLICE", 2)
     monkeypatch.setattr(polling, "_ask", lambda *args, **kwargs: AgentReply(time=0.0, files={}))
     return reads

@@ -14,9 +14,10 @@ from django.test import override_settings
 
 from clusters.models import Cluster
 from clusters.slurm import parse_squeue
-from jobs.models import Attempt, State
-from jobs.start_estimates import ESTIMATE_KEY, estimates_due, record_estimates
-from jobs.waits import MAX_WAIT_SAMPLES, format_wait, percentile, similar_waits
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.queue.start_estimates import ESTIMATE_KEY, estimates_due, record_estimates
+from jobs.queue.waits import MAX_WAIT_SAMPLES, format_wait, percentile, similar_waits
 from monitoring.job_page.header import expected_start_text, header_facts
 from tests import factories
 from tests.clusters.slurm_output import at, by_id, fixture

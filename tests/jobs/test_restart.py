@@ -4,7 +4,8 @@ import pytest
 
 from clusters.agent import AgentReply, Listing, ListingEntry
 from clusters.slurm.hostlist import expand_nodes
-from jobs.models import Attempt, FailureClass, JobEvent, State, default_restart_on
+from jobs.enums import FailureClass, State
+from jobs.models import Attempt, JobEvent, default_restart_on
 from jobs.restart import attempt_restart, restart_decision
 from jobs.scripts import RunDir, render_batch_script
 from jobs.specs import validate_spec

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.models import Template
+from jobs.enums import Template
 from jobs.scripts import RunDir, render_batch_script, slurm_time
 from tests import factories
 

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.models import Template
+from jobs.enums import Template
 from jobs.specs import validate_spec
 from projects.models import Quota
 from tests.factories import GPU_PARTITION, spec

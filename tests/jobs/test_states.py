@@ -1,6 +1,7 @@
 import pytest
 
-from jobs.models import Attempt, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, JobEvent
 from jobs.states import IllegalTransition, attempt_transition, can_transition
 from tests import factories
 

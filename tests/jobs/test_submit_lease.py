@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from jobs.poll_lease import lease, submit_lease_key
+from jobs.poll.lease import lease, submit_lease_key
 from jobs.submission import SubmitRetry
 from jobs.tasks import submit_attempt
 from tests import factories

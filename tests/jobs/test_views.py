@@ -9,7 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from projects.models import Membership, Project
 from tests import factories
 from tests.factories import GPU_PARTITION

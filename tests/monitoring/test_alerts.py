@@ -9,7 +9,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import STDOUT_FILE
 from monitoring.alerts.evaluate import alert_fire, alerts_evaluate
 from monitoring.alerts.rules import Fire, nonfinite_pattern, nonfinite_series

@@ -14,8 +14,9 @@ import pytest
 from django.contrib.auth.models import User
 
 from clusters.ssh import Endpoint
-from jobs import polling
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll import cycle as polling
 from jobs.rundir import STDOUT_FILE
 from monitoring.logs.store import MAX_CHUNK_BYTES, READ_BYTES, READ_BYTES_MAX, log_read
 from monitoring.models import LogChunk, LogFile

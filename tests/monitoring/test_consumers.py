@@ -10,9 +10,10 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from jobs.models import Attempt, Job, State
-from jobs.open_pages import jobs_watched
-from jobs.push import push_deltas
+from jobs.enums import State
+from jobs.models import Attempt, Job
+from jobs.poll.open_pages import jobs_watched
+from jobs.poll.push import push_deltas
 from monitoring.models import LogFile
 from monitoring.series.write import series_append
 from portal.asgi import application

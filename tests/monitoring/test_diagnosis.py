@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.models import Attempt, FailureClass, State
+from jobs.enums import FailureClass, State
+from jobs.models import Attempt
 from monitoring.diagnosis.diagnose import RULES, Diagnosis, diagnose
 
 LOGS = Path(__file__).parent / "fixtures" / "failures"

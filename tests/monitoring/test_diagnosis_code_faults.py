@@ -7,7 +7,7 @@ must leave alone. The real captures are tests/corpus/failures/*_h200.log (an NVI
 
 import pytest
 
-from jobs.models import FailureClass, State
+from jobs.enums import FailureClass, State
 from monitoring.diagnosis.diagnose import Diagnosis, diagnose
 from tests.corpus.loader import FAILURES_DIR
 

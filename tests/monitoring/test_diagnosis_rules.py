@@ -6,7 +6,7 @@ meets the wordings it must read, and the lines it must not quote.
 
 import pytest
 
-from jobs.models import FailureClass, State
+from jobs.enums import FailureClass, State
 from monitoring.diagnosis.diagnose import Diagnosis, diagnose
 from monitoring.diagnosis.log_scan import LAST_LINES
 

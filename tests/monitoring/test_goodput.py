@@ -7,7 +7,8 @@ from django.core import mail
 from django.test import Client
 
 from jobs.billing import attempt_charge, attempt_reserve
-from jobs.models import Attempt, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, JobEvent
 from monitoring.goodput.card import attempt_card_compute, efficiency_cards_refresh
 from monitoring.goodput.idle import Rule, attempt_idle_check
 from monitoring.models import AttemptActivity, AttemptProgress, Checkpoint, EfficiencyCard

@@ -10,7 +10,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from clusters.agent import AgentReply, FileChunk, FileRead
-from jobs.models import Attempt, FailureClass, JobEvent, State, Template
+from jobs.enums import FailureClass, State, Template
+from jobs.models import Attempt, JobEvent
 from jobs.rundir import STDOUT_FILE, file_key, progress_file, stack_file
 from monitoring.diagnosis.hang import hang_diagnosis
 from monitoring.hangs.heartbeats import HEARTBEAT_READ

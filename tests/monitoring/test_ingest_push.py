@@ -11,9 +11,9 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
-from jobs import open_pages
-from jobs.open_pages import jobs_watched, page_close, page_open
-from jobs.push import push_deltas
+from jobs.poll import open_pages
+from jobs.poll.open_pages import jobs_watched, page_close, page_open
+from jobs.poll.push import push_deltas
 from jobs.rundir import METRICS_FILE, STDOUT_FILE, job_group
 from projects.models import Project
 from tests import factories

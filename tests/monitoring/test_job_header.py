@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 from django.test import Client
 from django.urls import reverse
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from monitoring.job_page.header import format_elapsed, header_facts
 from tests import factories
 

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from monitoring.diagnosis.diagnose import diagnose
 from monitoring.job_page.facts import attempt_total_steps, mfu_terms, series_kind
 from monitoring.models import AttemptIngest, LogFile

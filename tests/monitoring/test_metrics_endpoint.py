@@ -14,9 +14,10 @@ from clusters import status as cluster_status_module
 from clusters.models import Cluster
 from clusters.slurm.parsers import Node
 from clusters.status import ClusterStatus, cluster_status
-from jobs.models import Attempt, State
-from jobs.poll_health import poll_record
-from jobs.polling import PollResult
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.cycle import PollResult
+from jobs.poll.health import poll_record
 from monitoring.ingest.figures import ingest_record
 from monitoring.live.slots import slot_give_back, slot_take
 from monitoring.prometheus import health as metrics_health

@@ -2,7 +2,7 @@
 
 import math
 
-from jobs.models import State
+from jobs.enums import State
 from monitoring.hangs.stragglers import (
     HOT,
     STEP_RATE,

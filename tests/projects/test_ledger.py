@@ -9,7 +9,8 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from jobs.billing import attempt_reserve, attempt_settle
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.services import job_cancel, job_submit
 from jobs.states import attempt_transition
 from projects.models import (

@@ -8,8 +8,9 @@ from django.contrib.auth.models import User
 
 from clusters.models import Cluster
 from jobs.billing import attempt_reserve
+from jobs.enums import State
 from jobs.errors import JobError
-from jobs.models import Attempt, Job, State
+from jobs.models import Attempt, Job
 from jobs.services import job_cancel, job_submit
 from projects.models import Project, Quota, Reservation
 from projects.quota import QuotaRequest, room_refusal
@@ -132,8 +133,8 @@ def test_restart_attempt_reserves_again_and_can_be_refused(
 def test_quota_update_records_who_changed_what(project, staff) -> None:
     from django.core.exceptions import ValidationError
 
+    from projects.audit import quota_update
     from projects.models import QuotaChange
-    from projects.quota_audit import quota_update
 
     changes = quota_update(quota=project.quota, user=staff, gpu_hours_per_period=Decimal("5"))
     assert [(c.field, c.old_value, c.new_value, c.user) for c in changes] == [

@@ -7,8 +7,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from jobs.enums import State
 from jobs.estimate import job_estimate
-from jobs.models import Attempt, State
+from jobs.models import Attempt
 from projects.models import Project, Quota, Reservation, UsageCharge
 from projects.periods import period_bounds
 from projects.selectors import project_usage, projects_usage, usage_by_day

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import State
+from jobs.enums import State
 from projects.models import Project, UsageCharge
 from tests import factories
 

@@ -10,8 +10,9 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster, ClusterAccount
+from jobs.enums import State
 from jobs.estimate import Room
-from jobs.models import CodeSnapshot, Job, State
+from jobs.models import CodeSnapshot, Job
 from monitoring.models import RunSummary
 from monitoring.runs.plan import (
     GLOBAL_BATCH,

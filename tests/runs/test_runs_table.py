@@ -10,7 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.params import SOURCE_LOGGED, params_for_spec
 from jobs.services import job_params_log
 from monitoring.ingest.worker import parse_request

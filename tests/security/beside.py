@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from monitoring.logs.store import log_read
 from monitoring.series.read import series_read

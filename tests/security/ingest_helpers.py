@@ -1,7 +1,8 @@
 """Driving the poll's ingest with the bytes a job wrote, as the agent would bring them."""
 
 from clusters.agent import AgentReply, FileChunk, Listing, ListingEntry
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.rundir import file_key, run_dir_key
 from monitoring.ingest.watch import MonitoringWatcher
 from monitoring.models import LogFile

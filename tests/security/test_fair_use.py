@@ -23,7 +23,8 @@ from clusters.models import Cluster
 from clusters.slurm import parse_sacct
 from jobs import accounting
 from jobs.accounting import attempt_charge_from_accounting
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from jobs.services import attempt_start
 from jobs.states import attempt_transition
 from monitoring.logs.store import MAX_TAIL_BYTES, Delivery, log_files, log_store

@@ -7,7 +7,8 @@ forever, and no account after it was polled.
 
 import pytest
 
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from monitoring.ingest import budget as parse_budget
 from monitoring.ingest.budget import ParseFailed, ParseTimeout, parse_groups, parse_within
 from monitoring.logs.store import log_read

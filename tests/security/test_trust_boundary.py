@@ -22,8 +22,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from clusters.agent import AGENT_HASH
-from jobs.authority import VANISH_GRACE
-from jobs.models import Attempt, Job, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, Job, JobEvent
+from jobs.poll.authority import VANISH_GRACE
 from jobs.services import job_submit
 from projects.models import Membership, Reservation, UsageCharge
 from tests.factories import spec

@@ -8,8 +8,9 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.slurm import SacctRow, SqueueRow
-from jobs.authority import VANISH_GRACE, ClusterTruth, truth_apply
-from jobs.models import Attempt, JobEvent, State
+from jobs.enums import State
+from jobs.models import Attempt, JobEvent
+from jobs.poll.authority import VANISH_GRACE, ClusterTruth, truth_apply
 from tests import factories
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

@@ -5,7 +5,8 @@ from datetime import timedelta
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from monitoring.series.write import series_append
 from projects.models import Project
 from sweeps.models import Sweep, Trial

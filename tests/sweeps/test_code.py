@@ -11,8 +11,9 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster
-from jobs.code import snapshot_store
-from jobs.models import CodeSnapshot, Job, State
+from jobs.code.snapshots import snapshot_store
+from jobs.enums import State
+from jobs.models import CodeSnapshot, Job
 from projects.models import Project, Quota
 from sweeps.errors import SweepError
 from sweeps.models import Sweep, Trial

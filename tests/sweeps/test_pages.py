@@ -9,7 +9,8 @@ from django.test import Client
 from django.urls import reverse
 
 from clusters.models import Cluster
-from jobs.models import Job, State
+from jobs.enums import State
+from jobs.models import Job
 from projects.models import Project, Quota
 from sweeps.models import Sweep, Trial
 from sweeps.tick import sweep_advance

@@ -8,7 +8,8 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 
 from clusters.models import Cluster
-from jobs.models import Attempt, Job, State
+from jobs.enums import State
+from jobs.models import Attempt, Job
 from portal_lib.errors import PortalError
 from projects.models import Project
 from sweeps import tick as tick_module

@@ -1,7 +1,7 @@
 """The cluster pages: the list, and one cluster's partitions, nodes and queue.
 
 Slurm's figures come from the shared cached status (clusters.status); the queue is
-the portal's own view of the jobs there that the viewer may see (jobs.queue). Who
+the portal's own view of the jobs there that the viewer may see (jobs.queue.cluster). Who
 may see a cluster is a quota rule (projects.access).
 """
 
@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from clusters.models import Cluster
 from clusters.status import cached_cluster_status, cluster_status
-from jobs.queue import MAX_QUEUE_ROWS, cluster_queue
+from jobs.queue.cluster import MAX_QUEUE_ROWS, cluster_queue
 from projects.access import clusters_for_user
 from web.auth import request_user
 

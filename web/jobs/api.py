@@ -27,8 +27,8 @@ from jobs.specs import CODE_FIELDS, JobSpec, spec_from_job
 from projects.access import projects_of_member
 from projects.models import Project
 from web.auth import request_user
-from web.jobs.api_inputs import JobCloneSerializer, JobCreateSerializer, JobFilterSerializer
 from web.jobs.code_api import CodeSnapshotSerializer, code_in_project
+from web.jobs.inputs import JobCloneSerializer, JobCreateSerializer, JobFilterSerializer
 
 # Fields another issue may add to Attempt (failure diagnosis) and Job (restart
 # policy); shown when the model has them.

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.code import snapshot_for, snapshot_store
+from jobs.code.snapshots import snapshot_for, snapshot_store
 from jobs.models import CodeSnapshot
 from projects.access import projects_of_member
 from projects.models import Project

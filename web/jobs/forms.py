@@ -11,14 +11,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.slurm import parse_time_limit
-from jobs.code import code_inputs
-from jobs.models import (
-    DEFAULT_RESTART_ON,
-    MAX_RESTARTS_LIMIT,
-    NEVER_RESTART,
-    FailureClass,
-    Template,
-)
+from jobs.code.snapshots import code_inputs
+from jobs.enums import DEFAULT_RESTART_ON, NEVER_RESTART, FailureClass, Template
+from jobs.models import MAX_RESTARTS_LIMIT
 from jobs.params import ParamValue, params_from_lines
 from jobs.specs import MAX_TIME_LIMIT, JobSpec
 from portal_lib.bounds import BIGINT_MAX, INT_MAX

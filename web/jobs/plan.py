@@ -14,10 +14,11 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
 from jobs.access import job_for_viewer, jobs_visible_to
+from jobs.enums import FINAL_STATES
 from jobs.estimate import spec_request
-from jobs.models import FINAL_STATES, Job
+from jobs.models import Job
 from jobs.preview import amount_text
-from jobs.waits import format_wait
+from jobs.queue.waits import format_wait
 from monitoring.models import RunSummary
 from monitoring.runs.plan import (
     BATCH_CHOICES,

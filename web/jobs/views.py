@@ -16,6 +16,7 @@ from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster
 from clusters.selectors import account_for
 from jobs.access import job_for_viewer, jobs_visible_to
+from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
 from jobs.estimate import Room, project_room
 from jobs.listing import (
@@ -26,7 +27,7 @@ from jobs.listing import (
     can_cancel_now,
     job_page,
 )
-from jobs.models import FINAL_STATES, Job, State
+from jobs.models import Job
 from jobs.preview import estimate_for, script_preview
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec, spec_from_job, validate_spec

@@ -17,7 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from jobs.access import job_for_viewer
-from jobs.open_pages import page_close, page_open, page_renew
+from jobs.poll.open_pages import page_close, page_open, page_renew
 from jobs.rundir import job_group
 from monitoring.job_page.selectors import job_live_state
 from monitoring.live import slots

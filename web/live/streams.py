@@ -25,7 +25,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from accounts.authentication import IdentityThrottle, bearer_token, token_authenticate
 from accounts.models import PersonalToken
 from jobs.access import attempt_for_viewer
-from jobs.models import FINAL_STATES, Attempt
+from jobs.enums import FINAL_STATES
+from jobs.models import Attempt
 from jobs.rundir import GPU_SERIES_PREFIX
 from monitoring.live import slots
 from monitoring.live.access import StreamViewer, viewer_may_follow

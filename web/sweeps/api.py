@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.models import Template
+from jobs.enums import Template
 from jobs.specs import MAX_TIME_LIMIT
 from portal_lib.bounds import INT_MAX
 from sweeps.access import sweep_for_viewer, sweeps_visible_to
@@ -23,8 +23,8 @@ from sweeps.models import MAX_TRIALS_LIMIT, Sweep, Trial
 from sweeps.services import sweep_create
 from web.auth import request_user
 from web.jobs.api import JobCursorPagination, submission_target
-from web.jobs.api_inputs import CodeInputSerializer
 from web.jobs.code_api import CodeSnapshotSerializer, code_in_project
+from web.jobs.inputs import CodeInputSerializer
 
 
 class TrialSerializer(serializers.ModelSerializer[Trial]):

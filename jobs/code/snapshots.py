@@ -21,7 +21,7 @@ from django.db import transaction
 
 from clusters.agent.code_unpack import UnsafeArchive, check_archive
 from jobs.access import code_snapshots_visible_to, job_for_viewer, require_submitter
-from jobs.code_fetch import git_fetch
+from jobs.code.fetch import git_fetch
 from jobs.errors import JobError
 from jobs.models import CodeSnapshot, Job
 from jobs.specs import code_of

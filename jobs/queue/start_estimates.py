@@ -11,7 +11,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from clusters.slurm import SqueueRow
-from jobs.models import Attempt, State
+from jobs.enums import State
+from jobs.models import Attempt
 from jobs.slurm_states import portal_state
 
 ESTIMATE_KEY = "jobs:start-estimates:{cluster_id}"

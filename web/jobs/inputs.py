@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.fields import empty
 
-from jobs.models import DEFAULT_RESTART_ON, State, Template
+from jobs.enums import DEFAULT_RESTART_ON, State, Template
 from jobs.specs import MAX_TIME_LIMIT
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
 

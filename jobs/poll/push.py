@@ -2,7 +2,7 @@
 
 The state poll sends each attempt's new state, the files poll its new log bytes and
 points (`monitoring.ingest.watch`); each kind comes from one poll at a time, in order. Only
-jobs with a page open get theirs (`jobs.open_pages`).
+jobs with a page open get theirs (`jobs.poll.open_pages`).
 """
 
 import asyncio
@@ -14,7 +14,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from jobs.open_pages import jobs_watched
+from jobs.poll.open_pages import jobs_watched
 from jobs.rundir import job_group
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,8 @@ from django.db.models import OuterRef, Subquery
 
 from clusters.models import Cluster
 from jobs.access import jobs_visible_to
-from jobs.models import FINAL_STATES, Attempt, Job
+from jobs.enums import FINAL_STATES
+from jobs.models import Attempt, Job
 from portal_lib.viewers import Viewer
 
 MAX_QUEUE_ROWS = 200

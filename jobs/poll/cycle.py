@@ -2,7 +2,7 @@
 whatever the number of jobs.
 
 With a portal account (`Cluster.portal_username`), state comes from its squeue and
-sacct (`jobs.authority`) and the users' agent calls bring only their files. Without
+sacct (`jobs.poll.authority`) and the users' agent calls bring only their files. Without
 one, the old way: each user's own squeue decides, which their jobs can tamper with
 (the cluster's pages warn). State and files are read apart (`PARTS`): a controller
 that does not answer leaves the logs flowing.
@@ -10,9 +10,8 @@ that does not answer leaves the logs flowing.
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from django.utils import timezone
 
@@ -28,39 +27,26 @@ from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, squeue_argv, squeue_result
 from clusters.ssh import CommandResult, SSHError, pool
-from jobs.authority import (
+from jobs.enums import State
+from jobs.models import Attempt
+from jobs.poll.authority import (
     VANISH_GRACE,
     from_squeue,
     needs_exit_hint,
     truth_apply,
     truth_read,
 )
-from jobs.models import Attempt, State
-from jobs.open_pages import jobs_watched
-from jobs.push import push_deltas
+from jobs.poll.open_pages import jobs_watched
+from jobs.poll.pipeline import FileWatcher, poll_pipeline
+from jobs.poll.push import push_deltas
+from jobs.queue.start_estimates import estimates_due, record_estimates
 from jobs.rundir import EXIT_CODE_FILE, RunDir, file_key
 from jobs.selectors import live_attempts
-from jobs.start_estimates import estimates_due, record_estimates
 from jobs.states import attempt_transition
 
 logger = logging.getLogger(__name__)
 
 
-class FileWatcher(Protocol):
-    """Reads files of the polled attempts in the same agent call (monitoring registers one)."""
-
-    def requests(self, attempts: list[Attempt]) -> tuple[list[FileRead], list[ListingRead]]: ...
-
-    def ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
-        """Store what the reply brought; returns the attempts with bytes still unread."""
-        ...
-
-
-FILE_WATCHERS: list[FileWatcher] = []
-# The watchers that also read a job with a page open between the slices of a long poll
-# (its log and metrics; monitoring registers it in both lists). The others, whose rules
-# count time between polls, read each attempt once a poll.
-PAGE_WATCHERS: list[FileWatcher] = []
 # A poll of more attempts than this reads them a slice at a time, and before each slice
 # after the first the jobs that have a page open: a researcher watching a job sees its
 # lines within a slice's time, not within a whole poll of a thousand jobs (bench/soak.py).
@@ -181,26 +167,27 @@ def _poll_files(attempts: list[Attempt], result: PollResult) -> None:
     """Each account's logs and metrics, the live attempts' and the ended ones not yet read.
 
     A long poll goes a slice at a time, the jobs with a page open first, and reads those
-    again before each later slice (PAGE_WATCHERS only).
+    again before each later slice (the pipeline's page watchers only).
     """
     result.attempts = max(result.attempts, len(attempts))
-    if not FILE_WATCHERS:
+    pipeline = poll_pipeline()
+    if not pipeline.watchers:
         return
     watched: list[Attempt] = []
-    if len(attempts) > FILES_SLICE and PAGE_WATCHERS:
+    if len(attempts) > FILES_SLICE and pipeline.page_watchers:
         open_pages = jobs_watched() or set()  # unknown: no page gets more than the others
         watched = [a for a in attempts if a.job_id in open_pages and not a.is_finished]
         first = {a.pk for a in watched}
         attempts = watched + [a for a in attempts if a.pk not in first]
     for start in range(0, len(attempts), FILES_SLICE):
         if start and watched:
-            _each_account(watched, result, _reader(result, PAGE_WATCHERS, whole=False))
+            _each_account(watched, result, _reader(result, pipeline.page_watchers, whole=False))
         group = attempts[start : start + FILES_SLICE]
-        _each_account(group, result, _reader(result, FILE_WATCHERS, whole=True))
+        _each_account(group, result, _reader(result, pipeline.watchers, whole=True))
 
 
 def _reader(
-    result: PollResult, watchers: list[FileWatcher], *, whole: bool
+    result: PollResult, watchers: Sequence[FileWatcher], *, whole: bool
 ) -> Callable[[ClusterAccount, list[Attempt]], int]:
     return lambda account, group: _files(account, group, result, watchers, whole=whole)
 
@@ -209,7 +196,7 @@ def _files(
     account: ClusterAccount,
     attempts: list[Attempt],
     result: PollResult,
-    watchers: list[FileWatcher],
+    watchers: Sequence[FileWatcher],
     *,
     whole: bool,
 ) -> int:
@@ -246,7 +233,7 @@ def _ask(
     *,
     squeue: bool,
     exit_files: bool,
-    watchers: list[FileWatcher] | None = None,
+    watchers: Sequence[FileWatcher] | None = None,
 ) -> AgentReply:
     endpoint = account_endpoint(account=account)
     files: list[FileRead] = []

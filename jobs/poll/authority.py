@@ -23,7 +23,8 @@ from clusters.models import Cluster
 from clusters.selectors import portal_endpoint
 from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SqueueRow
 from clusters.ssh import SSHError, pool
-from jobs.models import FINAL_STATES, MAX_SLURM_REASON, Attempt, State
+from jobs.enums import FINAL_STATES, State
+from jobs.models import MAX_SLURM_REASON, Attempt
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_note, attempt_transition
 

@@ -7,7 +7,7 @@ figures (`portal_lib.health`); field names are made here only.
 import time
 from dataclasses import dataclass
 
-from jobs.polling import STATE, PollResult
+from jobs.poll.cycle import STATE, PollResult
 from portal_lib.health import health_record
 
 
@@ -29,7 +29,7 @@ class PollFigures:
 def poll_record(
     *, cluster_id: int, seconds: float, result: PollResult | None, part: str = STATE
 ) -> None:
-    """Count one poll of the cluster's part (jobs.polling.PARTS); `result` None: it raised."""
+    """Count one poll of the cluster's part (jobs.poll.cycle.PARTS); `result` None: it raised."""
     add = {
         _field("polls", cluster_id, part): 1.0,
         _field("seconds", cluster_id, part): seconds,

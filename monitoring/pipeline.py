@@ -1,0 +1,26 @@
+"""What monitoring does with each poll's agent reply: four watchers, in this order.
+
+1. Ingest (`monitoring.ingest.watch`) stores the new log bytes, metric points and GPU
+   samples, and pushes the deltas; everything after it reads what it stored. It alone
+   also reads the jobs with a page open between the slices of a long poll.
+2. Progress (`monitoring.hangs.watch`): each rank's progress, and a hang's cancel, decided
+   before the failure watcher looks at how the attempt ended.
+3. Failures (`monitoring.diagnosis.failures`): checkpoints, the diagnosis of an ended
+   attempt from the log bytes this poll stored, and its restart.
+4. Goodput (`monitoring.goodput.watch`), last: it reads the samples and steps this poll
+   stored and the restart the failure watcher decided.
+"""
+
+from jobs.poll.pipeline import Pipeline
+from monitoring.diagnosis.failures import FailureWatcher
+from monitoring.goodput.watch import GoodputWatcher
+from monitoring.hangs.watch import ProgressWatcher
+from monitoring.ingest.watch import MonitoringWatcher
+
+
+def monitoring_pipeline() -> Pipeline:
+    ingest = MonitoringWatcher()
+    return Pipeline(
+        watchers=(ingest, ProgressWatcher(), FailureWatcher(), GoodputWatcher()),
+        page_watchers=(ingest,),
+    )

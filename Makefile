@@ -1,13 +1,26 @@
 # The two commands a newcomer needs: `make run` and `make test`.
 PYTHON ?= python3
 
-.PHONY: run test chaos install lint bench lock
+.PHONY: run test check screenshots chaos install lint bench lock
 
 run:  ## install, migrate, seed demo data, start web + worker + beat
 	$(PYTHON) bin/dev run
 
 test:  ## install, start what the tests need, then ruff, mypy and pytest
 	$(PYTHON) bin/dev test
+
+check:  ## while changing code: lint, types, contracts and every test that needs no sandbox or browser
+	$(PYTHON) bin/dev check
+
+# The tests that take the pictures docs/ shows (tests/portal/test_docs.py keeps this list whole).
+SCREENSHOT_TESTS = tests/browser/test_submit.py tests/browser/test_admin_usage.py \
+	tests/browser/test_job_page_attempts.py tests/e2e/test_job_page_browser.py \
+	tests/e2e/test_job_page_restart.py tests/e2e/test_job_page_frameworks.py
+
+screenshots:  ## run the tests that take docs/'s pictures, then copy them into docs/
+	rm -rf test-artifacts/docs
+	$(PYTHON) bin/dev test $(SCREENSHOT_TESTS) --numprocesses=4 -p no:cacheprovider
+	cp test-artifacts/docs/*.png docs/
 
 chaos:  ## only the chaos suite (tests/chaos, part of `make test`); recovery times at the end
 	$(PYTHON) bin/dev test tests/chaos -q

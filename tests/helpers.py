@@ -4,6 +4,7 @@ import json
 import os
 import pwd
 import shlex
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ PASSWORD = "correct horse battery staple"
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
 CLIENT_SRC = ROOT / "clients" / "python"
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+# The pictures docs/ shows, as this run took them: `make screenshots` copies them into docs/
+# (a test run never writes the tracked tree).
+DOC_SHOTS = ROOT / "test-artifacts" / "docs"
 LOG = b"step 1 loss 0.9\nstep 2 loss 0.7\nstep 3 loss 0.5\n"
 # The metrics token of the tests and of the live servers they start (tests/fixtures/servers.py).
 METRICS_TOKEN = "test-metrics-token-0123456789abcdef"
@@ -237,12 +241,18 @@ def bearer(token: str | None) -> Client:
     return Client(headers={"Authorization": f"Bearer {token}"})
 
 
-def screenshot(page: object, name: str) -> Path:
+def screenshot(page: object, name: str, *, full_page: bool = True) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     # A full-page shot on a busy machine can take longer than Playwright's 30 s default.
-    page.screenshot(path=str(path), full_page=True, timeout=120_000)  # type: ignore[attr-defined]
+    page.screenshot(path=str(path), full_page=full_page, timeout=120_000)  # type: ignore[attr-defined]
     return path
+
+
+def for_docs(shot: Path, name: str) -> Path:
+    """Keep a screenshot as docs/<name> would show it, outside the tracked tree."""
+    DOC_SHOTS.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(shot, DOC_SHOTS / name))
 
 
 def metric_samples(text: str) -> list[tuple[str, dict[str, str], float]]:

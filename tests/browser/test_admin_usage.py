@@ -1,6 +1,5 @@
 """Admin usage pages in Chromium: project list with usage columns, quota history, the report."""
 
-import shutil
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -10,10 +9,9 @@ from django.utils import timezone
 
 from projects.models import Membership, Project, Quota, UsageCharge
 from tests import factories
-from tests.helpers import PASSWORD, screenshot
+from tests.helpers import PASSWORD, for_docs, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _admin_log_in(page, live_server, username: str) -> None:
@@ -43,11 +41,6 @@ def _charge(project, user, cluster, hours: str, minutes_ago: int) -> None:
     )
 
 
-def _docs_copy(path: Path, name: str) -> None:
-    DOCS.mkdir(exist_ok=True)
-    shutil.copyfile(path, DOCS / name)
-
-
 def test_staff_sees_usage_columns_edits_a_quota_and_exports_the_report(
     page, live_server, staff, owner, member, project
 ) -> None:
@@ -72,7 +65,7 @@ def test_staff_sees_usage_columns_edits_a_quota_and_exports_the_report(
     assert row.locator("td.field-left").inner_text() == "16.5"
     assert "83 %" in row.locator("td.field-used_bar").inner_text()
     assert "99 %" in page.locator("#result_list tr", has_text="Speech").inner_text()
-    _docs_copy(screenshot(page, "admin-projects-usage"), "admin-projects.png")
+    for_docs(screenshot(page, "admin-projects-usage"), "admin-projects.png")
 
     page.goto(f"{live_server.url}/admin/projects/quota/{project.quota.pk}/change/")
     page.get_by_label("GPU-hour budget per period").fill("120")
@@ -96,7 +89,7 @@ def test_staff_sees_usage_columns_edits_a_quota_and_exports_the_report(
     assert "vision\tmia\talps\t1\t62.50" in summary
     assert "daint" not in summary
     assert page.locator("#usage-total-hours").inner_text() == "208.00"  # 62.5 + 96 + 49.5
-    _docs_copy(screenshot(page, "admin-usage-report"), "admin-usage.png")
+    for_docs(screenshot(page, "admin-usage-report"), "admin-usage.png")
     with page.expect_download() as download:
         page.click("#usage-csv")
     lines = Path(download.value.path()).read_text().splitlines()

@@ -4,7 +4,6 @@ across attempts, keeps each attempt's log in its own tab, opens a failed job wit
 diagnosis above the fold, and fits a phone. No cluster: the attempts are staged, so
 every step of a restart happens exactly when the test says."""
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +20,7 @@ from monitoring.models import LogFile
 from monitoring.series.read import series_read
 from monitoring.series.write import series_append
 from tests import factories
-from tests.helpers import PASSWORD, screenshot, store_log, wait_for
+from tests.helpers import PASSWORD, for_docs, screenshot, store_log, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -204,7 +203,7 @@ def test_a_page_follows_a_restart_and_a_failure_first(
     fresh.wait_for_timeout(500)
     assert fresh.evaluate("document.documentElement.scrollWidth") <= 390
     shot = screenshot(fresh, "job-page-phone")
-    shutil.copy(shot, ROOT / "docs" / "job-page-phone.png")
+    for_docs(shot, "job-page-phone.png")
     fresh.context.close()
 
     # Attempt 2 fails too, with no restart left: the page opens with why, above the fold.
@@ -220,7 +219,8 @@ def test_a_page_follows_a_restart_and_a_failure_first(
     fixes = page.locator("#failure-banner .fixes").bounding_box()
     assert fixes is not None and fixes["y"] + fixes["height"] <= 900
     page.wait_for_timeout(500)
-    page.screenshot(path=str(ROOT / "docs" / "job-page-failed.png"))  # the fold: 1440x900
+    fold = screenshot(page, "job-page-failed-fold", full_page=False)  # the fold: 1440x900
+    for_docs(fold, "job-page-failed.png")
     # Wider than the screen at no width: the laptop's page is as wide as its window.
     assert page.evaluate("document.documentElement.scrollWidth") <= 1440
 

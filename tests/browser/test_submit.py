@@ -3,7 +3,6 @@ Slurm cluster: log in, submit through the form (command job to completion; 2-nod
 its template, then cancel it), inline errors, clone, and every page's screenshot."""
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,11 @@ from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from jobs.enums import State
 from jobs.models import Job
 from projects.models import Project
-from tests.helpers import PASSWORD, screenshot, wait_for
+from tests.helpers import PASSWORD, for_docs, screenshot, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
 
 
 def _log_in(page, server: str, user: User) -> None:
@@ -30,11 +28,6 @@ def _log_in(page, server: str, user: User) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     page.get_by_role("heading", name=f"Hello, {user.get_username()}").wait_for()
-
-
-def _docs(shot: Path, name: str) -> None:
-    DOCS.mkdir(exist_ok=True)
-    shutil.copy(shot, DOCS / name)
 
 
 def _fill_form(page, **fields: str) -> None:
@@ -95,7 +88,7 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     # One node's CPUs for five minutes; the project has no CPU-hour budget.
     assert re.fullmatch(r"0\.\d\d \(\d+ CPUs?\)", page.locator("#est-cpu-hours").inner_text())
     assert page.locator("#est-cpu-left").inner_text() == "unlimited"
-    _docs(screenshot(page, "submit-form"), "submit-form.png")
+    for_docs(screenshot(page, "submit-form"), "submit-form.png")
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("heading", name="hello-form").wait_for()
     job = Job.objects.get(name="hello-form")
@@ -133,7 +126,7 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     page.get_by_role("link", name="Jobs", exact=True).click()
     row = page.get_by_role("row").filter(has_text="hello-form")
     assert row.get_by_text("Completed").is_visible()
-    _docs(screenshot(page, "job-list"), "job-list.png")
+    for_docs(screenshot(page, "job-list"), "job-list.png")
 
     page.goto(f"{asgi_server}/")
     page.get_by_role("heading", name="Recently finished").wait_for()
@@ -142,17 +135,17 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     page.wait_for_function(
         f"() => /\\d+ \\/ {gpus}/.test(document.querySelector('[data-field=gpus_free]').textContent)"
     )
-    _docs(screenshot(page, "dashboard"), "dashboard.png")
+    for_docs(screenshot(page, "dashboard"), "dashboard.png")
 
     page.get_by_role("link", name=sandbox_cluster.name).click()
     page.get_by_role("cell", name="n1", exact=True).wait_for()
     assert page.locator("#gpus-total").inner_text() == str(gpus)
-    _docs(screenshot(page, "cluster"), "cluster.png")
+    for_docs(screenshot(page, "cluster"), "cluster.png")
 
     page.goto(f"{asgi_server}/projects/{project.slug}/")
     page.get_by_role("heading", name="Members").wait_for()
     page.locator("#chart-usage .main-svg").first.wait_for()
-    _docs(screenshot(page, "project"), "project.png")
+    for_docs(screenshot(page, "project"), "project.png")
 
     # On a phone the pages fit the screen: wide tables scroll inside their card.
     page.set_viewport_size({"width": 390, "height": 844})

@@ -7,7 +7,6 @@ there. One job for both: a 2-node torch job is the suite's costliest thing to st
 
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from clusters.slurm.hostlist import expand_nodes
 from jobs.enums import State
 from jobs.models import Attempt
 from monitoring.series.read import series_names, series_read
-from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, submit_ddp_example, wait_for
+from tests.helpers import PASSWORD, QUEUE_WAIT, for_docs, screenshot, submit_ddp_example, wait_for
 
 # The 2-node example to its end in a browser: 147-221 s under load, then the teardown.
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(600)]
@@ -83,8 +82,7 @@ def test_ddp_job_trains_on_two_nodes_and_its_page_grows_live(
     )
     assert page.locator("#job-state").inner_text() in ("RUNNING", "Running")
     shot = screenshot(page, "job-page")
-    (ROOT / "docs").mkdir(exist_ok=True)
-    shutil.copy(shot, ROOT / "docs" / "job-page.png")
+    for_docs(shot, "job-page.png")
     wait_for(lambda: Attempt.objects.get(job=job).files_complete, 180, "the DDP job to finish")
     attempt = Attempt.objects.get(job=job)
     log = alice.run(f"cat {shlex.quote(attempt.run_dir + '/stdout.log')}").text

@@ -4,7 +4,6 @@ a progress bar and an ETA from the total the bar prints (`61/90`). The bar's red
 read while it runs, though no poll brings a complete line then, and each step keeps one
 value, the newest, in the database and on the page."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from jobs.services import job_submit
 from monitoring.models import LogFile
 from monitoring.series.read import series_read
 from tests.factories import spec
-from tests.helpers import PASSWORD, screenshot, wait_for
+from tests.helpers import PASSWORD, for_docs, screenshot, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
@@ -103,7 +102,7 @@ def test_framework_output_shows_live_with_progress_and_eta(
     bar_live = [x for x in _trace(page, "chart-loss", "loss") if x > 2 * STEPS // 3]
     assert bar_live and max(bar_live) < STEPS, bar_live
     shot = screenshot(page, "job-page-frameworks")
-    shutil.copy(shot, ROOT / "docs" / "job-page-frameworks.png")
+    for_docs(shot, "job-page-frameworks.png")
 
     # Live all along: every point stored is drawn, once, on one curve across the phases.
     attempt = Attempt.objects.get(job=job)

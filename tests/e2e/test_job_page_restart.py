@@ -3,7 +3,6 @@ the restart that a killed rank causes to attempt 2 without a reload, draws one l
 with no step twice and a marker where attempt 2 began, keeps both attempts' logs in their
 tabs, and a page opened afterwards draws every point the API returns."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from jobs.models import Attempt, Job
 from monitoring.models import Checkpoint
 from monitoring.series.read import series_read
 from tests.e2e.test_resume import kill_rank
-from tests.helpers import PASSWORD, run_file, screenshot, submit_ddp_example, wait_for
+from tests.helpers import PASSWORD, for_docs, run_file, screenshot, submit_ddp_example, wait_for
 
 # Two attempts of the 2-node example behind other tests' jobs: on a busy machine its call
 # alone took 243-286 s, and the teardown's flush comes after.
@@ -99,7 +98,7 @@ def test_an_open_page_follows_a_restart_to_attempt_2(
     assert "attempt 2" in timeline and "Restart 1/1 after" in timeline
     page.locator("#log-tab-2").click()
     shot = screenshot(page, "job-page-restart")
-    shutil.copy(shot, ROOT / "docs" / "job-page-restart.png")
+    for_docs(shot, "job-page-restart.png")
 
     # Opened afterwards: every point the API returns, attempt 1's below the resume step.
     fresh = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()

@@ -69,6 +69,8 @@ def test_a_stopped_rank_is_flagged_then_cancelled_once_the_others_stacks_are_in(
     # What it queues (the e2e test runs the tasks for real on the sandbox).
     queued: list[tuple[object, ...]] = []
     monkeypatch.setattr("monitoring.hangs.watch.queue_on_commit", lambda *a: queued.append(a))
+    # The cancel goes through the jobs service (its claim and final-state guard).
+    monkeypatch.setattr("jobs.services.queue_on_commit", lambda *a: queued.append(a))
     watcher = ProgressWatcher()
     now = time.time()
     # Earlier polls saw a step a second up to step 40, 30 s ago.

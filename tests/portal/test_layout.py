@@ -1,4 +1,4 @@
-"""The code's shape that import-linter does not see: module size, hidden imports, benches."""
+"""The code's shape that import-linter does not see: module size, names, hidden imports, benches."""
 
 import ast
 import subprocess
@@ -7,7 +7,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("portal", "portal_lib", "accounts", "clusters", "projects", "jobs", "monitoring", "sweeps")
+APPS = (
+    "portal",
+    "portal_lib",
+    "accounts",
+    "clusters",
+    "projects",
+    "jobs",
+    "monitoring",
+    "sweeps",
+    "web",
+)
 # "A module past ~400 lines is asking to be split" (style guide); migrations are generated.
 MAX_LINES = 420
 
@@ -26,6 +36,33 @@ def test_no_module_is_past_about_400_lines() -> None:
         if path.exists() and (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these along a real seam: {long}"
+
+
+def shared_prefixes(names: list[str]) -> dict[str, list[str]]:
+    """Module names that share the part before their first underscore: a package in disguise."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(names):
+        groups.setdefault(name.split("_")[0], []).append(name)
+    return {prefix: group for prefix, group in groups.items() if len(group) > 1}
+
+
+def _top_level_names(app: str) -> list[str]:
+    folder = ROOT / app
+    modules = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+    packages = [p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
+    return [*modules, *[p for p in packages if p != "migrations"]]
+
+
+def test_no_two_top_level_modules_of_an_app_share_a_prefix() -> None:
+    # `alert_rules.py` beside `alert_delivery.py` asks for `alerts/` with `rules` and
+    # `delivery` in it; past the line cap, a module becomes a package, not a sibling.
+    found = {app: shared for app in APPS if (shared := shared_prefixes(_top_level_names(app)))}
+    assert found == {}
+
+
+def test_the_prefix_rule_finds_a_package_in_disguise() -> None:
+    names = ["ingest", "ingest_gpu", "ingest_write", "lines", "logs", "log_scan"]
+    assert shared_prefixes(names) == {"ingest": ["ingest", "ingest_gpu", "ingest_write"]}
 
 
 def _function_local_imports(path: Path) -> list[str]:

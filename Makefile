@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make run` and `make test`.
 PYTHON ?= python3
 
-.PHONY: run test check screenshots chaos install lint bench lock
+.PHONY: run test check screenshots durations chaos install lint bench lock
 
 run:  ## install, migrate, seed demo data, start web + worker + beat
 	$(PYTHON) bin/dev run
@@ -21,6 +21,9 @@ screenshots:  ## run the tests that take docs/'s pictures, then copy them into d
 	rm -rf test-artifacts/docs
 	$(PYTHON) bin/dev test $(SCREENSHOT_TESTS) --numprocesses=4 -p no:cacheprovider
 	cp test-artifacts/docs/*.png docs/
+
+durations:  ## after a `make test`: its long tests' seconds become the order's record (tests/durations.json)
+	cp test-artifacts/durations.json tests/durations.json
 
 chaos:  ## only the chaos suite (tests/chaos, part of `make test`); recovery times at the end
 	$(PYTHON) bin/dev test tests/chaos -q

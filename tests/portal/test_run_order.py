@@ -21,7 +21,10 @@ class Item:
         return object() if name == "sandbox_exclusive" and self.exclusive else None
 
 
-def test_each_exclusive_test_is_followed_by_the_other_workers_plain_work() -> None:
+def test_each_exclusive_test_is_followed_by_the_other_workers_plain_work(monkeypatch) -> None:
+    # The seconds a run recorded (tests/durations.json), as the order reads them.
+    times = {RESUME: 49.0, ACCOUNTING: 5.0, LEASE: 45.0}
+    monkeypatch.setattr(run, "recorded_seconds", lambda: times)
     exclusive = [Item(ACCOUNTING, "sandbox_info", exclusive=True)]
     exclusive.append(Item(RESUME, "sandbox_info", exclusive=True))
     shared = [Item(f"tests/e2e/test_s.py::test_{i}", "sandbox_info") for i in range(5)]
@@ -44,3 +47,10 @@ def test_each_exclusive_test_is_followed_by_the_other_workers_plain_work() -> No
     beside_second = items[second + 1 : second + 1 + int(5 * 3 / run.SHORT_TEST_SECONDS)]
     assert all(not item.fixturenames and item is not long_plain for item in beside_second)
     assert max(items.index(item) for item in beside_second) < min(map(items.index, shared))
+
+
+def test_the_order_reads_the_recorded_durations() -> None:
+    # The record the suite runs by names tests that exist, with their seconds.
+    times = run.recorded_seconds()
+    assert times and all(seconds > 0 for seconds in times.values())
+    assert all("::" in nodeid and nodeid.startswith("tests/") for nodeid in times)

@@ -40,7 +40,7 @@ DOC_SHOTS = ROOT / "test-artifacts" / "docs"
 LOG = b"step 1 loss 0.9\nstep 2 loss 0.7\nstep 3 loss 0.5\n"
 # The metrics token of the tests and of the live servers they start (tests/fixtures/servers.py).
 METRICS_TOKEN = "test-metrics-token-0123456789abcdef"
-# Set once per run by the controller (tests/fixtures/run.py); xdist workers inherit it.
+# Set once per run by the controller (tests/harness.py); xdist workers inherit it.
 RUN_TAG_VARIABLE = "PORTAL_TEST_RUN"
 
 
@@ -85,7 +85,7 @@ class Printer:
     So that a job lasts as long as the test's scenario, not a guess at it: a fixed length
     either ends the job before a slow scenario is done or makes the test wait for the rest.
     The flag is a file in the user's home, which the jobs (on the sandbox's nodes, on this
-    machine) see and the run's end removes (tests/fixtures/run.py); the last line says how
+    machine) see and the run's end removes (tests/harness.py); the last line says how
     many lines came before it. Bounded by `most` lines. Stop it in a `finally`: a job left
     printing would hold its GPUs for minutes.
     """

@@ -1,40 +1,142 @@
+"""Every URL of the portal in one map: the pages, then the REST API under /api/v1/.
+
+URL names are what templates, tests and the Python client reverse; they never change
+when a view moves.
+"""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from web import views
+from web.accounts import views as account_views
+from web.alerts import views as alert_views
+from web.attempts import api as attempt_api
+from web.clusters import api as cluster_api
+from web.clusters import views as cluster_views
 from web.clusters.drain import node_drain_view
+from web.goodput import api as goodput_api
+from web.jobs import api as job_api
+from web.jobs import code_api
+from web.jobs import views as job_views
 from web.jobs.page import job_page
 from web.jobs.plan import job_preview
+from web.live import streams
 from web.metrics import metrics_view
-from web.runs.views import compare_curves, compare_page, runs_table
-from web.sweeps.views import sweep_list, sweep_new
+from web.projects import api as project_api
+from web.runs import api as runs_api
+from web.runs import views as runs_views
+from web.sweeps import api as sweep_api
+from web.sweeps import views as sweep_views
 
-urlpatterns = [
+_ATTEMPT = "jobs/<int:job_id>/attempts/<int:number>"
+
+api: list[URLPattern | URLResolver] = [
+    path("projects/", project_api.ProjectListView.as_view(), name="api-projects"),
+    path("projects/<slug:slug>/", project_api.ProjectDetailView.as_view(), name="api-project"),
+    path("projects/<slug:slug>/code/", code_api.CodeUploadView.as_view(), name="api-code-upload"),
+    path(
+        "projects/<slug:slug>/code/<str:sha256>/",
+        code_api.CodeDetailView.as_view(),
+        name="api-code",
+    ),
+    path("clusters/", cluster_api.ClusterListView.as_view(), name="api-clusters"),
+    path("jobs/", job_api.JobListCreateView.as_view(), name="api-jobs"),
+    path("jobs/<int:job_id>/", job_api.JobDetailView.as_view(), name="api-job"),
+    path("jobs/<int:job_id>/cancel/", job_api.JobCancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<int:job_id>/clone/", job_api.JobCloneView.as_view(), name="api-job-clone"),
+    path("jobs/<int:job_id>/attempts/", job_api.AttemptListView.as_view(), name="api-job-attempts"),
+    path("jobs/<int:job_id>/events/", job_api.JobEventListView.as_view(), name="api-job-events"),
+    path("sweeps/", sweep_api.SweepListCreateView.as_view(), name="api-sweeps"),
+    path("sweeps/<int:sweep_id>/", sweep_api.SweepDetailView.as_view(), name="api-sweep"),
+    # One attempt's data: log bytes by range, series, GPU samples, and their live streams.
+    path(f"{_ATTEMPT}/log", attempt_api.LogRangeView.as_view(), name="attempt-log"),
+    path(
+        f"{_ATTEMPT}/log/download",
+        attempt_api.LogDownloadView.as_view(),
+        name="attempt-log-download",
+    ),
+    path(f"{_ATTEMPT}/log/stream", streams.log_stream, name="attempt-log-stream"),
+    path(f"{_ATTEMPT}/metrics/stream", streams.metric_stream, name="attempt-metrics-stream"),
+    path(f"{_ATTEMPT}/gpus", attempt_api.GpuSamplesView.as_view(), name="attempt-gpus"),
+    path(f"{_ATTEMPT}/series", attempt_api.SeriesNamesView.as_view(), name="attempt-series-names"),
+    path(f"{_ATTEMPT}/series/<path:name>", attempt_api.SeriesView.as_view(), name="attempt-series"),
+    path("jobs/<int:job_id>/failures", attempt_api.JobFailuresView.as_view(), name="job-failures"),
+    path(
+        "jobs/<int:job_id>/efficiency",
+        goodput_api.JobEfficiencyView.as_view(),
+        name="job-efficiency",
+    ),
+    path(
+        "projects/<slug:slug>/goodput",
+        goodput_api.ProjectGoodputView.as_view(),
+        name="project-goodput",
+    ),
+    path("projects/<slug:slug>/runs/", runs_api.ProjectRunsView.as_view(), name="api-project-runs"),
+]
+
+urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("jobs/<int:job_id>/", job_page, name="job-page"),
-    # The submit form's preview: web.jobs.views.form_preview, with monitoring's plan.
-    path("jobs/new/preview/", job_preview, name="job-preview"),
-    path("jobs/", include("web.jobs.urls")),
-    path("alerts/", include("web.alerts.urls")),
-    path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
-    path("clusters/", include("web.clusters.urls")),
-    path("projects/<slug:slug>/", views.project_page, name="project-page"),
-    path("projects/<slug:slug>/runs/", runs_table, name="project-runs"),
-    path("projects/<slug:slug>/compare/", compare_page, name="project-compare"),
-    path("projects/<slug:slug>/compare/curves", compare_curves, name="project-compare-curves"),
-    path("projects/<slug:slug>/sweeps/", sweep_list, name="project-sweeps"),
-    path("projects/<slug:slug>/sweeps/new/", sweep_new, name="sweep-new"),
-    path("sweeps/", include("web.sweeps.urls")),
     path("healthz", views.healthz, name="healthz"),
-    # Prometheus's scrape, with the metrics token (monitoring.prometheus.exposition).
+    # Jobs: the list, the submit form and its live preview (with a plan), a job's page.
+    path("jobs/", job_views.job_list, name="job-list"),
+    path("jobs/new/", job_views.job_new, name="job-new"),
+    path("jobs/new/preview/", job_preview, name="job-preview"),
+    path("jobs/cancel/", job_views.jobs_cancel, name="jobs-cancel"),
+    path("jobs/states/", job_views.job_states, name="job-states"),
+    path("jobs/<int:job_id>/", job_page, name="job-page"),
+    path("jobs/<int:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
+    # Alerts and their rules.
+    path("alerts/", alert_views.alerts_page, name="alerts"),
+    path("alerts/read/", alert_views.alerts_read, name="alerts-read"),
+    path("alerts/unread.json", alert_views.alerts_unread, name="alerts-unread"),
+    path("alerts/rules/", alert_views.alert_rules_page, name="alert-rules"),
+    path(
+        "alerts/rules/<int:rule_id>/delete/",
+        alert_views.alert_rule_delete,
+        name="alert-rule-delete",
+    ),
+    # Clusters: the list, one cluster's partitions, nodes and queue, draining a node.
+    path("clusters/", cluster_views.cluster_list, name="cluster-list"),
+    path("clusters/<slug:name>/", cluster_views.cluster_page, name="cluster-page"),
+    path(
+        "clusters/<slug:name>/status.json",
+        cluster_views.cluster_status_json,
+        name="cluster-status",
+    ),
+    path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
+    # A project: its page, runs table, compare view and sweeps.
+    path("projects/<slug:slug>/", views.project_page, name="project-page"),
+    path("projects/<slug:slug>/runs/", runs_views.runs_table, name="project-runs"),
+    path("projects/<slug:slug>/compare/", runs_views.compare_page, name="project-compare"),
+    path(
+        "projects/<slug:slug>/compare/curves",
+        runs_views.compare_curves,
+        name="project-compare-curves",
+    ),
+    path("projects/<slug:slug>/sweeps/", sweep_views.sweep_list, name="project-sweeps"),
+    path("projects/<slug:slug>/sweeps/new/", sweep_views.sweep_new, name="sweep-new"),
+    path("sweeps/<int:sweep_id>/", sweep_views.sweep_page, name="sweep-page"),
+    path(
+        "sweeps/<int:sweep_id>/trials/<int:number>/stop/",
+        sweep_views.trial_stop_view,
+        name="sweep-trial-stop",
+    ),
+    path("sweeps/<int:sweep_id>/<slug:action>/", sweep_views.sweep_action, name="sweep-action"),
+    # The user's personal API tokens.
+    path("account/tokens/", account_views.token_page, name="account-tokens"),
+    path(
+        "account/tokens/<int:token_id>/revoke/",
+        account_views.token_revoke_view,
+        name="account-token-revoke",
+    ),
+    # Prometheus's scrape, with the metrics token.
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("web.api_urls")),
-    path("account/", include("web.accounts.urls")),
+    path("api/v1/", include(api)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -20,7 +20,7 @@ from django.test import Client
 from jobs.models import CodeSnapshot, Job
 from tests import factories
 from tests.helpers import Tokens, bearer
-from web import api_urls
+from web import urls as web_urls
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
 
@@ -248,7 +248,7 @@ def test_the_matrix_covers_every_api_route() -> None:
     converters = {"int": r"\d+", "slug": r"[-\w]+", "path": r".+", "str": r"[^/]+"}
     tried = [request.path.format(job=1, sweep=1) for _, request, _ in MATRIX]
     missing = []
-    for route in _routes(api_urls.urlpatterns, "/api/v1/"):
+    for route in _routes(web_urls.api, "/api/v1/"):
         regex = re.sub(r"<(\w+):\w+>", lambda m: converters[m[1]], route)
         if not any(re.fullmatch(regex, path) for path in tried):
             missing.append(route)

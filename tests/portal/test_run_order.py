@@ -1,8 +1,8 @@
-"""The order the suite's tests start in (tests/fixtures/run.py), on stand-in items."""
+"""The order the suite's tests start in (tests/harness.py), on stand-in items."""
 
 from types import SimpleNamespace
 
-from tests.fixtures import run
+from tests import harness as run
 
 RESUME = "tests/e2e/test_resume_node_failure.py::test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other"
 ACCOUNTING = "tests/e2e/test_accounting.py::test_connection_check_and_quota_mirror_on_the_sandbox"

@@ -1,9 +1,6 @@
 """The suite's harness and the shared fixtures, registered once; each module says what it does."""
 
 pytest_plugins = [
-    # The run as a whole: its tag, the order tests start in, `--fast`, the recorded
-    # durations, and the check at the end that nothing the run started is left.
-    "tests.harness",
     "tests.fixtures.database",
     "tests.fixtures.sandbox",
     "tests.fixtures.servers",
@@ -11,6 +8,10 @@ pytest_plugins = [
     "tests.fixtures.clusters",
     "tests.fixtures.jobs",
     "tests.fixtures.browser",
+    # The run as a whole: its tag, the order tests start in, `--fast`, the recorded
+    # durations, and the check at the end that nothing the run started is left. After
+    # the fixtures it imports, so that pytest rewrites their asserts.
+    "tests.harness",
     "tests.fixtures.timeline",
     "tests.fixtures.chaos",
 ]

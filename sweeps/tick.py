@@ -23,7 +23,7 @@ from jobs.errors import JobError
 from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from monitoring.job_page.facts import attempt_total_steps
-from monitoring.runs.plan import STEP_KEYS
+from monitoring.runs.plan import command_steps
 from monitoring.series.read import SeriesData, series_last, series_read
 from portal_lib.errors import PortalError
 from sweeps.models import Sweep, Trial
@@ -111,10 +111,8 @@ def _last_step(job: Job, attempt: Attempt) -> int | None:
     `--steps`-like flag, or the total its log printed."""
     if job.total_steps:
         return int(job.total_steps)
-    for key in STEP_KEYS:
-        value = (job.params or {}).get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
-            return int(value)
+    if found := command_steps(job.params or {}):
+        return found[0]
     return attempt_total_steps(job=job, attempt_id=attempt.pk)
 
 

@@ -16,6 +16,7 @@ does more work). Where the numbers are missing the plan says so rather than gues
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -227,16 +228,23 @@ def run_plan(
     )
 
 
+def command_steps(params: Mapping[str, object]) -> tuple[int, str] | None:
+    """The last step a run's settings give (`--steps 200`) and the setting's name, if any."""
+    for key in STEP_KEYS:
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+            return int(value), key
+    return None
+
+
 def target_steps(
     *, given: int | None, params: dict[str, object], measured: Measured
 ) -> tuple[int, str]:
     """The steps to plan for and where they came from: the form, the command, the run."""
     if given:
         return given, "the last step entered"
-    for key in STEP_KEYS:
-        value = params.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
-            return int(value), f"the command's --{key}"
+    if found := command_steps(params):
+        return found[0], f"the command's --{found[1]}"
     if measured.steps:
         return measured.steps, f"as many as job #{measured.job_id} ran"
     raise CannotPlan("Give the number of steps to plan for: the last step, in Monitoring.")

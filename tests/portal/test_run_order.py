@@ -31,7 +31,7 @@ def test_each_exclusive_test_is_followed_by_the_other_workers_plain_work(monkeyp
     plain = [Item(f"tests/jobs/test_p.py::test_{i}") for i in range(2000)]
     long_plain = Item(LEASE)
     items = [*shared, *exclusive, *plain[:1000], long_plain, *plain[1000:]]
-    config = SimpleNamespace(workerinput={"workercount": 4})
+    config = SimpleNamespace(workerinput={"workercount": 4}, option=SimpleNamespace(fast=False))
 
     run.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
 

@@ -53,6 +53,9 @@ STACK_SIGNAL = "USR2"
 # directory), the archive removed once unpacked.
 CODE_ARCHIVE_FILE = "code.tar"
 CODE_DIR = "code"
+# The command's working directory (the code directory, or the account's home), written as the
+# command starts: where trainers' own files (TensorBoard events, metrics.csv) are looked for.
+WORKDIR_FILE = "workdir"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from jobs.rundir import (
     STDOUT_FILE,
     WARNING_MARKER,
     WARNING_SIGNAL,
+    WORKDIR_FILE,
     RunDir,
 )
 
@@ -107,7 +108,7 @@ def _command_lines(job: Job) -> list[str]:
         torchrun = (
             # torchrun dies of SIGUSR1 and of the stack signal; its workers handle them:
             # torchrun ignores both (PORTAL_LAUNCHER: it dumps no stacks of its own).
-            "srun --ntasks-per-node=1 --kill-on-bad-exit=1"
+            "srun --unbuffered --ntasks-per-node=1 --kill-on-bad-exit=1"
             f' bash -c \'trap "" USR1 {STACK_SIGNAL}; PORTAL_LAUNCHER=torchrun exec "$@"\''
             " portal-launch torchrun"
             ' --nnodes="$SLURM_NNODES"'
@@ -196,6 +197,12 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "# The run directory holds portal_metrics.py (`from portal_metrics import log`) and a",
         "# sitecustomize.py that installs its stack-dump hook in every Python of the job.",
         'export PYTHONPATH="$PORTAL_RUN_DIR${PYTHONPATH:+:$PYTHONPATH}"',
+        "# Python block-buffers stdout into a file: records would reach the log in 8 KB bursts,",
+        "# late and out of step with the bars. Unbuffered unless the job chose otherwise.",
+        'export PYTHONUNBUFFERED="${PYTHONUNBUFFERED-1}"',
+        "# srun holds a task's output until a newline (a bar's `\\r` redraws) unless unbuffered:",
+        "# the same for the job's own srun lines.",
+        'export SLURM_UNBUFFEREDIO="${SLURM_UNBUFFEREDIO-1}"',
         'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         "# Below the usual ephemeral range (32768+), so no client socket holds it.",
         "MASTER_PORT=$((15000 + SLURM_JOB_ID % 15000))",
@@ -216,6 +223,7 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "# --- environment set-up (from the job spec) ---",
         *job.setup.strip().splitlines(),
         "",
+        f'printf "%s\\n" "$PWD" > "$PORTAL_RUN_DIR/{WORKDIR_FILE}"',
         "# --- the command (from the job spec) ---",
         *_command_lines(job),
         ") &",

@@ -1,4 +1,6 @@
-"""The jobs' Python: a virtualenv with PyTorch (CPU build) that the tenants can run.
+"""The jobs' Python: a virtualenv with PyTorch (CPU build) and the frameworks researchers
+train with (Hugging Face Transformers and Accelerate, Lightning, Keras 3 on torch, Rich,
+TensorBoard), pinned, so the suite runs their code the way researchers do.
 
 Made once by `up` with Debian's /usr/bin/python3 (root's python may live under
 /root, which the users cannot reach); a marker file makes later `up`s skip pip.
@@ -29,8 +31,18 @@ logger = logging.getLogger(__name__)
 
 TORCH_VERSION = "2.13.0"
 # numpy too: torch imports without it but warns, and torch.distributed's object
-# collectives (all_gather_object, broadcast_object_list) need it.
-REQUIREMENTS = (f"torch=={TORCH_VERSION}", "numpy")
+# collectives (all_gather_object, broadcast_object_list) need it. The frameworks: their
+# progress bars, loggers and files are what the portal must read unchanged (tests/e2e/
+# test_frameworks_matrix.py). torch stays pinned above, so none of them pulls a CUDA build.
+FRAMEWORKS = (
+    "transformers==5.25.0",
+    "accelerate==1.16.0",
+    "lightning==2.6.6",
+    "keras==3.15.1",
+    "rich==15.0.0",
+    "tensorboard==2.21.0",
+)
+REQUIREMENTS = (f"torch=={TORCH_VERSION}", "numpy==2.4.6", *FRAMEWORKS)
 # Written last; a different text (older requirements) means "install again".
 READY_TEXT = " ".join(REQUIREMENTS)
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -136,7 +148,10 @@ def _install(paths: Paths) -> None:
     with _umask(0o022):
         run([SYSTEM_PYTHON, "-m", "venv", str(paths.pyenv)], timeout=180)
         _pip_install(paths.pyenv_bin / "python", REQUIREMENTS)
-    check = [str(paths.pyenv_bin / "python"), "-c", "import numpy, torch; print(torch.__version__)"]
+    imports = "import numpy, transformers, lightning, keras, tensorboard, torch"
+    # Keras 3 needs a backend named; this venv has torch's only.
+    python = ["env", "KERAS_BACKEND=torch", str(paths.pyenv_bin / "python")]
+    check = [*python, "-c", f"{imports}; print(torch.__version__)"]
     # As a sandbox user (once `up` made them): the venv must be readable by the jobs.
     with contextlib.suppress(KeyError):
         check = ["runuser", "-u", pwd.getpwnam(USERS[0]).pw_name, "--", *check]

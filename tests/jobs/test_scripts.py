@@ -1,4 +1,5 @@
 import re
+import shlex
 import subprocess
 from datetime import timedelta
 
@@ -62,7 +63,7 @@ def test_torchrun_template_runs_one_launcher_per_node(member, project) -> None:
     # torchrun itself ignores the warning and stack signals (it would die of them); its
     # workers get them, and know torchrun for a launcher that dumps no stacks.
     assert launch.startswith(
-        "srun --ntasks-per-node=1 --kill-on-bad-exit=1 "
+        "srun --unbuffered --ntasks-per-node=1 --kill-on-bad-exit=1 "
         'bash -c \'trap "" USR1 USR2; PORTAL_LAUNCHER=torchrun exec "$@"\' portal-launch torchrun '
     )
     lines = script.splitlines()
@@ -90,3 +91,33 @@ def test_the_job_records_its_slurm_id_before_the_users_part(member, project) -> 
     script = _render(member, project, command="python train.py")
     record = script.index('printf "%s\\n" "$SLURM_JOB_ID" > "$PORTAL_RUN_DIR/slurm_job_id"')
     assert record < script.index("python train.py")
+
+
+def _python_after_exports(script: str, env: dict[str, str]) -> str:
+    """What a Python started after the script's exports says of its stdout, into a file."""
+    exports = [line for line in script.splitlines() if line.startswith("export ")]
+    probe = "import sys; print(sys.stdout.write_through)"
+    shell = "\n".join([*exports, f"python3 -c {shlex.quote(probe)} > out; cat out"])
+    result = subprocess.run(
+        ["bash", "-c", shell], env=env, text=True, capture_output=True, cwd="/tmp", check=True
+    )
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("env", "write_through"),
+    [({}, "True"), ({"PYTHONUNBUFFERED": ""}, "False")],
+    ids=["unbuffered by default", "the job's own choice kept"],
+)
+def test_python_writes_through_into_the_log(member, project, env, write_through) -> None:
+    """Block-buffered stdout reaches the log in 8 KB bursts: every record of a burst would take
+    the step of the latest bar. The script makes Python unbuffered unless the job chose."""
+    script = _render(member, project, command="python train.py")
+    assert _python_after_exports(script, {"PATH": "/usr/bin:/bin", **env}) == write_through
+    assert 'export SLURM_UNBUFFEREDIO="${SLURM_UNBUFFEREDIO-1}"' in script
+
+
+def test_the_working_directory_is_recorded_before_the_command(member, project) -> None:
+    script = _render(member, project, command="python train.py", setup="cd /tmp/elsewhere")
+    record = script.index('printf "%s\\n" "$PWD" > "$PORTAL_RUN_DIR/workdir"')
+    assert script.index("cd /tmp/elsewhere") < record < script.index("python train.py")

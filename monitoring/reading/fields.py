@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from monitoring.reading.attach import metric_name
 from monitoring.reading.names import UNIT_WORDS, counter_word, label_name, rate_name
 from monitoring.reading.numbers import is_rate
 from monitoring.reading.tokens import (
@@ -234,13 +235,24 @@ class _Parser:
         return i + 1
 
     def continues_label(self, i: int) -> bool:
-        return (
-            bool(self.label)
+        """Whether `nan` between words is a word of a label (`number of nan iterations: 0`),
+        not the value of one (`loss nan lr 0.03`): the label before it names no metric and
+        the words after it end in `:` or `=`."""
+        if not (
+            self.label
+            and not metric_name(label_name(self.label)[0])
             and not self.bound
             and self.kind(i - 1) == SPACE
             and self.kind(i + 1) == SPACE
             and self.kind(i + 2) == WORD
-        )
+        ):
+            return False
+        j = i + 2
+        for _ in range(MAX_LABEL_WORDS):
+            j = self.peek(j + 1) if self.kind(j) == WORD else j
+            if self.kind(j) != WORD:
+                break
+        return self.kind(j) == BIND
 
     def bracket(self, i: int) -> int:
         end = self.close_of(i, OPEN_LIST, CLOSE_LIST)

@@ -79,8 +79,13 @@ _ENDS = frozenset(" \t,|;)]}'\"<>=\r\n")
 NON_FINITE = frozenset({"nan", "inf", "infinity", "-inf", "+inf", "-nan", "-infinity"})
 
 
+def non_finite(word: str) -> float:
+    """The value of a NON_FINITE spelling: a diverged loss is a value, nan or ±inf, not a gap."""
+    return float(word.lower().replace("infinity", "inf"))
+
+
 class Number(NamedTuple):
-    """A scanned token. Value None: nan/inf when readable, else a token that is no number."""
+    """A scanned token. Value None: a token that is no number (nan and inf are floats)."""
 
     end: int
     value: float | int | None
@@ -153,7 +158,7 @@ def _scan(text: str, i: int) -> Number | None:
     while word_end < n and text[word_end].isalpha() and word_end - i < 9:
         word_end += 1
     if text[start:word_end].lower() in NON_FINITE and (word_end == n or text[word_end] in _ENDS):
-        return Number(word_end, None)
+        return Number(word_end, non_finite(text[start:word_end]))
     digits_end = _digits(text, i)
     if digits_end == i and not (i + 1 < n and text[i] == "." and "0" <= text[i + 1] <= "9"):
         return None
@@ -195,6 +200,4 @@ def _scan(text: str, i: int) -> Number | None:
         value: float | int = float(number) if is_float else int(number)
     except ValueError:
         return Number(_skip_token(text, i), None, readable=False)
-    if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
-        return Number(i, None, unit)
     return Number(i, value, unit)

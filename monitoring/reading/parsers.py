@@ -33,31 +33,32 @@ class MetricPoint:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
-def _finite(value: object) -> float | None:
-    """A finite float from a JSON/Python number or numeric text; None otherwise.
-
-    Non-finite values are dropped everywhere: a chart cannot draw them and strict
-    JSON cannot carry them. A loss that went NaN shows as the series stopping.
-    """
+def _number(value: object) -> float | None:
+    """A float from a JSON/Python number or numeric text (nan and ±inf included); None otherwise."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
         try:
-            number = float(value)
+            return float(value)
         except OverflowError:  # an int beyond float range
             return None
-    elif isinstance(value, str):
+    if isinstance(value, str):
         try:
-            number = float(value.strip())
+            return float(value.strip())
         except ValueError:
             return None
-    else:
-        return None
-    return number if math.isfinite(number) else None
+    return None
+
+
+def _finite(value: object) -> float | None:
+    """A finite float, for metrics.jsonl: strict JSON carries no nan, and its writer
+    (`portal_metrics`) leaves them out."""
+    number = _number(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _user_metrics(pattern: Any, line: str) -> tuple[int | None, dict[str, float]]:
-    return user_metrics(pattern, line, _finite)
+    return user_metrics(pattern, line, _number)
 
 
 # --- Points --------------------------------------------------------------------------------
@@ -73,6 +74,8 @@ def parse_stdout_metrics(
     final: bool = True,
 ) -> list[MetricPoint]:
     """Metric points in stdout lines (wall time None: the caller knows when it read them).
+
+    A value printed as nan or ±inf (a diverged loss) is a point with that float value.
 
     The general reader (`monitoring.reading.reader`) does the reading; see
     tests/corpus/README.md for what it reads. Lines without a step attach to the

@@ -3,12 +3,13 @@
 The latest step (and its epoch, level, heading), the epochs and their base, the total
 steps, a table header, an open `key = value` block (and the values it held at a poll's
 end), the values the latest step was given, the bar drawn last and a record written over
-it. Every field read back is checked: the dict is stored on the LogFile row, and a value
-of the wrong type reads as absent.
+it. Every field read back is checked: the dict is stored on the LogFile row (strict JSON:
+nan and ±inf are kept as their names), and a value of the wrong type reads as absent.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from monitoring.reading.steps import EpochState
 Value = float | int
 MAX_GIVEN = 64  # values of the latest step kept between polls
 MAX_COLUMNS = 40
+_NON_FINITE = ("nan", "inf", "-inf")
 
 
 @dataclass
@@ -59,13 +61,13 @@ class ReaderState:
             "after_error": self.after_error,
             "level": self.level,
             "given_step": self.given_step,
-            "given": self.given,
+            "given": _stored(self.given),
             "block": self.block,
             "blocks": self.blocks,
-            "held": self.held,
+            "held": _stored(self.held),
             "drawn": self.drawn,
             "cleared": self.cleared,
-            "record": self.record,
+            "record": _stored(self.record),
             "record_step": self.record_step,
             "record_bar": self.record_bar,
         }
@@ -103,11 +105,16 @@ class ReaderState:
         )
 
 
+def _stored(values: dict[str, Value]) -> dict[str, Value | str]:
+    """Values as strict JSON holds them: nan and ±inf (a diverged loss) as their names."""
+    return {k: v if math.isfinite(v) else str(v) for k, v in values.items()}
+
+
 def _values(data: object) -> dict[str, Value]:
     if not isinstance(data, dict):
         return {}
     return {
-        str(k)[:100]: v
+        str(k)[:100]: float(v) if v in _NON_FINITE else v
         for k, v in list(data.items())[:MAX_GIVEN]
-        if isinstance(v, int | float) and not isinstance(v, bool)
+        if (isinstance(v, int | float) and not isinstance(v, bool)) or v in _NON_FINITE
     }

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from monitoring.reading.numbers import NON_FINITE, scan_number
+from monitoring.reading.numbers import NON_FINITE, non_finite, scan_number
 
 WORD = "w"
-NUMBER = "n"  # value None: nan/inf (readable) or unreadable (bad)
+NUMBER = "n"  # nan and inf are float values
 BAD = "b"
 SPACE = " "
 SEP = "s"  # `,` `|` `;` ` - ` tabs, runs of spaces, anything else that is not text
@@ -65,14 +65,14 @@ def tokenize(text: str) -> list[Token]:
         if c in "+-" and text[i + 1 : i + 4].lower() in ("inf", "nan"):
             number = scan_number(text, i)
             if number is not None and number.readable:
-                tokens.append(Token(NUMBER, text[i : number.end]))
+                tokens.append(Token(NUMBER, text[i : number.end], number.value))
                 i = number.end
                 continue
         if c.isalpha() or c == "_":
             j = _WORD.match(text, i).end()  # type: ignore[union-attr]
             word = text[i:j]
             if word.lower() in NON_FINITE:
-                tokens.append(Token(NUMBER, word))
+                tokens.append(Token(NUMBER, word, non_finite(word)))
             else:
                 tokens.append(Token(WORD, word))
             i = j

@@ -16,7 +16,7 @@ MAX_USER_LINE_CHARS = 4096
 MAX_NAME_LENGTH = 100
 MAX_STEP_DIGITS = 18  # a step beyond int64 is not a step
 
-Number = Any  # the parser's number reader: text -> finite float or None
+Number = Any  # the parser's number reader: text -> float (nan and ±inf included) or None
 
 
 @lru_cache(maxsize=256)

@@ -8,6 +8,7 @@ The lines that must still attach are the framework corpus's (tests/corpus/metric
 lines, Hugging Face dicts, DeepSpeed's timer lines, Composer's block); its runner checks them.
 """
 
+import math
 from pathlib import Path
 
 import pytest
@@ -77,10 +78,10 @@ def test_a_line_that_is_no_metrics_line_does_not_attach(line: str) -> None:
 
 
 def test_a_line_whose_loss_is_nan_still_reads_as_a_metrics_line() -> None:
-    """plain_loss_nan (vpetren/gradnorm_tf#17) after a step: its epoch goes with the step."""
-    assert _points(["step 200, loss=0.25", "epoch: 3451 loss: nan"]) == [
-        (200, {"loss": 0.25, "epoch": 3451})
-    ]
+    """plain_loss_nan (vpetren/gradnorm_tf#17) after a step: its values go with the step."""
+    [(step, values)] = _points(["step 200, loss=0.25", "epoch: 3451 loss: nan"])
+    assert (step, values["epoch"], sorted(values)) == (200, 3451, ["epoch", "loss"])
+    assert math.isnan(values["loss"])
 
 
 def test_after_an_error_report_nothing_attaches_until_the_next_step() -> None:

@@ -63,8 +63,28 @@ class FileRead:
 
 @dataclass(frozen=True)
 class ListingRead:
+    """A directory's entries; with `patterns`, a find: the files below it whose names match,
+    modified since `since` (a Unix time), `depth` levels down, `visits` entries looked at
+    at most (the agent caps both). A found entry's name is its path from `path`."""
+
     key: str
     path: str
+    patterns: tuple[str, ...] = ()
+    since: float = 0.0
+    depth: int = 1
+    visits: int = 2000
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.patterns:
+            return {"key": self.key, "path": self.path}
+        return {
+            "key": self.key,
+            "path": self.path,
+            "patterns": list(self.patterns),
+            "since": self.since,
+            "depth": self.depth,
+            "visits": self.visits,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,7 @@ class AgentRequest:
                     {"id": c.id, "argv": list(c.argv), "timeout": c.timeout} for c in self.commands
                 ],
                 "files": [_file_json(f, self.max_bytes_per_file) for f in self.files],
-                "listings": [{"key": x.key, "path": x.path} for x in self.listings],
+                "listings": [x.to_json() for x in self.listings],
                 "max_bytes": self.max_bytes,
                 # The agent caps each file's limit at this: the largest one asked for.
                 "max_bytes_per_file": max(

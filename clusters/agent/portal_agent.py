@@ -11,6 +11,7 @@ from __future__ import annotations  # annotations stay strings on Python 3.8
 
 import base64
 import contextlib
+import fnmatch
 import json
 import os
 import signal
@@ -27,6 +28,14 @@ MAX_BYTES = 8 * 1024 * 1024
 MAX_BYTES_PER_FILE = 1024 * 1024
 MAX_ENTRIES = 10000
 TIMEOUT_EXIT = 124  # what coreutils timeout(1) exits with
+# A find walks at most this deep and looks at this many entries, whatever the tree holds.
+MAX_FIND_DEPTH = 6
+MAX_FIND_VISITS = 20000
+MAX_FOUND = 200
+# Directories a find never enters: tools' caches and installed packages, not a run's output.
+SKIPPED_DIRS = frozenset(
+    {"node_modules", "__pycache__", "site-packages", "dist-packages", "venv", "env", "wandb"}
+)
 
 
 class BadRequest(Exception):
@@ -198,6 +207,54 @@ def list_dir(path: str) -> dict[str, Any]:
     return {"entries": entries, "error": None, "truncated": len(names) > MAX_ENTRIES}
 
 
+def find_files(
+    path: str, patterns: list[str], since: float, depth: int, visits: int
+) -> dict[str, Any]:
+    """Files under `path` whose names match, modified at or after `since`: breadth first, no
+    links followed, hidden and package directories skipped, `visits` entries at most."""
+    found: list[dict[str, Any]] = []
+    queue, seen, truncated = [(path, 0)], 0, False
+    while queue and not truncated:
+        directory, level = queue.pop(0)
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > visits or len(found) >= MAX_FOUND:
+                        truncated = True
+                        break
+                    name = entry.name
+                    if name.startswith(".") or entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if level + 1 < depth and name not in SKIPPED_DIRS:
+                            queue.append((entry.path, level + 1))
+                    elif any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                        info = entry.stat(follow_symlinks=False)
+                        if stat.S_ISREG(info.st_mode) and info.st_mtime >= since:
+                            found.append(
+                                {
+                                    "name": os.path.relpath(entry.path, path),
+                                    "size": info.st_size,
+                                    "mtime": info.st_mtime,
+                                    "is_dir": False,
+                                }
+                            )
+        except OSError as exc:
+            if directory == path:
+                return {"entries": [], "error": _error_text(exc), "truncated": False}
+    return {"entries": found, "error": None, "truncated": truncated}
+
+
+def listing(item: dict[str, Any]) -> dict[str, Any]:
+    """A directory's entries, or with `patterns` the matching files below it (a find)."""
+    if not item.get("patterns"):
+        return list_dir(item["path"])
+    depth = min(item.get("depth", 1), MAX_FIND_DEPTH)
+    visits = min(item.get("visits", MAX_FIND_VISITS), MAX_FIND_VISITS)
+    return find_files(item["path"], item["patterns"], item.get("since", 0), depth, visits)
+
+
 def parse_request(raw: bytes) -> dict[str, Any]:
     """The request, checked whole before anything runs; defaults filled in."""
     try:
@@ -218,6 +275,12 @@ def parse_request(raw: bytes) -> dict[str, Any]:
             _field(item, "limit", int)
     for item in _items(request, "listings", "key"):
         _field(item, "path", str)
+        patterns = item.get("patterns", [])
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise BadRequest("'patterns' must be a list of strings")
+        for name in ("depth", "visits", "since"):
+            if name in item:
+                _field(item, name, (int, float) if name == "since" else int)
     for name, default in (
         ("max_output_bytes", MAX_OUTPUT_BYTES),
         ("max_bytes", MAX_BYTES),
@@ -238,7 +301,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         "files": read_files(
             request.get("files", []), request["max_bytes"], request["max_bytes_per_file"]
         ),
-        "listings": {i["key"]: list_dir(i["path"]) for i in request.get("listings", [])},
+        "listings": {i["key"]: listing(i) for i in request.get("listings", [])},
     }
 
 

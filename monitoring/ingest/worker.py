@@ -16,6 +16,8 @@ from typing import Any, BinaryIO
 
 from jobs.params import params_clean
 from monitoring.reading.parsers import MetricPoint, jsonl_record, parse_stdout_metrics
+from monitoring.records.request import KIND as RECORDS
+from monitoring.records.request import records_reply
 from portal_lib.fast_json import dumps, loads
 
 # Metric names one stdout line (one run of points at a step) or one metrics.jsonl
@@ -114,6 +116,8 @@ def _jsonl(request: dict[str, Any]) -> Reply:
 
 def parse_request(request: dict[str, Any]) -> Reply:
     """Points ([name, step, value, time]) and counts for one file's new lines."""
+    if request["kind"] == RECORDS:
+        return records_reply(request)
     return _jsonl(request) if request["kind"] == "jsonl" else _stdout(request)
 
 

@@ -3,7 +3,9 @@
 A job can write any file into its run directory; a `gpu-*.csv` counts only when
 it names one of the attempt's Slurm nodes (at most one per allocated node), and
 a sample counts only for a GPU index the job was allocated. What is refused is
-counted on the attempt's `AttemptIngest`.
+counted on the attempt's `AttemptIngest`, and only once the attempt's nodes are known:
+the files poll runs apart from the state poll and often lists a new job's run directory
+first, when every file would look like another node's.
 """
 
 import fnmatch
@@ -28,7 +30,7 @@ MAX_NODE_GPUS = 64  # no node has more; a larger index is not a GPU
 
 
 def _own_gpu_files(attempt: Attempt, names: list[str]) -> list[str]:
-    nodes = set(expand_nodes(attempt.node_list)) if attempt.node_list else set()
+    nodes = set(expand_nodes(attempt.node_list))
     own = sorted(name for name in names if gpu_file_node(name) in nodes)
     return own[: attempt.job.nodes]
 
@@ -43,7 +45,9 @@ def discover_gpu_files(
     found, changed = [], set()
     for attempt in attempts:
         listing = reply.listings.get(run_dir_key(attempt.uuid))
-        if listing is None or listing.error:
+        # Nodes not yet known (the files poll saw the sampler's file before the state poll
+        # recorded where the job runs): no file can be judged yet, so none is refused.
+        if listing is None or listing.error or not attempt.node_list:
             continue
         names = [e.name for e in listing.entries if fnmatch.fnmatch(e.name, GPU_FILE_GLOB)]
         followed = {n for (a, n) in files if a == attempt.pk and gpu_file_node(n) is not None}

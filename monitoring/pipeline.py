@@ -2,7 +2,8 @@
 
 1. Ingest (`monitoring.ingest.watch`) stores the new log bytes, metric points and GPU
    samples, and pushes the deltas; everything after it reads what it stored. It alone
-   also reads the jobs with a page open between the slices of a long poll.
+   also reads the jobs with a page open between the slices of a long poll. Trainers' own
+   record files (`monitoring.ingest.records`) follow it: a metric they give replaces stdout's.
 2. Progress (`monitoring.hangs.watch`): each rank's progress, and a hang's cancel, decided
    before the failure watcher looks at how the attempt ended.
 3. Failures (`monitoring.diagnosis.failures`): checkpoints, the diagnosis of an ended
@@ -15,12 +16,13 @@ from jobs.poll.pipeline import Pipeline
 from monitoring.diagnosis.failures import FailureWatcher
 from monitoring.goodput.watch import GoodputWatcher
 from monitoring.hangs.watch import ProgressWatcher
+from monitoring.ingest.records import RecordsWatcher
 from monitoring.ingest.watch import MonitoringWatcher
 
 
 def monitoring_pipeline() -> Pipeline:
     ingest = MonitoringWatcher()
     return Pipeline(
-        watchers=(ingest, ProgressWatcher(), FailureWatcher(), GoodputWatcher()),
+        watchers=(ingest, RecordsWatcher(), ProgressWatcher(), FailureWatcher(), GoodputWatcher()),
         page_watchers=(ingest,),
     )

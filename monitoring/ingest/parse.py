@@ -30,6 +30,7 @@ from monitoring.reading.throughput import (
     mfu,
     token_rate_per_gpu,
 )
+from monitoring.records.names import record_name
 from monitoring.series.points import MAX_SERIES_PER_ATTEMPT, Point
 
 logger = logging.getLogger(__name__)
@@ -280,6 +281,8 @@ def _metrics(
         given = set(structured.metric_names) if structured is not None else set()
         given.add(COMPUTED_MFU)  # the portal's own series: no job prints into it
         metrics = [m for m in metrics if m[0] not in given]
+        if note.series_sources:  # a trainer's own record file gives these (ingest.records)
+            metrics = [m for m in metrics if record_name(m[0]) not in note.series_sources]
     metrics = _within_series_cap(metrics, note)
     if log_file.name == METRICS_FILE:
         new_names = sorted({m[0] for m in metrics} - set(log_file.metric_names))

@@ -24,6 +24,7 @@ from clusters.ssh import SSHError
 from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
+from monitoring.ingest.records import record_sources
 from monitoring.job_page.facts import attempt_total_steps, mfu_terms, series_kind
 from monitoring.job_page.selectors import job_failures
 from monitoring.logs.store import log_read, log_read_any, log_tail
@@ -94,6 +95,11 @@ class SeriesNamesSerializer(serializers.Serializer[Any]):
     urls = serializers.DictField(
         child=serializers.CharField(),
         help_text="By name: the series' URL, its name percent-encoded (none for `.` or `..`).",
+    )
+    sources = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="By name, for a series a trainer's own record file gives: where it comes "
+        "from (`from TensorBoard events`, `from metrics.csv`, `from trainer_state.json`).",
     )
     kinds = serializers.DictField(
         child=serializers.CharField(),
@@ -232,6 +238,7 @@ class SeriesNamesView(APIView):
                 "names": names,
                 "urls": {k: v for k, v in urls.items() if v},
                 "kinds": {name: series_kind(name) for name in names},
+                "sources": record_sources(attempt_id=attempt.pk),
                 "total_steps": attempt_total_steps(job=attempt.job, attempt_id=attempt.pk),
                 "mfu": mfu_terms(job=attempt.job, attempt_id=attempt.pk),
             }

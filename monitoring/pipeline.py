@@ -1,4 +1,4 @@
-"""What monitoring does with each poll's agent reply: four watchers, in this order.
+"""What monitoring does with each poll's agent reply: its watchers, in this order.
 
 1. Ingest (`monitoring.ingest.watch`) stores the new log bytes, metric points and GPU
    samples, and pushes the deltas; everything after it reads what it stored. It alone

@@ -27,8 +27,10 @@ from monitoring.reading.throughput import (
     COMPUTED_MFU,
     PRINTED_MFU,
     dense_transformer_flops_per_token,
+    job_tokens_per_step,
     mfu,
-    token_rate_per_gpu,
+    rate_form,
+    token_rates,
 )
 from monitoring.records.names import record_name
 from monitoring.series.points import MAX_SERIES_PER_ATTEMPT, Point
@@ -273,6 +275,8 @@ def _metrics(
         if abs(step) < MAX_EXACT_STEP
     ]
     note.dropped_names += len(reply["points"]) - len(metrics)
+    # A time per step is stored as the rate it stands for (tqdm's `s/it`, Keras's `ms/step`).
+    metrics = [(named[0], m[1], named[1]) for m in metrics if (named := rate_form(m[0], m[2]))]
     if reply["bad"]:
         logger.info("attempt %s: %d unreadable lines in %s", attempt.pk, reply["bad"], METRICS_FILE)
     if log_file.name != METRICS_FILE:
@@ -315,10 +319,12 @@ def _within_series_cap(metrics: list[Metric], note: AttemptIngest) -> list[Metri
 
 
 def _mfu(attempt: Attempt, metrics: list[Metric], note: AttemptIngest) -> list[Point]:
-    """Model FLOP utilisation from reported tokens/s, when the spec gives the model size.
+    """Model FLOP utilisation from the job's token rate, when the spec gives the model size.
 
     It is its own series (COMPUTED_MFU, a fraction), and only for an attempt whose trainer
     prints no MFU of its own: a printed one is shown as printed and wins for the attempt.
+    The token rate is `token_rates`': the step rate times a step's tokens (a logged token
+    count, or the sequence length and batch in the job's parameters), else a printed rate.
     """
     job = attempt.job
     peak = job.cluster.gpu_peak_bf16_tflops * 1e12
@@ -327,13 +333,13 @@ def _mfu(attempt: Attempt, metrics: list[Metric], note: AttemptIngest) -> list[P
     if PRINTED_MFU in note.series_names or any(m[0] == PRINTED_MFU for m in metrics):
         return []
     flops = dense_transformer_flops_per_token(job.model_params)
+    per_step = job_tokens_per_step(job.params or {}, gpus=job.total_gpus)
     return [
         (
             attempt.pk,
             COMPUTED_MFU,
             float(step),
-            mfu(per_sec=value, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak),
+            mfu(per_sec=rate, flops_per_unit=flops, gpus=job.total_gpus, peak_flops_per_gpu=peak),
         )
-        for name, step, value in metrics
-        if token_rate_per_gpu(name) is False  # a per-GPU rate would need x GPUs
+        for step, rate in token_rates(metrics, tokens_per_step=per_step)
     ]

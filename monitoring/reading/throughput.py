@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,17 +25,32 @@ from monitoring.reading.parsers import MetricPoint
 PRINTED_MFU = "mfu"
 COMPUTED_MFU = "mfu_computed"
 _TOKEN_WORDS = ("tokens", "token", "tok", "toks", "words")
-_SAMPLE_WORDS = ("samples", "sample", "examples", "sequences", "seqs", "images", "imgs")
+_SAMPLE_WORDS = (
+    "samples", "sample", "examples", "sequences", "seqs", "seq", "images", "imgs", "img",
+)  # fmt: skip
 _PER_SECOND = ("per_sec", "per_second", "per_s")
 _RATE_PREFIXES = ("train_", "running_avg_", "curr_", "current_", "avg_", "throughput_")
 _TOKEN_SHORT = frozenset({"tps", "tok_per_sec", "wps", "tokens_per_sec_per_gpu"})
+# What a step is called in a rate: tqdm's `it`, Keras's `step`, `batch`, fairseq's updates.
+_STEP_WORDS = (
+    "it", "step", "steps", "iter", "iters", "iteration", "iterations",
+    "batch", "batches", "update", "updates",
+)  # fmt: skip
+_SECONDS = ("s", "sec", "second")
+# Whole-job steps per second, tqdm's first (the runs table takes the first one a run has);
+# fairseq prints `ups`, Hugging Face's summaries `train_steps_per_second`.
 STEP_RATE_NAMES = (
-    "it_per_s",
-    "it_per_sec",
-    "batch_per_s",
+    *(f"{word}_per_{second}" for word in _STEP_WORDS for second in _SECONDS),
     "steps_per_second",
     "train_steps_per_second",
+    "ups",
 )
+# A time per step or sample, in the unit printed: tqdm's `s/it`, Keras's `205ms/step`, `1s/step`,
+# `900us/step` and TF 2.0's `81us/sample`. The ingest stores it inverted (`rate_form`).
+_SECONDS_OF = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_TIMED = (*_STEP_WORDS, "sample", "samples")
+_STEP_RATE_RANK = {name: rank for rank, name in enumerate(STEP_RATE_NAMES)}
+# Series stored before the ingest inverted step times (`rate_form`): charted as printed.
 STEP_TIME_NAMES = ("s_per_it", "s_per_batch")
 TOKEN_COUNT_NAMES = ("tokens", "num_tokens", "consumed_tokens", "num_input_tokens_seen")
 SAMPLE_COUNT_NAMES = ("samples", "consumed_samples", "num_samples")
@@ -119,6 +134,47 @@ def sample_rate_per_gpu(name: str) -> bool | None:
     return _rate(name, _SAMPLE_WORDS)
 
 
+@functools.lru_cache(maxsize=8192)
+def _step_time(name: str) -> tuple[str, float] | None:
+    """(the rate's name, seconds per printed unit) of a time per step or sample."""
+    unit, per, thing = name.partition("_per_")
+    if not per or unit not in _SECONDS_OF or thing not in _TIMED:
+        return None
+    return f"{thing}_per_s", _SECONDS_OF[unit]
+
+
+def rate_form(name: str, value: float) -> tuple[str, float] | None:
+    """A point as the throughput chart keeps it: a time per step or sample becomes a rate.
+
+    tqdm prints `s/it` below one step a second and `it/s` above, Keras `1s/step`, `205ms/step`
+    or `900us/step` by size: inverted, each bar's rate is one series in one unit whatever
+    it printed. A time that is not positive has no rate: None.
+    """
+    timed = _step_time(name)
+    if timed is None:
+        return name, value
+    rate_name, seconds = timed
+    return (rate_name, 1 / (value * seconds)) if value > 0 else None
+
+
+# Words of a progress bar's description that name another loop than training
+# (`Evaluating`, Lightning's `Validation DataLoader 0`, `Sanity Checking`, `Predicting`).
+_OTHER_LOOPS = ("eval", "valid", "test", "predict", "sanity", "infer")
+
+
+def other_loop_bar(*, description: str, total: int | None, training_total: int | None) -> bool:
+    """Whether a progress bar counts another loop than training: its rate is no throughput
+    and its count no step.
+
+    Its description says so, or its total differs from the training bar's (Hugging Face's
+    evaluation bar has no description: `4/4` drawn while the training bar is at `40/120`).
+    """
+    words = "".join(c if c.isalpha() else " " for c in description.lower()).split()
+    if any(word.startswith(_OTHER_LOOPS) for word in words):
+        return True
+    return bool(total and training_total and total != training_total)
+
+
 def _rate_names(points: Sequence[MetricPoint], classify: Callable[[str], bool | None]) -> list[str]:
     """Names in points that classify as whole-job rates first, then per-GPU ones."""
     names = dict.fromkeys(p.name for p in points)
@@ -194,6 +250,70 @@ def throughput(
 
 def _inverse(found: tuple[str, float] | None) -> tuple[str, float] | None:
     return (found[0], 1 / found[1]) if found and found[1] > 0 else None
+
+
+# A job's parameters that give its sequence length (Hugging Face's example scripts' flags).
+SEQUENCE_LENGTH_KEYS = (
+    "max_seq_length", "max_seq_len", "seq_length", "seq_len", "sequence_length", "block_size",
+)  # fmt: skip
+
+
+def _positive(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value > 0 else None
+
+
+def job_tokens_per_step(params: Mapping[str, object], *, gpus: int) -> float | None:
+    """Tokens in one optimizer step of a Hugging Face Trainer run, from the job's parameters.
+
+    Sequence length x `per_device_train_batch_size` x `gradient_accumulation_steps` x the
+    job's GPUs, the Trainer's own meaning of its flags (one data-parallel rank per GPU).
+    None unless both the sequence length and the per-device batch are given.
+    """
+    seq = next((v for key in SEQUENCE_LENGTH_KEYS if (v := _positive(params.get(key)))), None)
+    batch = _positive(params.get("per_device_train_batch_size"))
+    if seq is None or batch is None or gpus < 1:
+        return None
+    accumulation = _positive(params.get("gradient_accumulation_steps")) or 1.0
+    return seq * batch * accumulation * gpus
+
+
+def token_rates(
+    metrics: Iterable[tuple[str, int, float]], *, tokens_per_step: float | None = None
+) -> list[tuple[int, float]]:
+    """(step, the whole job's tokens per second) wherever the points give it.
+
+    The step rate times a step's tokens, where both are known: the tokens from a cumulative
+    count over its step (Hugging Face's `num_input_tokens_seen`, the newest at or before
+    the step), else `tokens_per_step` (`job_tokens_per_step`). Else a whole-job token rate
+    the trainer prints; Hugging Face's `train_tokens_per_second` is its average since the
+    start, pauses included, so the step rate is preferred where there is one.
+    """
+    step_rates: dict[int, float] = {}
+    ranks: dict[int, int] = {}
+    reported: dict[int, float] = {}
+    per_step_at: dict[int, float] = {}
+    for name, step, value in metrics:
+        if not value > 0:
+            continue
+        rank = _STEP_RATE_RANK.get(name)
+        if rank is not None:  # two at one step (a bar's and a summary's): the first name's
+            if rank <= ranks.setdefault(step, rank):
+                ranks[step], step_rates[step] = rank, value
+        elif token_rate_per_gpu(name) is False:  # a per-GPU rate would need x GPUs
+            reported[step] = value
+        elif name in TOKEN_COUNT_NAMES and step > 0:
+            per_step_at[step] = value / step
+    rates: list[tuple[int, float]] = []
+    per_step = tokens_per_step
+    for step in sorted(step_rates.keys() | reported.keys() | per_step_at.keys()):
+        per_step = per_step_at.get(step, per_step)
+        if step in step_rates and per_step:
+            rates.append((step, step_rates[step] * per_step))
+        elif step in reported:
+            rates.append((step, reported[step]))
+    return rates
 
 
 def dense_transformer_flops_per_token(params: float) -> float:

@@ -6,6 +6,10 @@ fraction from a token rate, 6 x params and the cluster's peak. Before, both went
 and the efficiency card's mean (a fraction, shown as %) took a printed 12.34 as 1,234 %.
 """
 
+from pathlib import Path
+
+import pytest
+
 from monitoring.ingest.parse import NewBytes, attempt_parse
 from monitoring.job_page.facts import series_kind
 from monitoring.models import AttemptIngest, LogFile
@@ -76,3 +80,37 @@ def test_nanogpt_printed_percentage_stays_as_printed(project, owner) -> None:
 
 def test_both_mfu_series_go_on_the_mfu_chart() -> None:
     assert series_kind(PRINTED_MFU) == series_kind(COMPUTED_MFU) == "mfu"
+
+
+# A tiny Hugging Face Trainer run with include_num_input_tokens_seen=True (fixtures/throughput/).
+HF_LOG = (
+    Path(__file__).parent / "fixtures" / "throughput" / "hf_trainer_tokens_seen.log"
+).read_bytes()
+HF_TOKENS_PER_STEP = 4 * 32  # per_device_train_batch_size x sequence length, one process
+
+
+def test_hugging_face_tokens_seen_give_mfu_at_the_training_step_rate(project, owner) -> None:
+    attempt, log_file, note = _job(project, owner)
+    points = _poll(attempt, log_file, note, HF_LOG)
+    rates = dict((step, value) for name, step, value in points if name == "it_per_s")
+    computed = dict((step, value) for name, step, value in points if name == COMPUTED_MFU)
+    assert computed, "no MFU from num_input_tokens_seen"
+    job = attempt.job
+    peak = job.total_gpus * 989e12
+    flops = 6 * job.model_params
+    # Each MFU point is the training bar's steps/s there times 128 tokens a step: never
+    # train_tokens_per_second's average since the start (569.8 at step 30, 12.00 it/s there).
+    for step, value in computed.items():
+        assert value == pytest.approx(rates[step] * HF_TOKENS_PER_STEP * flops / peak)
+    assert computed[30.0] == pytest.approx(12.00 * HF_TOKENS_PER_STEP * flops / peak)
+
+
+def test_mfu_from_the_jobs_sequence_length_and_batch(project, owner) -> None:
+    attempt, log_file, note = _job(project, owner)
+    job = attempt.job
+    job.params = {"block_size": 1024, "per_device_train_batch_size": 8}
+    job.save()
+    line = b" 30%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88       | 30/100 [00:12<00:28,  2.50it/s]\n"
+    (value,) = [v for name, _, v in _poll(attempt, log_file, note, line) if name == COMPUTED_MFU]
+    tokens_per_s = 2.50 * 1024 * 8 * job.total_gpus
+    assert value == pytest.approx(tokens_per_s * 6 * job.model_params / (8 * 989e12))

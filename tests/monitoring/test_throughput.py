@@ -7,9 +7,13 @@ from monitoring.reading.throughput import (
     cumulative_rate,
     dense_transformer_flops_per_token,
     eta_seconds,
+    job_tokens_per_step,
     mfu,
+    other_loop_bar,
+    rate_form,
     step_rate,
     throughput,
+    token_rates,
 )
 
 
@@ -113,3 +117,66 @@ def test_eta_uses_the_recent_rate_and_ignores_a_pause() -> None:
     assert eta_seconds(points, final_step=40) == 0.0
     assert eta_seconds(points[:1], final_step=100) is None
     assert eta_seconds([MetricPoint("loss", 5, 1.0)], final_step=100) is None
+
+
+def test_an_evaluation_bar_is_another_loop_by_its_total_or_its_description() -> None:
+    # Hugging Face's evaluation bar has no description: ` 100%|...| 4/4 [00:00<00:00, 270.15it/s]`
+    # while the training bar is at `40/120`.
+    assert other_loop_bar(description="", total=4, training_total=120)
+    assert not other_loop_bar(description="", total=120, training_total=120)
+    assert not other_loop_bar(description="", total=4, training_total=None)
+    # Lightning's bars: `Epoch 1`, `Validation DataLoader 0`, `Sanity Checking DataLoader 0`.
+    assert not other_loop_bar(description="Epoch 1", total=100, training_total=100)
+    assert other_loop_bar(description="Validation DataLoader 0", total=100, training_total=100)
+    assert other_loop_bar(description="Sanity Checking DataLoader 0", total=2, training_total=None)
+    assert other_loop_bar(description="Evaluating", total=None, training_total=None)
+    assert not other_loop_bar(description="latest", total=None, training_total=None)
+
+
+def test_token_rates_prefer_the_step_rate_times_a_steps_tokens() -> None:
+    metrics = [
+        ("it_per_s", 30, 12.0),
+        ("num_input_tokens_seen", 30, 3840.0),
+        ("train_tokens_per_second", 30, 569.8),  # HF's average since the start
+        ("it_per_s", 32, 12.72),
+        ("train_steps_per_second", 40, 4.801),
+        ("it_per_s", 40, 4.80),
+    ]
+    assert token_rates(metrics) == [
+        (30, pytest.approx(12.0 * 128)),
+        (32, pytest.approx(12.72 * 128)),
+        (40, pytest.approx(4.80 * 128)),  # the bar's rate, before a summary's
+    ]
+    # No step rate: the printed whole-job rate; a per-GPU one is no whole-job rate.
+    assert token_rates([("tokens_per_sec", 5, 9000.0), ("tokens_per_sec_per_gpu", 6, 1.0)]) == [
+        (5, 9000.0)
+    ]
+    assert token_rates([("it_per_s", 5, 2.0)]) == []
+    assert token_rates([("it_per_s", 5, 2.0)], tokens_per_step=4096) == [(5, 8192.0)]
+
+
+def test_a_steps_tokens_from_the_jobs_parameters() -> None:
+    params = {"block_size": 1024, "per_device_train_batch_size": 8}
+    assert job_tokens_per_step(params, gpus=4) == 1024 * 8 * 4
+    assert job_tokens_per_step({**params, "gradient_accumulation_steps": 2}, gpus=1) == 16384
+    assert job_tokens_per_step({"block_size": 1024, "batch_size": 8}, gpus=1) is None
+    assert (
+        job_tokens_per_step({"max_seq_length": True, "per_device_train_batch_size": 8}, gpus=1)
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("s_per_it", 4.0, ("it_per_s", 0.25)),
+        ("ms_per_step", 205.0, ("step_per_s", 1000 / 205)),
+        ("us_per_sample", 81.0, ("sample_per_s", 1e6 / 81)),
+        ("it_per_s", 7.81, ("it_per_s", 7.81)),
+        ("time_per_step", 3.0, ("time_per_step", 3.0)),
+        ("s_per_it", 0.0, None),
+    ],
+)
+def test_rate_form(name: str, value: float, expected: tuple[str, float] | None) -> None:
+    found = rate_form(name, value)
+    assert found == (None if expected is None else (expected[0], pytest.approx(expected[1])))

@@ -50,6 +50,7 @@ bench: install  ## benchmarks, ours beside the naive way (needs root for the san
 	.venv/bin/python bench/poll.py $(BENCH_ARGS)
 	.venv/bin/python bench/agent_poll.py $(BENCH_ARGS)
 	.venv/bin/python bench/series.py $(BENCH_ARGS)
+	.venv/bin/python bench/parsers.py $(BENCH_ARGS)
 	.venv/bin/python bench/ingest.py $(BENCH_ARGS)
 	.venv/bin/python bench/latency.py $(BENCH_ARGS)
 	.venv/bin/python bench/joblist.py $(BENCH_ARGS)

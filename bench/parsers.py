@@ -1,4 +1,5 @@
-"""The stdout metric reader: lines per second on the corpus, and the worst adversarial line.
+"""The stdout metric reader: lines per second on the corpus, and the worst adversarial line;
+TensorBoard event records beside it, and hostile records of 16, 32 and 64 KiB.
 
 Pure, no database. Run: `.venv/bin/python bench/parsers.py` (`--quick`: fewer repeats).
 Reads every line of tests/corpus/metrics/*.toml (read here with tomllib: benches never
@@ -32,6 +33,10 @@ KIB64 = 64 * 1024
 from monitoring.ingest.worker import parse_request, stdout_request  # noqa: E402
 from monitoring.reading.lines import read_chunk  # noqa: E402
 from monitoring.reading.parsers import parse_stdout_metrics  # noqa: E402
+from monitoring.records.tfevents import masked_crc, read_events  # noqa: E402
+
+# A real Lightning run's event file (tests/monitoring/fixtures/records/README.md says how made).
+EVENTS = next((ROOT / "tests/monitoring/fixtures/records/lightning").glob("events.out.tfevents.*"))
 
 # The naive baseline: key=value / key: value numbers, one regex scan per line.
 _NAIVE = re.compile(r"([A-Za-z_][\w./-]*)\s*[=:]\s*([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
@@ -110,6 +115,33 @@ def adversarial() -> dict[str, str]:
     }
 
 
+def _framed(body: bytes) -> bytes:
+    """One TFRecord around `body`, its CRCs right."""
+    length = len(body).to_bytes(8, "little")
+    crc = masked_crc(length).to_bytes(4, "little")
+    return length + crc + body + masked_crc(body).to_bytes(4, "little")
+
+
+def events() -> None:
+    """TensorBoard records per second beside the stdout reader, and hostile records by size."""
+    data = EVENTS.read_bytes() * (20 if QUICK else 200)
+    count = len(read_events(data).points)
+    seconds = _time(partial(read_events, data), REPEATS)
+    print(f"\nTensorBoard events: {len(data)} bytes, {count} scalars")
+    print(f"| {'reader':<22} | {'scalars/s':>12} |")
+    print(f"| {'events (protobuf)':<22} | {count / seconds:>12,.0f} |")
+    print("\nhostile records: ms by size (linear: doubling the size doubles the time)")
+    print(f"| {'shape':<22} | {'16 KiB':>9} | {'32 KiB':>9} | {'64 KiB':>9} |")
+    shapes: dict[str, Callable[[int], bytes]] = {
+        "no record start (0xff)": lambda size: b"\xff" * size,
+        "framed, not an event": lambda size: _framed(b"\xff" * (size - 16)),
+        "framed, bad data CRC": lambda size: _framed(b"\x00" * (size - 16))[:-1] + b"\x01",
+    }
+    for shape, make in shapes.items():
+        cells = [_time(partial(read_events, make(k * 1024)), REPEATS) * 1000 for k in (16, 32, 64)]
+        print(f"| {shape:<22} | " + " | ".join(f"{ms:>9.3f}" for ms in cells) + " |")
+
+
 def _time(action: Callable[[], object], repeats: int) -> float:
     action()  # warm
     times = []
@@ -142,6 +174,7 @@ def main() -> int:
         path_ms = _time(partial(through_ingest, line), repeats) * 1000
         worst = max(worst, ms, path_ms)
         print(f"| {shape:<22} | {ms:>14.3f} | {path_ms:>14.3f} |")
+    events()
     verdict = "ok" if worst < WORST_MS else "TOO SLOW"
     print(f"\nworst case {worst:.3f} ms/line (limit {WORST_MS:.0f} ms): {verdict}")
     # The suite runs every bench --quick on a busy machine: there the limit is shown, not

@@ -6,6 +6,7 @@ the commit pushes a delta to the job's WebSocket group.
 """
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Collection
 from typing import Any
@@ -168,16 +169,21 @@ class MonitoringWatcher:
             if not attempts:
                 return []
             points = [point for point in points if point[0] in attempts]
-        series: dict[int, dict[str, list[list[float]]]] = {}
+        series: dict[int, dict[str, list[list[float | None]]]] = {}
+        # A NaN or infinite value goes as [x, null], its x also under "nonfinite" (the
+        # series read's shape, `monitoring.series.read`): JSON holds no bare NaN.
+        gaps: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for attempt_id, name, x, y in points:  # tens of thousands a poll: plain dicts
             by_name = series.get(attempt_id)
             if by_name is None:
                 by_name = series[attempt_id] = {}
+            if not math.isfinite(y):
+                gaps[attempt_id][name].append(x)
             pairs = by_name.get(name)
             if pairs is None:
-                by_name[name] = [[x, y]]
+                by_name[name] = [[x, y if math.isfinite(y) else None]]
             else:
-                pairs.append([x, y])
+                pairs.append([x, y if math.isfinite(y) else None])
         logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
         # No state: the state poll pushes each new one (jobs.poll.cycle) and runs beside this
         # one, so a state read here could reach a page after a newer one and take it back.
@@ -201,6 +207,8 @@ class MonitoringWatcher:
                     n: p if len(p) <= DELTA_POINTS else p[-DELTA_POINTS:]
                     for n, p in series[attempt.pk].items()
                 }
+            if attempt.pk in gaps:
+                delta["nonfinite"] = {n: xs[-DELTA_POINTS:] for n, xs in gaps[attempt.pk].items()}
             deltas.append(delta)
         return deltas
 

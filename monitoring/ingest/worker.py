@@ -10,6 +10,7 @@ Caps on what one line or record may give are applied here too, so an attempt's
 output is bounded before it reaches the database.
 """
 
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
@@ -92,8 +93,14 @@ def _cap_runs(points: list[MetricPoint]) -> tuple[list[list[Any]], int]:
             dropped += 1
             continue
         names.add(point.name)
-        out.append([point.name, point.step, point.value, point.time])
+        out.append([point.name, point.step, _wire(point.value), point.time])
     return out, dropped
+
+
+def _wire(value: float) -> float | str:
+    """A value as the frame carries it: JSON has no NaN or infinity (orjson writes null), so
+    those go as text that the poll's `float()` reads back ("nan", "inf", "-inf")."""
+    return value if math.isfinite(value) else repr(value)
 
 
 def _jsonl(request: dict[str, Any]) -> Reply:
@@ -108,7 +115,7 @@ def _jsonl(request: dict[str, Any]) -> Reply:
         step, time, values = record
         # A JSON object's names are distinct: only their number can be over the cap.
         dropped += max(len(values) - MAX_NAMES_PER_LINE, 0)
-        out += [[name, step, value, time] for name, value in values[:MAX_NAMES_PER_LINE]]
+        out += [[name, step, _wire(value), time] for name, value in values[:MAX_NAMES_PER_LINE]]
     # Capped here (jobs.params): what reaches the poll is at most MAX_PARAMS short entries.
     params, _ = params_clean(logged)
     return {"points": out, "bad": bad, "long": 0, "dropped": dropped, "params": params}
@@ -122,7 +129,7 @@ def parse_request(request: dict[str, Any]) -> Reply:
 
 
 def write_frame(stream: BinaryIO, message: object) -> None:
-    body = dumps(message)  # the points are finite: the parse leaves out NaN and infinities
+    body = dumps(message)  # a non-finite value is text by now (`_wire`)
     stream.write(len(body).to_bytes(8, "big") + body)
     stream.flush()
 

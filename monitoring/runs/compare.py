@@ -11,7 +11,7 @@ restart continues the run). On a time axis each attempt's points go through its 
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from monitoring.runs.step_clock import STEP, AttemptTimes, attempt_times, on_axi
 from monitoring.series.blocks import unpack
 from monitoring.series.chunks import decode
 from monitoring.series.downsample import Floats, downsample
-from monitoring.series.read import series_read
+from monitoring.series.read import merge_gaps, series_read, split_gaps
 
 MAX_RUNS = 50
 MIN_WIDTH, MAX_WIDTH = 50, 4000
@@ -34,9 +34,14 @@ MIN_WIDTH, MAX_WIDTH = 50, 4000
 @dataclass(frozen=True)
 class Curve:
     job_id: int
-    xs: list[float]
+    xs: list[float]  # the finite points
     ys: list[float]
-    total: int  # points in the run before downsampling
+    total: int  # points in the run before downsampling, gaps included
+    nonfinite: list[float] = field(default_factory=list)  # xs of NaN or infinite values
+
+    def with_gaps(self) -> tuple[list[float], list[float | None]]:
+        """Every point in x order, y None at each gap (`monitoring.series.read`)."""
+        return merge_gaps(self.xs, self.ys, self.nonfinite)
 
 
 def chart_points(width: int) -> int:
@@ -194,7 +199,8 @@ def _curve(
     if not xs_parts:
         return Curve(job_id, [], [], total)
     down_x, down_y = downsample(np.concatenate(xs_parts), np.concatenate(ys_parts), points)
-    return Curve(job_id, down_x.tolist(), down_y.tolist(), total)
+    finite_xs, finite_ys, gap_xs = split_gaps(down_x, down_y)
+    return Curve(job_id, finite_xs.tolist(), finite_ys.tolist(), total, gap_xs.tolist())
 
 
 def _read_one(job_id: int, metric: str, points: int, axis: Axis) -> Curve:
@@ -206,7 +212,10 @@ def _read_one(job_id: int, metric: str, points: int, axis: Axis) -> Curve:
     }
     reads = {a: read for a, read in reads.items() if read.total}
     parts = {
-        a: (np.asarray(r.xs, dtype=np.float64), np.asarray(r.ys, dtype=np.float64))
+        a: (
+            np.asarray([*r.xs, *r.nonfinite], dtype=np.float64),
+            np.asarray([*r.ys, *[np.nan] * len(r.nonfinite)], dtype=np.float64),
+        )
         for a, r in reads.items()
     }
     return _curve(job_id, metric, parts, points, sum(r.total for r in reads.values()), axis)

@@ -42,7 +42,7 @@ _FINITE_MIN = -_FINITE_MAX
 
 def stats_fold(stats: Mapping[str, Stats], points: Iterable[Point]) -> dict[str, Stats]:
     """`stats` with (attempt, name, x, y) points folded in, in arrival order; new names up to
-    the cap. A non-finite point is left out, as the series store leaves it out."""
+    the cap. A non-finite point (a gap in the series store) is left out of every figure."""
     folded = {name: list(values) for name, values in stats.items()}
     for _, name, x, y in points:  # a thousand jobs' points every poll: comparisons, no calls
         if not (_FINITE_MIN <= y <= _FINITE_MAX and _FINITE_MIN <= x <= _FINITE_MAX):

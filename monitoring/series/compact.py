@@ -19,7 +19,7 @@ import numpy as np
 from monitoring.models.series import CHUNK_SIZE, Series, SeriesBlock, SeriesChunk
 from monitoring.series.blocks import Block, unpack
 from monitoring.series.chunks import Piece, compact, decode, encode, split
-from monitoring.series.downsample import SUMMARY_RUN, Floats, summary
+from monitoring.series.downsample import SUMMARY_RUN, Floats, summary, y_bounds
 from portal_lib.bulk import Row, any_of, insert_new_rows, insert_rows
 
 FANOUT = 16  # chunks of one level merged at once (and appends of an attempt per compaction)
@@ -110,10 +110,10 @@ def level_one_rows(
 ) -> list[Row]:
     """The level-1 chunk rows of `series` whose points are the columns of `xs` and `ys`
     (one row per append, at most SUMMARY_RUN), all at once: what `chunk_row` makes of
-    each column. Columns whose xs go back, and series in `unless` (chunks of theirs
-    merge too), go to `rest` instead."""
+    each column. Columns whose xs go back or that hold a gap (NaN), and series in
+    `unless` (chunks of theirs merge too), go to `rest` instead."""
     count = len(xs)
-    forward = np.all(xs[1:] >= xs[:-1], axis=0)
+    forward = np.all(xs[1:] >= xs[:-1], axis=0) & ~np.isnan(ys).any(axis=0)
     data = np.ascontiguousarray(np.concatenate((xs.T, ys.T), axis=1), dtype="<f8").tobytes()
     width = 2 * count * 8
     # A summary keeps the first minimum and the first maximum, in x order (downsample.summary).
@@ -232,8 +232,7 @@ def chunk_row(series_id: int, piece: Piece) -> Row:
         len(piece.xs),
         float(piece.xs[0]),
         float(piece.xs[-1]),
-        float(piece.ys.min()),
-        float(piece.ys.max()),
+        *y_bounds(piece.ys),
         encode(piece.xs, piece.ys),
         encode(*summary(piece.xs, piece.ys)),
     )

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from monitoring.models.series import Series, SeriesBlock, SeriesChunk, SeriesHead
 from monitoring.series.blocks import pack, unpack
 from monitoring.series.chunks import decode, encode
-from monitoring.series.downsample import Floats, summary
+from monitoring.series.downsample import Floats, summary, y_bounds
 from portal_lib.bulk import Row, update_rows
 
 DELETE_BATCH = 500  # series rows per delete statement
@@ -142,14 +142,15 @@ def _blocks_rewrite(attempt_ids: set[int], keep: Keep) -> int:
 
 
 def _chunk(series_id: int, level: int, xs: Floats, ys: Floats) -> SeriesChunk:
+    y_min, y_max = y_bounds(ys)
     return SeriesChunk(
         series_id=series_id,
         level=level,
         count=len(xs),
         x_min=float(xs[0]),
         x_max=float(xs[-1]),
-        y_min=float(ys.min()),
-        y_max=float(ys.max()),
+        y_min=y_min,
+        y_max=y_max,
         data=encode(xs, ys),
         summary=encode(*summary(xs, ys)),
     )

@@ -22,16 +22,24 @@ decodes ~31,000 summary points and two raw chunks.  Summary points are real poin
 so no spike is lost; a bucket's min or max can only be off by falling in a
 neighbouring 64-point run at its edge.
 
-Non-finite values are kept out: append drops points whose x or y is NaN or infinite
-(the returned count says how many were stored), so summaries and reads never see
-them.  X need not increase: appending a step again keeps both values (ingest's rule
+Non-finite values are gaps.  A step whose value was NaN or infinite is stored with
+y = NaN (x stays finite; an infinity becomes NaN too): it is never dropped silently and
+never a series of its own, and a later value for the step replaces it like any other.
+Chunk bounds, summaries' minima and maxima and downsampling take the finite values
+only, and keep a series' gaps as well (a bucket's first; `monitoring.series.downsample`).
+A read returns the finite points in `xs`/`ys` and the gaps' xs in `nonfinite`, so a
+caller that only computes with values never sees a NaN; a chart takes
+`SeriesData.with_gaps` (y None at each gap), and JSON never holds a bare NaN.  A
+head's last point may be a gap: `last_points` gives it as stored (y NaN).
+
+X need not increase: appending a step again keeps both values (ingest's rule
 keeps the newest, `monitoring.reading.overwrite`), and reads sort by x (equal xs in no
 particular order).  Works on PostgreSQL and SQLite.
 """
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.db.models import BinaryField, Case, F, FloatField, Q, QuerySet, Subquery, Value, When
@@ -50,10 +58,37 @@ RUNS_PER_BUCKET = 8
 
 @dataclass(frozen=True)
 class SeriesData:
-    xs: list[float]
+    xs: list[float]  # the finite points
     ys: list[float]
-    total: int  # points in the range before downsampling
+    total: int  # points in the range before downsampling, gaps included
     downsampled: bool
+    nonfinite: list[float] = field(default_factory=list)  # xs whose value was NaN or inf
+
+    def with_gaps(self) -> tuple[list[float], list[float | None]]:
+        """Every point in x order, y None at each gap: what a chart draws (and JSON holds)."""
+        return merge_gaps(self.xs, self.ys, self.nonfinite)
+
+
+def merge_gaps(
+    xs: list[float], ys: list[float], gaps: list[float]
+) -> tuple[list[float], list[float | None]]:
+    """Finite points and gap xs (each in x order) as one list of points, y None at a gap."""
+    if not gaps:
+        return xs, list(ys)
+    points = sorted([*zip(xs, ys, strict=True), *((x, None) for x in gaps)], key=_by_x)
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def _by_x(point: tuple[float, float | None]) -> float:
+    return point[0]
+
+
+def split_gaps(xs: Floats, ys: Floats) -> tuple[Floats, Floats, Floats]:
+    """The finite points' xs and ys, and the gaps' xs."""
+    gaps = np.isnan(ys)
+    if not gaps.any():
+        return xs, ys, xs[:0]
+    return xs[~gaps], ys[~gaps], xs[gaps]
 
 
 @dataclass(frozen=True)
@@ -167,8 +202,13 @@ def _read_once(
     xs_parts.append(new_xs)
     ys_parts.append(new_ys)
     out_xs, out_ys = downsample(np.concatenate(xs_parts), np.concatenate(ys_parts), max_points)
+    finite_xs, finite_ys, gap_xs = split_gaps(out_xs, out_ys)
     return SeriesData(
-        xs=out_xs.tolist(), ys=out_ys.tolist(), total=total, downsampled=total > len(out_xs)
+        xs=finite_xs.tolist(),
+        ys=finite_ys.tolist(),
+        total=total,
+        downsampled=total > len(out_xs),
+        nonfinite=gap_xs.tolist(),
     )
 
 

@@ -96,10 +96,12 @@ _BLOCK_COLUMNS = (("attempt_id", "bigint"), ("count", "integer"), ("data", "byte
 
 
 def attempt_batches(points: Iterable[tuple[int, str, float, float]]) -> dict[int, Batch]:
-    """Group points by attempt and series, finite ones only, each series in arrival order.
+    """Group points by attempt and series, each series in arrival order.
 
-    A poll brings one or a few points for each of tens of thousands of series, so the
-    points go into numpy once, whole, and each attempt gets a slice of them.
+    A point whose x is not finite is left out; a y that is not finite (NaN, an
+    infinity) is kept as NaN, the gap mark (`monitoring.series.read`). A poll brings one
+    or a few points for each of tens of thousands of series, so the points go into numpy
+    once, whole, and each attempt gets a slice of them.
     """
     keys: dict[tuple[int, str], int] = {}
     unnamed: list[int] = []
@@ -122,7 +124,8 @@ def attempt_batches(points: Iterable[tuple[int, str, float, float]]) -> dict[int
     xs = np.asarray(x_list, dtype=np.float64)
     ys = np.asarray(y_list, dtype=np.float64)
     ids = np.asarray(groups, dtype=np.int64)
-    keep = np.isfinite(xs) & np.isfinite(ys)
+    ys[np.isinf(ys)] = np.nan
+    keep = np.isfinite(xs)
     key_list = list(keys)
     if unnamed:
         for group in unnamed:

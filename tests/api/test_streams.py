@@ -88,6 +88,7 @@ def test_metrics_stream_sends_new_points_and_resumes(job: Job, tokens: Tokens) -
         "name": "loss",
         "x": [1.0, 2.0, 3.0, 4.0, 5.0],
         "y": [1.0, 0.5, 1 / 3, 0.25, 0.2],
+        "nonfinite": [],
     }
     assert events[-1][1] == "end"
     last_id = points[-1][0]
@@ -95,7 +96,9 @@ def test_metrics_stream_sends_new_points_and_resumes(job: Job, tokens: Tokens) -
     # Points stored while disconnected come after the last id, and only they do.
     series_append(points=[(attempt.pk, "loss", 6.0, 0.1)])
     again = _events(_stream(client, job, "metrics", headers={"Last-Event-ID": last_id}))
-    assert [e[2] for e in again if e[1] == "points"] == [{"name": "loss", "x": [6.0], "y": [0.1]}]
+    assert [e[2] for e in again if e[1] == "points"] == [
+        {"name": "loss", "x": [6.0], "y": [0.1], "nonfinite": []}
+    ]
 
 
 def test_metrics_stream_leaves_out_gpu_samples_unless_named(job: Job, tokens: Tokens) -> None:

@@ -256,6 +256,7 @@ def test_series_read_with_a_path_name(charted: Job, as_user, viewer) -> None:
         "name": "gpu/n1/0/utilization",
         "x": [1764547200.0, 1764547201.0, 1764547202.0],
         "y": [80.0, 81.0, 82.0],
+        "nonfinite": [],
         "total": 3,
         "downsampled": False,
     }
@@ -285,7 +286,14 @@ def test_series_max_points_is_capped(job_attempt, as_user, member) -> None:
 
 def test_an_unknown_series_reads_empty(charted: Job, as_user, member) -> None:
     body = as_user(member).get(_series_url(charted, "accuracy")).json()
-    assert body == {"name": "accuracy", "x": [], "y": [], "total": 0, "downsampled": False}
+    assert body == {
+        "name": "accuracy",
+        "x": [],
+        "y": [],
+        "nonfinite": [],
+        "total": 0,
+        "downsampled": False,
+    }
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,8 @@ def check_chunks() -> None:
         xs, ys = series.decode(bytes(chunk.data))
         assert len(xs) == chunk.count <= CHUNK_SIZE
         assert np.all(np.diff(xs) >= 0)
-        assert (xs[0], xs[-1], ys.min(), ys.max()) == (
+        finite = ys[~np.isnan(ys)]
+        assert (xs[0], xs[-1], finite.min(), finite.max()) == (
             chunk.x_min,
             chunk.x_max,
             chunk.y_min,
@@ -65,21 +66,25 @@ def test_points_come_back_per_attempt_and_name(attempts: list[Attempt]) -> None:
     assert everything(one, "missing") == series.SeriesData(xs=[], ys=[], total=0, downsampled=False)
 
 
-def test_nan_and_infinite_points_are_not_stored(attempts: list[Attempt]) -> None:
+def test_nan_and_infinite_values_are_gaps_of_their_own_series(attempts: list[Attempt]) -> None:
     one = attempts[0]
     stored = series_write.series_append(
         points=[
             (one.pk, "loss", 1.0, 1.0),
             (one.pk, "loss", 2.0, math.nan),
             (one.pk, "loss", 3.0, math.inf),
-            (one.pk, "loss", math.nan, 4.0),
+            (one.pk, "loss", math.nan, 4.0),  # no x: nowhere to draw it
             (one.pk, "loss", 5.0, 5.0),
             (one.pk, "diverged", 1.0, -math.inf),
         ]
     )
-    assert stored == 2
-    assert everything(one, "loss").ys == [1.0, 5.0]
-    assert series.series_names(attempt_id=one.pk) == ["loss"]
+    assert stored == 5
+    loss = everything(one, "loss")
+    assert (loss.xs, loss.ys, loss.nonfinite, loss.total) == ([1.0, 5.0], [1.0, 5.0], [2.0, 3.0], 4)
+    assert loss.with_gaps() == ([1.0, 2.0, 3.0, 5.0], [1.0, None, None, 5.0])
+    diverged = everything(one, "diverged")
+    assert (diverged.xs, diverged.nonfinite) == ([], [1.0])
+    assert series.series_names(attempt_id=one.pk) == ["diverged", "loss"]
     assert series_write.series_append(points=[]) == 0
 
 
@@ -140,6 +145,7 @@ def test_both_write_paths_store_the_same_points(
     loss = everything(one, "loss")
     assert loss.xs == [float(s) for s in range(2 * series_write.FANOUT)]
     assert loss.ys == [s / 2 for s in range(2 * series_write.FANOUT)]
+    assert loss.nonfinite == [float(s) for s in range(0, 2 * series_write.FANOUT, 3)]
     assert everything(two, "lr").ys == [1.0] * 2 * series_write.FANOUT
     last = series.series_last(attempt_ids=[one.pk], names=["loss"])
     assert last == {(one.pk, "loss"): (2.0 * series_write.FANOUT - 1, series_write.FANOUT - 0.5)}

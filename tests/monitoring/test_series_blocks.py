@@ -4,8 +4,8 @@ the points and last points appended, checked against a plain list of every point
 Before, each series got its own rows every poll; now an attempt's new points share one
 `SeriesBlock` and its last points one `SeriesHead`, and compaction turns blocks into the
 same per-series chunks as before. The reference here is what the store always promised:
-every finite point appended, sorted by x (equal xs in no particular order), the last
-point in arrival order as the live number. Reads go through blocks and chunks at every
+every point appended, sorted by x (equal xs in no particular order), a NaN or infinite
+value as a gap at its x, the last point in arrival order as the live number. Reads go through blocks and chunks at every
 stage of the compaction cycle, with bursts, repeated steps and NaNs.
 """
 
@@ -34,34 +34,54 @@ Point = tuple[int, str, float, float]
 
 
 class Reference:
-    """Every finite point appended, per series, in arrival order."""
+    """Every point appended, per series, in arrival order: finite values, and gaps (a NaN or
+    infinite value, kept as NaN at its x)."""
 
     def __init__(self) -> None:
         self.points: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+        self.gaps: dict[tuple[int, str], list[float]] = defaultdict(list)
+        self.last: dict[tuple[int, str], tuple[float, float]] = {}
 
     def append(self, points: list[Point]) -> None:
         series_append(points=points)
         for attempt_id, name, x, y in points:
-            if math.isfinite(x) and math.isfinite(y):
-                self.points[(attempt_id, name)].append((x, y))
+            if not math.isfinite(x):
+                continue
+            key = (attempt_id, name)
+            if math.isfinite(y):
+                self.points[key].append((x, y))
+            else:
+                self.gaps[key].append(x)
+            self.last[key] = (x, y if math.isfinite(y) else math.nan)
 
     def check(self, attempt_ids: list[int], rng: np.random.Generator) -> None:
         for attempt_id in attempt_ids:
-            names = sorted(n for a, n in self.points if a == attempt_id)
+            names = sorted(n for a, n in self.last if a == attempt_id)
             assert series_names(attempt_id=attempt_id) == names
             assert set(last_points(attempt_ids=[attempt_id]).get(attempt_id, {})) == set(names)
-        last = series_last(attempt_ids=attempt_ids, names={n for _, n in self.points})
-        assert last == {key: found[-1] for key, found in self.points.items()}
-        for (attempt_id, name), found in self.points.items():
+        last = series_last(attempt_ids=attempt_ids, names={n for _, n in self.last})
+        assert {k: _nan_is_none(p) for k, p in last.items()} == {
+            k: _nan_is_none(p) for k, p in self.last.items()
+        }
+        for key in self.last:
+            attempt_id, name = key
+            found, gaps = self.points[key], self.gaps[key]
             read = series_read(attempt_id=attempt_id, name=name, max_points=10**7)
             assert sorted(zip(read.xs, read.ys, strict=True)) == sorted(found)
-            assert read.xs == sorted(read.xs) and read.total == len(found)
-            lo, hi = sorted(rng.uniform(-5, 1.1 * max(x for x, _ in found), size=2).tolist())
+            assert sorted(read.nonfinite) == sorted(gaps)
+            assert read.xs == sorted(read.xs) and read.total == len(found) + len(gaps)
+            top = max([x for x, _ in found] + gaps)
+            lo, hi = sorted(rng.uniform(-5, 1.1 * top, size=2).tolist())
             part = series_read(
                 attempt_id=attempt_id, name=name, x_from=lo, x_to=hi, max_points=10**7
             )
             inside = sorted((x, y) for x, y in found if lo <= x <= hi)
             assert sorted(zip(part.xs, part.ys, strict=True)) == inside
+            assert sorted(part.nonfinite) == sorted(x for x in gaps if lo <= x <= hi)
+
+
+def _nan_is_none(point: tuple[float, float]) -> tuple[float, float | None]:
+    return point[0], None if math.isnan(point[1]) else point[1]
 
 
 @pytest.fixture
@@ -83,7 +103,8 @@ def _poll(attempts: list[Attempt], step: int, rng: np.random.Generator) -> list[
                 x = float(step * 10 + k)
                 points.append((attempt.pk, name, x, float(rng.normal())))
         if rng.random() < 0.1:
-            points.append((attempt.pk, "loss", float(step * 10), math.nan))
+            gap = float(rng.choice([math.nan, math.inf, -math.inf]))
+            points.append((attempt.pk, "loss", float(step * 10), gap))
         if step and rng.random() < 0.2:  # a step given again: the store keeps both values
             points.append((attempt.pk, "loss", float((step - 1) * 10), float(rng.normal())))
     return points
@@ -115,8 +136,10 @@ def test_compare_reads_blocks_and_chunks_of_every_attempt(attempts: list[Attempt
     curves = curves_read(jobs=jobs, metric="loss", width=4000)
     for attempt, curve in zip(attempts, curves, strict=True):
         found = reference.points[(attempt.pk, "loss")]
-        assert curve.total == len(found)
+        gaps = reference.gaps[(attempt.pk, "loss")]
+        assert curve.total == len(found) + len(gaps)
         assert sorted(zip(curve.xs, curve.ys, strict=True)) == sorted(found)
+        assert sorted(curve.nonfinite) == sorted(gaps)
 
 
 def test_overwrite_and_delete_reach_the_points_still_in_blocks(attempts: list[Attempt]) -> None:

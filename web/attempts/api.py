@@ -145,7 +145,13 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
 class SeriesPointsSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     x = serializers.ListField(child=serializers.FloatField())
-    y = serializers.ListField(child=serializers.FloatField())
+    y = serializers.ListField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="null where the value was NaN or infinite (a gap).",
+    )
+    nonfinite = serializers.ListField(
+        child=serializers.FloatField(), help_text="The xs whose value was NaN or infinite."
+    )
     total = serializers.IntegerField(help_text="Points stored in the requested x range.")
     downsampled = serializers.BooleanField()
 
@@ -267,21 +273,23 @@ class SeriesView(APIView):
             x_to=query["x_to"],
             max_points=min(query["max_points"], MAX_POINTS_CAP),
         )
+        xs, ys = data.with_gaps()  # y null where the value was NaN or infinite
         if query["format"] == "csv":
-            return _csv(name, data.xs, data.ys)
+            return _csv(name, xs, ys)
         # Built directly: SeriesPointsSerializer documents it, but would convert up to
         # 20,000 floats one field call at a time.
         body = {
             "name": name,
-            "x": data.xs,
-            "y": data.ys,
+            "x": xs,
+            "y": ys,
+            "nonfinite": data.nonfinite,
             "total": data.total,
             "downsampled": data.downsampled,
         }
         return Response(body)
 
 
-def _csv(name: str, xs: list[float], ys: list[float]) -> HttpResponse:
+def _csv(name: str, xs: list[float], ys: list[float | None]) -> HttpResponse:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["x", name])

@@ -216,11 +216,15 @@ def _series_last_x(attempt_id: int, names: list[str]) -> dict[str, float]:
     }
 
 
-def _new_points(attempt_id: int, name: str, after: float | None) -> tuple[list[float], list[float]]:
+def _new_points(
+    attempt_id: int, name: str, after: float | None
+) -> tuple[list[float], list[float | None]]:
+    """The points past `after`, y None at a gap (`SeriesData.with_gaps`)."""
     data = series_read(attempt_id=attempt_id, name=name, x_from=after, max_points=MAX_POINTS_CAP)
+    xs, ys = data.with_gaps()
     if after is None:
-        return data.xs, data.ys
-    pairs = [(x, y) for x, y in zip(data.xs, data.ys, strict=True) if x > after]
+        return xs, ys
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if x > after]
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
@@ -248,7 +252,9 @@ async def metric_events(
             if xs:
                 after[name] = xs[-1]
                 sent = True
-                yield sse("points", {"name": name, "x": xs, "y": ys}, json.dumps(after))
+                gaps = [x for x, y in zip(xs, ys, strict=True) if y is None]
+                body = {"name": name, "x": xs, "y": ys, "nonfinite": gaps}
+                yield sse("points", body, json.dumps(after))
         if state != sent_state:
             sent_state = state
             yield sse("state", {"state": state}, json.dumps(after))

@@ -7,6 +7,7 @@ webhook) is queued to Celery after the commit, never done here.
 """
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -16,6 +17,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from jobs.models import Attempt
+from jobs.rundir import gpu_series
 from monitoring.alerts.rules import (
     AttemptView,
     Fire,
@@ -92,12 +94,17 @@ def alerts_evaluate(
     new_points: dict[int, dict[str, list[tuple[float, float]]]] = defaultdict(
         lambda: defaultdict(list)
     )
+    gaps: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     last_x: dict[int, float] = {}
     for attempt_id, name, x, y in points:
-        if attempt_id in rules:
-            last_x[attempt_id] = max(x, last_x.get(attempt_id, x))
-            if name in watched[attempt_id]:
+        if attempt_id not in rules or gpu_series(name) is not None:
+            continue  # a GPU sample's x is a time, not a step
+        last_x[attempt_id] = max(x, last_x.get(attempt_id, x))
+        if name in watched[attempt_id]:
+            if math.isfinite(y):
                 new_points[attempt_id][name].append((x, y))
+            else:
+                gaps[attempt_id][name].append(x)
     nonfinite = _nonfinite(rules, stored)
     states = {s.attempt_id: s for s in AlertState.objects.filter(attempt_id__in=list(rules))}
     verdicts = dict(
@@ -121,6 +128,7 @@ def alerts_evaluate(
             time_limit=attempt.job.time_limit,
             now=now,
             points=new_points.get(attempt_id, {}),
+            gaps=gaps.get(attempt_id, {}),
             nonfinite=nonfinite.get(attempt_id, set()),
             recent=state.recent.get("series", {}) if isinstance(state.recent, dict) else {},
             last_x=last_x.get(
@@ -152,7 +160,7 @@ def alerts_evaluate(
     return created
 
 
-_SERIES_KINDS = (AlertKind.LOSS_ABOVE, AlertKind.THROUGHPUT_DROP)
+_SERIES_KINDS = (AlertKind.LOSS_ABOVE, AlertKind.THROUGHPUT_DROP, AlertKind.LOSS_NONFINITE)
 
 
 def _nonfinite(rules: dict[int, list[AlertRule]], stored: Sequence[Stored]) -> dict[int, set[str]]:

@@ -1,8 +1,9 @@
 """Whether one alert rule fires on what one poll saw of an attempt: pure, no queries.
 
-The poll hands over each attempt's new finite points; a NaN or infinite value never
-becomes a point (monitoring.reading.parsers drops it), so the new log bytes are scanned for
-`<series>=nan`-like text of the series that rules watch (linear, bounded names).
+The poll hands over each attempt's new points; a NaN or infinite value is a point too (a
+gap at its step, `monitoring.series.read`), and names the step where a watched series went
+non-finite. The new log bytes are also scanned for `<series>=nan`-like text of the series
+that rules watch (linear, bounded names), for output the reader gives no point for.
 """
 
 import re
@@ -38,10 +39,11 @@ class AttemptView:
     started_at: datetime | None
     time_limit: timedelta
     now: datetime
-    points: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    points: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # finite
+    gaps: dict[str, list[float]] = field(default_factory=dict)  # steps of NaN or inf values
     nonfinite: set[str] = field(default_factory=set)  # series printed as nan/inf
     recent: dict[str, list[float]] = field(default_factory=dict)  # before this poll
-    last_x: float | None = None
+    last_x: float | None = None  # the latest training step (never a GPU sample's time)
     verdict: str = ""
 
 
@@ -112,9 +114,13 @@ def rule_fire(rule: AlertRule, view: AttemptView) -> Fire | None:
     where = f"{view.job_name} (attempt {view.number})"
     kind = rule.kind
     if kind == AlertKind.LOSS_NONFINITE:
-        if rule.series in view.nonfinite:
+        if gaps := view.gaps.get(rule.series):
+            step = min(gaps)
+            return Fire(f"{where}: {rule.series} is NaN or infinite{_x(step)}", step)
+        if rule.series in view.nonfinite:  # printed where the reader found no step for it
             return Fire(
-                f"{where}: {rule.series} is NaN or infinite{_x(view.last_x, 'by')}", view.last_x
+                f"{where}: {rule.series} printed as NaN or infinite{_x(view.last_x, 'by')}",
+                view.last_x,
             )
     elif kind == AlertKind.LOSS_ABOVE:
         bound, after = rule.threshold, rule.step or 0.0

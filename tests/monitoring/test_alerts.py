@@ -1,6 +1,7 @@
 """Alert rules evaluated by the poll's ingest on output as jobs print it: each kind fires
 when it should, once, and only for the rules of the job's owner or project."""
 
+import math
 import threading
 from datetime import timedelta
 
@@ -59,10 +60,36 @@ def test_nan_loss_fires_once(attempt: Attempt, owner: User) -> None:
     poll(attempt, nanogpt(5, ["nan"]))  # still NaN the next poll: no second alert
     (alert,) = Alert.objects.all()
     assert (alert.rule, alert.attempt, alert.user) == (nan, attempt, owner)
-    assert "loss is NaN or infinite" in alert.message
-    # The latest step this poll saw (the NaN lines' other values carry it): "by", not "at".
-    assert alert.at_x == 4.0
-    assert alert.message.endswith("by step 4")
+    # The step where loss went non-finite (the first of the poll's NaNs), not the latest.
+    assert alert.at_x == 3.0
+    assert alert.message.endswith("loss is NaN or infinite at step 3")
+
+
+def test_nan_alert_names_the_training_step_beside_gpu_samples(
+    attempt: Attempt, owner: User
+) -> None:
+    """GPU samples' x is a Unix time: the alert's step is the training series' own."""
+    rule(owner, AlertKind.LOSS_NONFINITE)
+    gpu = [(attempt.pk, "gpu/n1/0/utilization", 1.79653e9 + k, 97.0) for k in range(3)]
+    steps = [(attempt.pk, "loss", 11.0, 2.5), (attempt.pk, "lr", 11.0, 0.03)]
+    steps += [(attempt.pk, "loss", 12.0, math.nan), (attempt.pk, "lr", 12.0, 0.03)]
+    steps += [(attempt.pk, "loss", 13.0, math.inf), (attempt.pk, "lr", 13.0, 0.03)]
+    attempt = Attempt.objects.select_related("job").get(pk=attempt.pk)
+    (alert,) = alerts_evaluate(attempts=[attempt], points=gpu + steps)
+    assert alert.at_x == 12.0
+    assert alert.message.endswith("loss is NaN or infinite at step 12")
+
+
+def test_nan_printed_where_no_step_is_read_says_by_the_last_training_step(
+    attempt: Attempt, owner: User
+) -> None:
+    rule(owner, AlertKind.LOSS_NONFINITE)
+    poll(attempt, "step 7 loss 2.5 lr 0.03\n")
+    # A line too long to read for metrics (ingest's MAX_METRIC_LINE_CHARS): no point, but
+    # the scan of the bytes still finds `loss: nan`.
+    poll(attempt, "[" + "x" * 5000 + "] loss: nan\n")
+    (alert,) = Alert.objects.all()
+    assert alert.message.endswith("loss printed as NaN or infinite by step 7")
 
 
 def test_nan_in_a_trainer_dict_and_other_names_stay_quiet(attempt: Attempt, owner: User) -> None:

@@ -1,9 +1,10 @@
 """Whether a running attempt is hung, and which rank stopped first: pure functions.
 
-An attempt is hung when no rank has made a step (or left a declared pause) for
-longer than its own pace allows: `multiple` times its recent step interval, and
-never less than `floor` seconds. One that never reaches its first step within
-`startup` seconds of starting is a startup stall (rendezvous, data loading).
+An attempt is hung when no rank has made a step (or left a declared pause), and its
+output has given no new step, for longer than its own pace allows: `multiple` times
+its recent step interval, and never less than `floor` seconds. One that reaches no
+first step from any source within `startup` seconds of starting is a startup stall
+(rendezvous, data loading).
 
 The rank that stopped first is the one whose heartbeat thread stopped ticking
 (a stopped or wedged process; the others still tick while they wait for it in
@@ -87,14 +88,23 @@ def step_interval(pace: Sequence[Sequence[float]]) -> float | None:
     return median(rates) if rates else None
 
 
-def pace_add(pace: list[list[float]], ranks: Sequence[RankProgress]) -> list[list[float]]:
-    """`pace` with the furthest rank's newest (step time, step), if it moved on."""
+def pace_add(
+    pace: list[list[float]],
+    ranks: Sequence[RankProgress],
+    *,
+    output_step: int | None = None,
+    now: float = 0.0,
+) -> list[list[float]]:
+    """`pace` with the furthest step's (time, step), if it moved on: the furthest rank's, or
+    a higher step the job's output gave (`output_step`, timed when this poll read it)."""
     stepped = [r for r in ranks if r.step is not None and r.step_at is not None]
-    if not stepped:
-        return pace
-    top = max(stepped, key=lambda r: (r.step or 0, r.step_at or 0.0))
-    sample = [float(top.step_at or 0.0), float(top.step or 0)]
-    if pace and pace[-1][1] >= sample[1]:
+    sample = None
+    if stepped:
+        top = max(stepped, key=lambda r: (r.step or 0, r.step_at or 0.0))
+        sample = [float(top.step_at or 0.0), float(top.step or 0)]
+    if output_step is not None and (sample is None or output_step > sample[1]):
+        sample = [now, float(output_step)]
+    if sample is None or (pace and pace[-1][1] >= sample[1]):
         return pace
     return [*pace, sample][-PACE_SAMPLES:]
 
@@ -143,10 +153,18 @@ def hang_verdict(
     started_at: float,
     pace: Sequence[Sequence[float]],
     policy: HangPolicy,
+    records: bool = False,
 ) -> Verdict:
-    """Whether the attempt is hung or stalled at startup, and whom to blame."""
+    """Whether the attempt is hung or stalled at startup, and whom to blame.
+
+    `pace` holds the furthest step any source gave (a rank, or the job's output): its
+    newest sample is progress as much as a rank's step is. `records`: the output's steps
+    are the reader's count of step-less records (0 first), not steps it printed.
+    """
     active = [r.active_at for r in ranks if r.active_at is not None]
-    if not any(r.step is not None for r in ranks):
+    if pace:
+        active.append(pace[-1][0])
+    if not pace and not any(r.step is not None for r in ranks):
         quiet = now - max([started_at, *active])
         if quiet <= policy.startup or _paused(ranks, now, policy):
             return Verdict(quiet=quiet, threshold=policy.startup)
@@ -154,26 +172,27 @@ def hang_verdict(
             STARTUP,
             quiet,
             policy.startup,
-            why=f"No first step on any rank {quiet:.0f} s after the job started "
+            why=f"No first step, on any rank or in its output, {quiet:.0f} s after the job started "
             f"(the startup window is {policy.startup:.0f} s): rendezvous or data loading "
             "may be stuck.",
         )
     # One step seen so far: the time it took from the start stands for the interval.
     interval = step_interval(pace) or (pace[-1][0] - started_at if pace else None)
     limit = threshold(policy, interval)
-    quiet = now - max(active)
+    quiet = now - max(active, default=started_at)
     paused = _paused(ranks, now, policy)
     if quiet <= limit or paused is not None:
         return Verdict(quiet=quiet, threshold=limit)
     first = culprit(ranks, now)
-    last = max(r.step for r in ranks if r.step is not None)
-    blame = f" {_name(first).capitalize()} stopped first (at step {first.step})." if first else ""
-    return Verdict(
-        HANG,
-        quiet,
-        limit,
-        culprit=first,
-        last_step=last,
-        why=f"No step on any rank for {quiet:.0f} s (this job's limit: {limit:.0f} s); "
-        f"the last step was {last}.{blame}",
-    )
+    steps = [r.step for r in ranks if r.step is not None]
+    last = max([*steps, int(pace[-1][1])] if pace else steps)
+    limits = f"for {quiet:.0f} s (this job's limit: {limit:.0f} s)"
+    if ranks:
+        why = f"No step on any rank {limits}; the last step was {last}."
+        if first:
+            why += f" {_name(first).capitalize()} stopped first (at step {first.step})."
+    elif records:
+        why = f"No new record in its output {limits}; it printed {last + 1} records, no steps."
+    else:
+        why = f"No step in its output {limits}; the last step was {last}."
+    return Verdict(HANG, quiet, limit, culprit=first, last_step=last, why=why)

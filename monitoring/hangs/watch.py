@@ -3,15 +3,18 @@
 Registered with the poller as a file watcher. It reads one small heartbeat
 record per rank (at most MAX_RANKS, HEARTBEAT_READ bytes each) and, for a
 flagged attempt, each rank's stack dump (capped); it also takes the steps of
-rank-labelled lines from the stdout bytes the same reply brought. On a hang it
-asks every rank for its stacks, names the rank and node that stopped first,
-and, when the job's restart policy lists "hang", cancels the attempt once the
-stacks are in (the diagnosis then says hang and the restart excludes that node).
+rank-labelled lines from the stdout bytes the same reply brought, and the furthest
+step the ingest read from the job's files (`monitoring.hangs.output`), so that a job
+without the helper has progress too. On a hang it asks every rank for its stacks,
+names the rank and node that stopped first, and, when the job's restart policy lists
+"hang", cancels the attempt once the stacks are in (the diagnosis then says hang and
+the restart excludes that node).
 """
 
 import logging
 import time
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -32,6 +35,7 @@ from monitoring.hangs.heartbeats import (
     progress_from_json,
     progress_json,
 )
+from monitoring.hangs.output import OutputSteps, last_line, output_steps, steps_are_records
 from monitoring.hangs.rules import (
     HANG,
     HangPolicy,
@@ -113,10 +117,13 @@ class ProgressWatcher:
 
     def ingest(self, attempts: list[Attempt], reply: AgentReply) -> set[int]:
         ticks: list[AttemptProgress] = []
-        for attempt in _watched(attempts):
+        watched = _watched(attempts)
+        # Read after the ingest watcher stored this poll's points (monitoring.pipeline).
+        output = output_steps(attempt_ids=[a.pk for a in watched]) if watched else {}
+        for attempt in watched:
             try:
                 with transaction.atomic():
-                    tick = self._ingest_one(attempt, reply)
+                    tick = self._ingest_one(attempt, reply, output.get(attempt.pk, OutputSteps()))
             except Exception:  # one attempt's bytes or a bug must not cost the others
                 logger.exception("progress of attempt %s failed", attempt.pk)
                 continue
@@ -133,7 +140,9 @@ class ProgressWatcher:
             logger.exception("progress of %d attempts not written", len(ticks))
         return set()
 
-    def _ingest_one(self, attempt: Attempt, reply: AgentReply) -> AttemptProgress | None:
+    def _ingest_one(
+        self, attempt: Attempt, reply: AgentReply, output: OutputSteps
+    ) -> AttemptProgress | None:
         """Read the attempt's progress and decide; returns its row when only its steps
         and pace are to be written (with the others'), having saved it itself otherwise."""
         row = self._rows.get(attempt.pk) or AttemptProgress(attempt=attempt)
@@ -142,16 +151,9 @@ class ProgressWatcher:
         ranks = _merged(attempt, row, reply, now)
         row.ranks = {str(r.rank): progress_json(r, source) for r, source in ranks}
         progress = [r for r, _ in ranks]
-        row.pace = pace_add(list(row.pace or []), progress)
+        row.pace = pace_add(list(row.pace or []), progress, output_step=output.step, now=now)
         policy = attempt_policy(attempt)
-        started = attempt.started_at.timestamp() if attempt.started_at else now
-        verdict = hang_verdict(
-            ranks=progress,
-            now=now,
-            started_at=started,
-            pace=row.pace,
-            policy=policy,
-        )
+        verdict = _judge(attempt, row, progress, output, policy, now)
         _stacks_in(attempt, row, reply)
         _decide(attempt, row, verdict, policy)
         # Heartbeats tick every second: a row whose steps, pauses and verdict are as they
@@ -174,7 +176,35 @@ def _saved_state(row: AttemptProgress) -> tuple[object, ...]:
         (rank, item.get("step"), item.get("pause"), item.get("resumed_at"), item.get("node"))
         for rank, item in (row.ranks or {}).items()
     )
-    return (steps, row.verdict, row.culprit_rank, len(row.stacks or {}), row.hang_cancelled_at)
+    furthest = row.pace[-1][1] if row.pace else None  # a step the output gave counts too
+    return (
+        (steps, furthest),
+        row.verdict,
+        row.culprit_rank,
+        len(row.stacks or {}),
+        row.hang_cancelled_at,
+    )
+
+
+def _judge(
+    attempt: Attempt,
+    row: AttemptProgress,
+    ranks: list[RankProgress],
+    output: OutputSteps,
+    policy: HangPolicy,
+    now: float,
+) -> Verdict:
+    if not output.read and not any(r.step is not None for r in ranks):
+        return Verdict()  # its output is no longer read for steps and no rank reports
+    started = attempt.started_at.timestamp() if attempt.started_at else now
+    judged = partial(
+        hang_verdict, ranks=ranks, now=now, started_at=started, pace=row.pace, policy=policy
+    )
+    verdict = judged()
+    # A new hang of a job known by its output alone: its words say whether those were steps.
+    if verdict.kind == HANG and not row.verdict and not ranks:
+        return judged(records=steps_are_records(attempt_id=attempt.pk))
+    return verdict
 
 
 def _merged(
@@ -221,7 +251,7 @@ def _stacks_in(attempt: Attempt, row: AttemptProgress, reply: AgentReply) -> Non
 
 
 def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: HangPolicy) -> None:
-    now = timezone.now()
+    now, now_s = timezone.now(), time.time()
     row.quiet_seconds, row.threshold_seconds = verdict.quiet, verdict.threshold
     if not verdict.kind:
         if row.verdict and row.hang_cancelled_at is None:
@@ -231,14 +261,16 @@ def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: Ha
             row.verdict, row.flagged_at, row.why = "", None, ""
         return
     if not row.verdict:
-        row.verdict, row.flagged_at, row.why = verdict.kind, now, verdict.why
+        line = last_line(attempt_id=attempt.pk)
+        why = f"{verdict.why} Its last line: {line}" if line else verdict.why
+        row.verdict, row.flagged_at, row.why = verdict.kind, now, why
         row.last_step = verdict.last_step
         row.culprit_rank = verdict.culprit.rank if verdict.culprit else None
         row.culprit_node = verdict.culprit.node if verdict.culprit else ""
         row.stacks, row.stacks_requested_at = {}, now
         attempt_note(
             attempt=attempt,
-            reason=f"{'Hung' if verdict.kind == HANG else 'Startup stall'}: {verdict.why}",
+            reason=f"{'Hung' if verdict.kind == HANG else 'Startup stall'}: {why}",
         )
         queue_on_commit(REQUEST_STACKS, attempt.pk)
         return
@@ -249,7 +281,9 @@ def _decide(attempt: Attempt, row: AttemptProgress, verdict: Verdict, policy: Ha
         seconds=policy.stack_wait
     )
     # A stopped culprit never answers: then the others' stacks are enough, else the wait.
-    stopped = verdict.culprit is not None and not is_ticking(verdict.culprit, time.time())
+    # Only a heartbeat says it stopped: a rank known by its output alone may still answer.
+    culprit = verdict.culprit
+    stopped = bool(culprit and culprit.alive_at is not None and not is_ticking(culprit, now_s))
     answered = len(row.stacks or {}) >= expected - int(stopped)
     if not (waited or answered):
         return

@@ -164,3 +164,41 @@ def test_a_job_spec_overrides_the_portal_policy() -> None:
     policy = HangPolicy.from_settings(base, multiple=None, floor=20, startup=None)
     assert (policy.multiple, policy.floor, policy.startup) == (10.0, 20.0, 1800.0)
     assert policy.stack_wait == 15.0
+
+
+def test_a_step_the_output_gave_joins_the_pace_at_the_poll_that_read_it() -> None:
+    ranks = [RankProgress(0, step=5, step_at=10.0)]
+    # Higher than any rank's: the output's step, timed by the poll.
+    assert pace_add([], ranks, output_step=7, now=12.0) == [[12.0, 7.0]]
+    # Not higher: the rank's own time stands (the poll read it later than it happened).
+    assert pace_add([], ranks, output_step=5, now=12.0) == [[10.0, 5.0]]
+    assert pace_add([[12.0, 7.0]], [], output_step=7, now=20.0) == [[12.0, 7.0]]
+
+
+def test_output_steps_alone_make_a_hang_and_never_a_startup_stall() -> None:
+    # No rank reports (no helper, no rank labels): the output's steps, one every 2 s.
+    pace = _pace(2.0, 30, start=T0 + 3000)
+    last = pace[-1][0]
+    late = T0 + 7200  # far past the 60 s startup window
+    assert not _verdict([], last + 5.0, pace).kind
+    assert not _verdict([], late, [[late - 1.0, 160.0]]).kind
+    verdict = _verdict([], last + 11.0, pace)
+    assert (verdict.kind, verdict.threshold, verdict.last_step) == (HANG, 10.0, 30)
+    assert verdict.culprit is None
+    assert (
+        verdict.why
+        == "No step in its output for 11 s (this job's limit: 10 s); the last step was 30."
+    )
+    records = hang_verdict(
+        ranks=[], now=last + 11.0, started_at=T0, pace=pace, policy=POLICY, records=True
+    )
+    assert records.why.endswith("it printed 31 records, no steps.")
+
+
+def test_the_output_counts_as_progress_beside_the_ranks() -> None:
+    # Ranks known by their labelled lines up to step 40; the output went on to step 44.
+    ranks = [RankProgress(0, step=40, step_at=T0 + 100), RankProgress(1, step=40, step_at=T0 + 100)]
+    pace = [*_pace(1.0, 40, start=T0 + 61), [T0 + 104, 44.0]]
+    assert not _verdict(ranks, T0 + 112.0, pace).kind  # 8 s since the output's step 44
+    verdict = _verdict(ranks, T0 + 115.0, pace)
+    assert verdict.kind == HANG and verdict.last_step == 44

@@ -9,7 +9,7 @@ The earliest entry is the rank to blame. Line by line, linear.
 import re
 from dataclasses import dataclass
 
-from monitoring.diagnosis.log_scan import LogTail
+from monitoring.diagnosis.log_scan import LogTail, body
 
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _ENTRY = re.compile(r"(?:\S+ )?\[\d+\]:")  # `[0]:` (or `0: [0]:` under srun --label)
@@ -57,7 +57,7 @@ def _entry(lines: list[str], index: int, root_cause: bool) -> FailedRank:
     fields: dict[str, str] = {}
     line = ""
     for after in range(index + 1, min(index + 8, len(lines))):
-        found = _FIELD.match(lines[after])
+        found = _FIELD.match(body(lines[after]))  # `0:   host : n1` under srun --label
         if not found:
             break
         fields[found["key"]] = found["value"].strip()
@@ -86,7 +86,7 @@ def torchrun_failures(tail: LogTail) -> list[FailedRank]:
             root_cause = True
         elif line.strip().endswith("Failures:"):
             root_cause = False
-        elif len(line) < 40 and _ENTRY.fullmatch(line.strip()):
+        elif len(line) < 40 and _ENTRY.fullmatch(body(line).strip()):
             entry = _entry(lines, index, root_cause)
             if entry.rank is not None or entry.exit_code is not None:
                 entries.append(entry)
@@ -134,7 +134,7 @@ def rank_in_line(line: str) -> int | None:
 
 
 def host_in_line(line: str) -> str:
-    found = _HOST_IN_LINE.search(line.strip())
+    found = _HOST_IN_LINE.search(body(line.strip()))
     if not found:
         return ""
     return found["syslog"] or found["nccl"] or found["stepd"] or found["srun"] or ""

@@ -20,8 +20,9 @@ from monitoring.diagnosis.blame import (
     rank_in_line,
     srun_failed_node,
 )
+from monitoring.diagnosis.clues import Clue, Rule
 from monitoring.diagnosis.log_scan import Found, LogTail
-from monitoring.diagnosis.rules import RULES, UNKNOWN, WARNED, Clue, Rule
+from monitoring.diagnosis.rules import RULES, UNKNOWN, WARNED
 
 TAIL_BYTES = 64 * 1024  # how much of the end of the log the rules read
 # Signals a worker dies of from outside (the OOM killer, a crash), not NCCL's own abort.

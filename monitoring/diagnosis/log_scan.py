@@ -15,9 +15,10 @@ EVIDENCE_CHARS = 500  # how much of a line a diagnosis quotes
 LAST_LINES = 20  # how many lines an unknown failure shows
 WINDOW_LINES = 40  # how far back a clue's context may be (a traceback's frames)
 
-# What a line may start with before its message: a log viewer's line number, a
-# torch rank, a glog level and time, a timestamp (`[80746] [rank0]:[E321 02:07:08.4 x.cpp:607]`).
-_PREFIX = re.compile(r"(?:\[\d+\] )?(?:\[rank\d+\]: ?)?")
+# What a line may start with before its message: a log viewer's line number, srun
+# --label's task (Slurm's `"%0*d: "`: `0: `, `07: `), a torch rank or torchrun's --tee
+# label (`[80746] [rank0]:`, `3: [rank3]:`, `[default0]:`).
+_PREFIX = re.compile(r"(?:\[\d+\] )?(?:\d{1,6}: )?(?:\[(?:rank|default)\d+\]: ?)?")
 _FRAME = re.compile(
     r"\s*(?:frame #\d+: |#\d+ +0x[0-9a-fA-F]+ in |0x[0-9a-fA-F]+ in |File \"|"
     r"Exception raised from |\^+$)"
@@ -25,9 +26,12 @@ _FRAME = re.compile(
 _SOURCE_AFTER_FRAME = re.compile(r"\s{2,}\S")
 # A Python warning (`file.py:13: UserWarning: ...`) or a log record at warning level.
 _PY_WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
+# On the line's body: glog's `W0219 12:09:28.3 run.py:757]` starts it; c10d's bracketed
+# `[W socket.cpp:558]`, `[W1016 10:11:12.1 socket.cpp:697]` may follow any launcher's prefix
+# (torchx's `trainer/0 [1]:`, a container runtime's).
 _LOG_WARNING = re.compile(
-    r"\[WARNING\]|\bWARNING[:\] ]| - WARNING - "
-    r"|^(?:\[rank\d+\]:)?\[?W\d{4} \d\d:\d\d:\d\d|^(?:\[rank\d+\]:)?\[W [\w.]+:\d+\]"
+    r"\[WARNING\]|\bWARNING[:\] ]| - WARNING - |^W\d{4} \d\d:\d\d:\d\d"
+    r"|\[W\d{4} \d\d:\d\d:\d\d|\[W [\w.]+:\d+\]"
 )
 _WARNING_SOURCE = re.compile(r"  \S")  # the source line Python prints under a warning
 _WARNING_BLOCK_MAX = 12
@@ -121,15 +125,15 @@ class LogTail:
             if not self.quotable[index]:
                 continue
             line = self.lines[index]
-            if _EXCEPTION.match(_body(line).lstrip()):
+            if _EXCEPTION.match(body(line).lstrip()):
                 return line.strip()[:EVIDENCE_CHARS]
             if not fallback and _ERROR_WORD.search(line):
                 fallback = line.strip()[:EVIDENCE_CHARS]
         return fallback
 
 
-def _body(line: str) -> str:
-    """The line without a viewer's line number or a torch rank prefix."""
+def body(line: str) -> str:
+    """The line without a viewer's line number, srun's task label or a torch rank prefix."""
     prefix = _PREFIX.match(line)
     return line[prefix.end() :] if prefix else line
 
@@ -139,20 +143,20 @@ def _quotable(lines: list[str]) -> list[bool]:
     index = 0
     while index < len(lines):
         line = lines[index]
-        body = _body(line)
-        if _FRAME.match(body):
+        text = body(line)
+        if _FRAME.match(text):
             quotable[index] = False
             # A Python frame's source line (and its ^^^ markers) follow it, indented.
-            if body.lstrip().startswith('File "'):
+            if text.lstrip().startswith('File "'):
                 for after in range(index + 1, min(index + 3, len(lines))):
-                    following = _body(lines[after])
+                    following = body(lines[after])
                     if not _SOURCE_AFTER_FRAME.match(following) or _FRAME.match(following):
                         break
                     quotable[after] = False
                     index = after
         elif _PY_WARNING.search(line):
             index = _mask_warning(lines, index, quotable)
-        elif _LOG_WARNING.search(line):
+        elif _LOG_WARNING.search(text):
             quotable[index] = False
         index += 1
     return quotable

@@ -7,90 +7,14 @@ message (`CUDA out of memory`, an errno phrase in an NCCL context), not a whole
 line of one version, and every pattern is linear: literals, alternations and
 single character-class runs, never a quantified group that can backtrack; a pattern
 that begins with a literal (not `\b`) is found by a fast scan. The engine that applies
-the table is `monitoring.diagnosis.diagnose`.
+the table is `monitoring.diagnosis.diagnose`; a rule's parts are
+`monitoring.diagnosis.clues`'s, and the distributed runtime's rules
+`monitoring.diagnosis.network`'s.
 """
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from jobs.enums import FailureClass, State
-from monitoring.diagnosis.log_scan import WINDOW_LINES as WINDOW
-
-
-@dataclass(frozen=True)
-class Clue:
-    """A line that reveals a failure: `pattern` on it and, if given, `context` on it or on one
-    of the `before` lines above it (a traceback's frames, NCCL's `Last error:` header)."""
-
-    pattern: re.Pattern[str]
-    context: re.Pattern[str] | None = None
-    before: int = 0
-
-
-@dataclass(frozen=True)
-class Rule:
-    failure_class: str
-    title: str
-    explanation: str
-    fixes: tuple[str, ...]
-    states: frozenset[str] = frozenset()  # Slurm states that mean this, whatever the log says
-    patterns: tuple[Clue, ...] = ()  # any of them in the log tail; the earliest is the evidence
-    # Clues that reveal the class too but are evidence only when no pattern matched (the
-    # launcher's report of a crash, a step's cancel line under the job's).
-    weaker: tuple[Clue, ...] = ()
-    # Only when the attempt failed this way (None: any state, e.g. the log alone decides).
-    when: Callable[[str, int | None], bool] | None = None
-    # Not this class when another rank was killed first: the peers' lost connections and
-    # timeouts are the echo of that kill (gloo: "typically caused by a remote worker crashing").
-    echo_of_kill: bool = False
-
-
-def _failed(state: str, exit_code: int | None) -> bool:
-    return state in (State.FAILED, State.OUT_OF_MEMORY) or bool(exit_code)
-
-
-def _not_cancelled(state: str, exit_code: int | None) -> bool:
-    return state != State.CANCELLED or bool(exit_code)
-
-
-def _p(*patterns: str) -> tuple[Clue, ...]:
-    return tuple(Clue(re.compile(p, re.M)) for p in patterns)
-
-
-# A distributed-runtime context (NCCL, c10d, gloo, the TCP store) and the network errno
-# phrases in the wordings libc, NCCL, gloo and c10d print them.
-_DISTRIBUTED = re.compile(
-    r"NCCL|nccl|c10d|ProcessGroup|[Gg]loo|TCPStore|DistBackendError|DistNetworkError"
-    r"|DistStoreError|torch\.distributed|[Rr]endezvous|NET/(?:IB|OFI|Socket)"
-)
-_NETWORK = (
-    r"Connection reset by peer|Broken pipe|No route to host|Connection refused"
-    r"|Connection timed out|Connection closed by (?:remote )?peer|Connection aborted"
-    r"|Software caused connection abort|Network is unreachable|Host is unreachable"
-    r"|Name or service not known|Temporary failure in name resolution|network error"
-    r"|Cannot assign requested address"
-    r"|errno: (?:32|99|101|104|110|111|113)\b|\b(?:ECONNRESET|ECONNREFUSED|ETIMEDOUT"
-    r"|EHOSTUNREACH|ENETUNREACH|EPIPE)\b|Got completion from peer|completed with error"
-)
-_TIMED_OUT = (
-    r"timed out|[Tt]ime ?out (?:after|at|of|while|waiting)\b|[Tt]imeout(?:Error|Exception)?: "
-)
-
-NCCL_FIXES = (
-    "Check that MASTER_ADDR and MASTER_PORT are the same on every node and that MASTER_ADDR "
-    "resolves and is reachable from every node (ping it, `nc -z $MASTER_ADDR $MASTER_PORT`).",
-    "Open the firewall between the nodes for the rendezvous port and NCCL's ports "
-    "(or allow all traffic on the cluster network).",
-    "Make every node's hostname resolve to its cluster-network address: check /etc/hosts "
-    "(a hostname mapped to 127.0.1.1 breaks multi-node jobs).",
-    "Rerun with NCCL_DEBUG=INFO (and TORCH_DISTRIBUTED_DEBUG=DETAIL) to see which rank and "
-    "which interface hang.",
-    "Pin the network interface with NCCL_SOCKET_IFNAME (e.g. NCCL_SOCKET_IFNAME=ib0 or eth0) "
-    "when nodes have several.",
-    "If one rank is simply slower (data loading, a sick GPU), look for a straggler on the job "
-    "page; raise the collective timeout only as a last resort.",
-)
+from monitoring.diagnosis.clues import Rule, clues, failed, not_cancelled
+from monitoring.diagnosis.network import ADDRESS_IN_USE, NCCL_ERROR, NCCL_TIMEOUT
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -102,7 +26,7 @@ RULES: tuple[Rule, ...] = (
             "Checkpoint often, or run in a partition or QOS that is not preemptible.",
         ),
         states=frozenset({State.PREEMPTED}),
-        patterns=_p(r"CANCELLED AT \S+ DUE TO PREEMPTION"),
+        patterns=clues(r"CANCELLED AT \S+ DUE TO PREEMPTION"),
     ),
     Rule(
         FailureClass.TIME_LIMIT,
@@ -116,7 +40,7 @@ RULES: tuple[Rule, ...] = (
         states=frozenset({State.TIMEOUT}),
         # Every Slurm since 2.x: `*** JOB 1 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***`,
         # older ones without `ON n1` (and with `on n1` after the reason).
-        patterns=_p(r"CANCELLED AT \S+ DUE TO TIME LIMIT", r"\bJob \d+ exceeded \S+ time limit"),
+        patterns=clues(r"CANCELLED AT \S+ DUE TO TIME LIMIT", r"\bJob \d+ exceeded \S+ time limit"),
     ),
     Rule(
         FailureClass.DEVICE_ASSERT,
@@ -138,13 +62,13 @@ RULES: tuple[Rule, ...] = (
         # The kernel's own line (CUDA's device printf: `file.cu:1515: kernel: block: [0,0,0],
         # thread: [1,0,0] Assertion `cond` failed.`), then the runtime's error, as torch
         # (RuntimeError, torch.AcceleratorError), the runtime and the driver API name it.
-        patterns=_p(
+        patterns=clues(
             r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `",
             r"device-side assert triggered",
             r"cudaErrorAssert\b",
             r"CUDA_ERROR_ASSERT\b",
         ),
-        when=_failed,
+        when=failed,
     ),
     Rule(
         FailureClass.GPU_HARDWARE,
@@ -159,7 +83,7 @@ RULES: tuple[Rule, ...] = (
             "CUDA_LAUNCH_BLOCKING=1 (and compute-sanitizer) to find an out-of-bounds kernel.",
         ),
         patterns=(
-            *_p(
+            *clues(
                 r"NVRM: Xid\b",
                 r"\bXid[ :(]+\d",
                 r"fallen off the bus",
@@ -174,7 +98,7 @@ RULES: tuple[Rule, ...] = (
                 r"THCudaCheck FAIL file=\S+ line=\d+ error=\d+ : unknown error",
             ),
         ),
-        when=_not_cancelled,
+        when=not_cancelled,
     ),
     Rule(
         FailureClass.NODE_FAILURE,
@@ -186,7 +110,7 @@ RULES: tuple[Rule, ...] = (
             "Exclude the failed node when restarting, and tell the admins so they drain it.",
         ),
         states=frozenset({State.NODE_FAIL}),
-        patterns=_p(
+        patterns=clues(
             r"^srun: error: Node failure on ",
             r"CANCELLED AT \S+ DUE TO NODE FAIL",
             r"\bJobState=NODE_FAIL\b|\bState: NODE_FAIL\b|, NODE_FAIL\b",
@@ -206,7 +130,7 @@ RULES: tuple[Rule, ...] = (
         ),
         # torch 0.3 to 2.x, the CUDA runtime and driver codes, cuBLAS/cuDNN, caffe's
         # `Check failed: error == cudaSuccess (2 vs. 0)  out of memory`, NCCL, JAX/TF.
-        patterns=_p(
+        patterns=clues(
             r"CUDA out of memory",
             r"CUDA error: out of memory",
             r"torch\.(?:cuda\.)?OutOfMemoryError\b",
@@ -231,7 +155,7 @@ RULES: tuple[Rule, ...] = (
         # slurmstepd: `Detected 1 oom-kill event(s) in step 1.0 cgroup` (before 21.08),
         # `Detected 2 oom_kill events in StepId=1.0` (after); jobacct_gather's `exceeded
         # memory limit (x > y), being killed`; the kernel's own lines.
-        patterns=_p(
+        patterns=clues(
             r"Detected \d+ oom[-_]kill event",
             r"\b(?:Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed",
             r"Exceeded (?:job|step) memory limit\b(?! at some point)",
@@ -262,7 +186,7 @@ RULES: tuple[Rule, ...] = (
         # stopping training` before sys.exit(1), Megatron-LM's grad-norm check, DeepSpeed's
         # fp16 loss scale at its floor, MMCV's CheckInvalidLossHook, Lightning's
         # detect_nan_parameters.
-        patterns=_p(
+        patterns=clues(
             r"FloatingPointError\b",
             r"returned nan values in its \w+ output",
             r"Loss is -?(?:nan|inf), stopping training",
@@ -271,49 +195,35 @@ RULES: tuple[Rule, ...] = (
             r"loss become infinite or NaN",
             r"Detected nan and/or inf values in ",
         ),
-        when=_failed,
+        when=failed,
     ),
     Rule(
-        FailureClass.ADDRESS_IN_USE,
-        "Rendezvous port in use",
-        "The rendezvous port (MASTER_PORT) was already taken on the first node, often by "
-        "another job on the same node or a leftover process of an earlier run.",
+        FailureClass.RANK_CRASH,
+        "A rank crashed: bus error",
+        "A process of the job died of a bus error (SIGBUS): most often the DataLoader's "
+        "worker processes ran out of shared memory (/dev/shm, small on many nodes), else a "
+        "memory-mapped file changed or vanished under it, or the node is bad. The other "
+        "ranks' NCCL errors that may follow are its echo.",
         (
-            "Pick a MASTER_PORT derived from the job id (the portal's batch script does: "
-            "15000 + job id mod 15000) rather than a fixed one like 29500.",
-            "Kill leftover training processes on the node, or wait for them to end.",
-            "Give every node the same MASTER_PORT (torchrun --rdzv_endpoint=$MASTER_ADDR:"
-            "$MASTER_PORT), unique per job, not a port per node.",
+            "Use fewer DataLoader workers (num_workers) or a smaller prefetch_factor and batch: "
+            "the workers hand every batch to the trainer through /dev/shm.",
+            "Check the node's shared memory (df -h /dev/shm in the job) and ask for more memory "
+            "(--mem): on many clusters /dev/shm is counted in the job's memory.",
+            "If it happens with num_workers=0 too, or on one node only, exclude that node when "
+            "restarting and tell the admins.",
+            "Resume from the latest checkpoint (a restart policy does this for you).",
         ),
-        # Before the NCCL rule: c10d says it as a DistNetworkError.
-        patterns=_p(r"EADDRINUSE|[Aa]ddress already in use|errno: 98\b"),
-        when=_failed,
+        # Before the NCCL rule: the peers of the dead rank then fail in their collectives. In
+        # any state: a bus error is never a cancel's doing.
+        # srun's task line (`srun: error: n1: task 0: Bus error (core dumped)`), bash's
+        # (`line 12: 4242 Bus error (core dumped) python train.py`), the DataLoader's
+        # (`DataLoader worker (pid 7579) is killed by signal: Bus error.`, and its worker's
+        # `ERROR: Unexpected bus error encountered in worker.`), faulthandler's.
+        patterns=clues(r"\bBus error\b", r"Unexpected (?:bus|BUS) error encountered in "),
     ),
-    Rule(
-        FailureClass.NCCL_TIMEOUT,
-        "NCCL timeout",
-        "A collective operation did not finish in time: a rank could not reach the others, "
-        "hung, or was far slower (the NCCL watchdog then ended the job).",
-        NCCL_FIXES,
-        patterns=(
-            *_p(
-                r"Watchdog caught collective operation timeout",
-                r"ncclSystemError: System call \(e\.g\. socket, malloc\) or external library "
-                r"call failed",
-                r"DistNetworkError\b",
-                r"The client socket has timed out after \d+m?s while trying to connect",
-                r"Timed out waiting \d+ms for recv operation to complete",
-            ),
-            # A timeout or a network errno phrase, said by (or just under) the distributed
-            # runtime: `NCCL WARN Net : Call to recv ... failed : Broken pipe`, c10d's
-            # `RuntimeError: Connection reset by peer` under a distributed_c10d.py frame.
-            Clue(re.compile(_TIMED_OUT), context=_DISTRIBUTED),
-            # ncclSystemError as torch reports it: a socket call failed (the errno follows).
-            Clue(re.compile(r"unhandled system error"), context=_DISTRIBUTED),
-            Clue(re.compile(_NETWORK), context=_DISTRIBUTED, before=WINDOW),
-        ),
-        echo_of_kill=True,
-    ),
+    ADDRESS_IN_USE,
+    NCCL_TIMEOUT,
+    NCCL_ERROR,
     Rule(
         FailureClass.MISSING_MODULE,
         "Missing Python module",
@@ -326,13 +236,13 @@ RULES: tuple[Rule, ...] = (
         ),
         # `ModuleNotFoundError: No module named 'x'`, Python 2's `ImportError: No module
         # named x`, and `python -m x`'s `/usr/bin/python: No module named x`.
-        patterns=_p(
+        patterns=clues(
             r"(?:ModuleNotFoundError|ImportError): No module named\b",
             r"python[\w.]*: No module named\b",
             r"python[\w.]*: Error while finding module specification for\b",
             r"\bImportError: ",
         ),
-        when=_failed,
+        when=failed,
     ),
     Rule(
         FailureClass.MISSING_FILE,
@@ -344,14 +254,14 @@ RULES: tuple[Rule, ...] = (
             "command changes it.",
             "Copy the script or data to the cluster first, and check the file name.",
         ),
-        patterns=_p(
+        patterns=clues(
             r"FileNotFoundError\b",
             r"can't open file .{0,500}\[Errno 2\]",
             r"\[Errno 2\] No such file or directory",
             r": No such file or directory$",
             r": command not found$",
         ),
-        when=_failed,
+        when=failed,
     ),
     Rule(
         FailureClass.RANK_CRASH,
@@ -367,14 +277,15 @@ RULES: tuple[Rule, ...] = (
         ),
         # The failure table's root cause is the evidence when there is one (the engine
         # reads it); else the agent's line, the ChildFailedError, srun's task line.
-        weaker=_p(
+        weaker=clues(
             r"Root Cause \(first observed failure\)",
             r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\)",
             r"torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError",
             r"^srun: error: [\w.-]+: tasks? [\d,-]+: Exited with exit code [1-9]",
-            r"^srun: error: [\w.-]+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted)",
+            r"^srun: error: [\w.-]+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted"
+            r"|Illegal instruction|Floating point exception)",
         ),
-        when=_failed,
+        when=failed,
     ),
     Rule(
         FailureClass.CANCELLED,
@@ -384,8 +295,8 @@ RULES: tuple[Rule, ...] = (
         states=frozenset({State.CANCELLED}),
         # A cancel without a reason (`*** JOB 3 ON c1 CANCELLED AT <time> ***`): the job's
         # line, else its step's.
-        patterns=_p(r"\*\*\* JOB \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*"),
-        weaker=_p(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*"),
+        patterns=clues(r"\*\*\* JOB \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*"),
+        weaker=clues(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ \*\*\*"),
     ),
 )
 

@@ -27,6 +27,7 @@ from monitoring.reading.throughput import (
     sample_rate_per_gpu,
     token_rate_per_gpu,
 )
+from monitoring.runs.summary import eval_series
 
 # Charts of the page, by the kind of series they show.
 LOSS, TOKEN_RATE, SAMPLE_RATE, STEP_RATE, STEP_TIME = (
@@ -37,6 +38,9 @@ LOSS, TOKEN_RATE, SAMPLE_RATE, STEP_RATE, STEP_TIME = (
     "step_time",
 )
 TOTAL, MFU, PACE, GPU, OTHER = "total", "mfu", "pace", "gpu", "other"
+# Their own charts: a learning rate or gradient norm on the loss axis flattens the loss,
+# and evaluation metrics are read apart from training ones.
+LEARNING_RATE, GRAD_NORM, EVAL_LOSS, EVAL = "learning_rate", "grad_norm", "eval_loss", "eval"
 _TOTAL_NAMES = frozenset(TOKEN_COUNT_NAMES) | frozenset(SAMPLE_COUNT_NAMES)
 # Reversed with this attempt number, then replaced by `{n}`: a URL template for the page.
 _ANY_NUMBER = 987654321
@@ -64,7 +68,16 @@ def series_kind(name: str) -> str:
         return STEP_RATE
     if name in STEP_TIME_NAMES:
         return STEP_TIME
-    if "loss" in name.lower():
+    lowered = name.lower()
+    lower_is_better = eval_series(name)
+    if lower_is_better is not None:
+        return EVAL_LOSS if "loss" in lowered else EVAL
+    leaf = lowered.rsplit("/", 1)[-1]  # `train/learning_rate`, `optimizer/lr`
+    if leaf in ("lr", "learning_rate") or leaf.startswith("lr_") or leaf.endswith("_lr"):
+        return LEARNING_RATE  # Lightning's LearningRateMonitor: `lr-Adam` -> lr_adam
+    if leaf == "gnorm" or ("grad" in leaf and "norm" in leaf):
+        return GRAD_NORM  # fairseq's `gnorm`, `grad_norm`, `gradient_norm`
+    if "loss" in lowered:
         return LOSS
     return OTHER
 

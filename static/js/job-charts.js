@@ -4,7 +4,8 @@
 // below the first step of the next attempt: resumed steps overwrite, never duplicate.
 // A vertical marker shows where each later attempt began. GPU samples (by time) are
 // shown for the current attempt only. Names are data, never markup: they are escaped
-// before Plotly sees them.
+// before Plotly sees them. A non-finite value (y null, or an x in the series' `nonfinite`)
+// is a gap: the curve breaks there, never joins across it, and a marker names the step.
 (function () {
   "use strict";
   const PALETTE = ["#2457d6", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#0c8599",
@@ -13,6 +14,9 @@
   const CHART_OF_KIND = {
     loss: "chart-loss", token_rate: "chart-rate", sample_rate: "chart-rate", step_rate: "chart-rate",
     total: "chart-total", mfu: "chart-mfu", pace: "chart-pace", step_time: "chart-step_time", other: "chart-other",
+    // Each on its own axis: a learning rate or gradient norm beside the loss flattens it.
+    learning_rate: "chart-learning_rate", grad_norm: "chart-grad_norm",
+    eval_loss: "chart-eval_loss", eval: "chart-eval",
   };
   const UNIT_OF_KIND = { token_rate: "tokens/s", sample_rate: "samples/s", step_rate: "steps/s" };
   const GPU_TITLES = {
@@ -61,10 +65,11 @@
       return used[name];
     }
 
-    function put(attempt, name, xs, ys) {
+    function put(attempt, name, xs, ys, nonfinite) {
       const byAttempt = (store[name] = store[name] || {});
       const points = (byAttempt[attempt] = byAttempt[attempt] || new Map());
-      for (let i = 0; i < xs.length; i++) points.set(xs[i], ys[i]);
+      for (let i = 0; i < xs.length; i++) points.set(xs[i], Number.isFinite(ys[i]) ? ys[i] : null);
+      for (const x of nonfinite || []) points.set(x, null);
       const chart = chartOf(name);
       if (chart) schedule(chart);
       if (!gpuParts(name)) schedule("chart-loss"); // attempt markers may move on every step chart
@@ -127,10 +132,25 @@
       return {
         "chart-loss": "Loss", "chart-rate": "Throughput", "chart-total": "Running totals",
         "chart-pace": "Pace per node (steps/s)", "chart-step_time": "Step time", "chart-other": "Other metrics",
+        "chart-learning_rate": "Learning rate", "chart-grad_norm": "Gradient norm",
+        "chart-eval_loss": "Evaluation loss", "chart-eval": "Evaluation metrics",
       }[chart] || GPU_TITLES[chart.replace("chart-", "")] || "";
     }
 
+    // Smoothing restarts after a gap: a NaN never bleeds into the values after it.
+    function smoothed(values) {
+      const out = [];
+      let run = [];
+      for (const v of values) {
+        if (v === null) { out.push(...smooth(run), null); run = []; } else run.push(v);
+      }
+      return out.concat(smooth(run));
+    }
+
+    const gapMarks = {}; // chart id -> [{x, name, colour}] of the last draw
+
     function stepTraces(chart) {
+      gapMarks[chart] = [];
       const names = Object.keys(store).filter((n) => !gpuParts(n) && chartOf(n) === chart).sort();
       const units = [];
       const traces = [];
@@ -147,14 +167,17 @@
           axis = i ? `y${i + 1}` : "y";
         }
         const scale = name === "mfu_computed" ? 100 : 1; // the portal's MFU is a fraction; a printed one as printed
-        let ys = points.map((p) => p[1] * scale);
-        if (chart === "chart-loss") ys = smooth(ys);
+        let ys = points.map((p) => (p[1] === null ? null : p[1] * scale));
+        if (chart === "chart-loss") ys = smoothed(ys);
+        const colour = colourFor(chart, name);
         traces.push({
           type: "scatter", mode: points.length < 40 ? "lines+markers" : "lines",
-          x: points.map((p) => p[0]), y: ys, name: esc(name), yaxis: axis,
-          line: { color: colourFor(chart, name), width: 1.6 }, marker: { size: 4 },
+          x: points.map((p) => p[0]), y: ys, name: esc(name), yaxis: axis, connectgaps: false,
+          line: { color: colour, width: 1.6 }, marker: { size: 4 },
           hovertemplate: "step %{x}: %{y:.4~g}<extra>%{fullData.name}</extra>",
         });
+        const gaps = points.filter((p) => p[1] === null).map((p) => p[0]);
+        if (gaps.length) gapMarks[chart].push(...gaps.map((x) => ({ x, name, colour })));
       }
       if (chart === "chart-pace" && traces.length < 2) return { traces: [], units }; // one node: no comparison
       return { traces, units };
@@ -196,6 +219,18 @@
           x: s.x, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
           text: `attempt ${s.attempt}`, font: { size: 11, color: "#495057" },
         }));
+        // Non-finite values: a dashed line and "NaN at step 12" at each gap.
+        for (const gap of gapMarks[chart] || []) {
+          layout.shapes.push({
+            type: "line", xref: "x", yref: "paper", x0: gap.x, x1: gap.x, y0: 0, y1: 1,
+            line: { color: gap.colour, width: 1.2, dash: "dash" },
+          });
+          layout.annotations.push({
+            x: gap.x, xref: "x", y: 0.02, yref: "paper", yanchor: "bottom", showarrow: false,
+            text: esc(`NaN at step ${gap.x}`), hovertext: esc(gap.name), textangle: -90,
+            xanchor: "right", font: { size: 11, color: gap.colour }, name: "nonfinite",
+          });
+        }
         // Opened from an alert (/jobs/<id>/?attempt=N&at=<x>): mark where it fired.
         const at = Number(new URLSearchParams(location.search).get("at"));
         if (new URLSearchParams(location.search).has("at") && Number.isFinite(at)) {
@@ -276,12 +311,12 @@
       setMfu(terms) { mfuTerms = terms; schedule("chart-mfu"); },
       setCurrent(n) { current = n; Object.keys(GPU_TITLES).forEach((m) => schedule(`chart-${m}`)); },
       redrawLoss() { schedule("chart-loss"); },
-      // The last point of a series in one attempt (for the numbers), and its points.
+      // The last finite point of a series in one attempt (for the numbers), and its points.
       last(name, attempt) {
         const points = (store[name] || {})[attempt];
         if (!points || !points.size) return null;
         let best = null;
-        for (const [x, y] of points) if (best === null || x >= best[0]) best = [x, y];
+        for (const [x, y] of points) if (y !== null && (best === null || x >= best[0])) best = [x, y];
         return best;
       },
       names: () => Object.keys(store),

@@ -43,9 +43,12 @@
     return best;
   }
 
+  // A job that prints no step: its points' x numbers its records (0 first), never shown as a step.
+  const recordsOnly = () => document.getElementById("num-step").dataset.x === "records";
+
   function updateNumbers() {
     const loss = charts.last("loss", current) ? { point: charts.last("loss", current) } : latestOf(["loss"]);
-    if (loss) { set("num-step", loss.point[0]); set("num-loss", Number(loss.point[1]).toPrecision(4)); }
+    if (loss) { set("num-step", recordsOnly() ? loss.point[0] + 1 : loss.point[0]); set("num-loss", Number(loss.point[1]).toPrecision(4)); }
     const rate = latestOf(["token_rate", "sample_rate", "step_rate"]);
     if (rate) {
       const unit = { token_rate: "tokens/s", sample_rate: "samples/s", step_rate: "steps/s" }[rate.kind];
@@ -83,7 +86,7 @@
   function updateProgress() {
     const box = document.getElementById("progress");
     const step = stepNow();
-    if (!totalSteps || step === null) { box.hidden = true; return; }
+    if (!totalSteps || step === null || recordsOnly()) { box.hidden = true; return; }
     box.hidden = false;
     const now = Date.now();
     if (!pace.length || pace[pace.length - 1][1] !== step) pace.push([now, step]);
@@ -136,7 +139,7 @@
   async function readSeries(n, name) {
     // The name is data: encoded, so `?`, `#` or `%` in it stay part of the path.
     const data = await getJSON(`${urlOf(config.urls.series, n)}/${encodeURIComponent(name)}?max_points=2000`);
-    charts.put(n, name, data.x, data.y);
+    charts.put(n, name, data.x, data.y, data.nonfinite);
   }
 
   async function backfill(n) {
@@ -230,11 +233,14 @@
     if (fresh && fresh.dataset.pending && tries < 40) setTimeout(() => refreshBanner(tries + 1), 3000);
   }
 
-  // The header's facts (Slurm id, nodes, pending reason, times) are the server's markup too.
+  // The header's facts (Slurm id, nodes, pending reason, times, a hang) and the hang banner
+  // are the server's markup too.
   function replaceFacts(doc) {
-    const fresh = doc && doc.getElementById("job-facts");
-    const facts = document.getElementById("job-facts");
-    if (fresh && facts) facts.replaceWith(fresh);
+    for (const id of ["job-facts", "hang-slot"]) {
+      const fresh = doc && doc.getElementById(id);
+      const here = document.getElementById(id);
+      if (fresh && here) here.replaceWith(fresh);
+    }
     tickElapsed();
   }
 
@@ -252,6 +258,10 @@
     el.textContent = s >= 86400 ? `${Math.floor(s / 86400)}-${two(Math.floor((s % 86400) / 3600))}${hms.slice(hms.indexOf(":"))}` : hms;
   }
   setInterval(tickElapsed, 1000);
+  // A hang sends no delta: while the attempt runs, its facts and hang banner are read each minute.
+  setInterval(() => {
+    if ((attempts[current] || {}).state === "RUNNING") refreshFacts().catch(() => {});
+  }, 60000);
 
   function onState(n, state) {
     const known = attempts[n] || {};

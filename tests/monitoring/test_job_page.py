@@ -19,7 +19,7 @@ from tests.helpers import store_log
     [
         ("loss", "loss"),
         ("lm_loss", "loss"),
-        ("val_loss", "loss"),
+        ("val_loss", "eval_loss"),
         ("tokens_per_sec", "token_rate"),
         ("tps", "token_rate"),
         ("tokens_per_s", "token_rate"),
@@ -33,7 +33,9 @@ from tests.helpers import store_log
         ("mfu", "mfu"),
         ("steps_per_sec/n2", "pace"),
         ("gpu/n1/0/utilization", "gpu"),
-        ("lr", "other"),
+        ("lr", "learning_rate"),
+        ("grad_norm", "grad_norm"),
+        ("eval_accuracy", "eval"),
         ("<b>x</b>", "other"),
     ],
 )

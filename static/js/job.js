@@ -73,7 +73,7 @@
       const peak = `${mfuTerms.gpus} GPU${mfuTerms.gpus === 1 ? "" : "s"} × ${mfuTerms.peak_tflops} TFLOP/s dense BF16 peak${mfuTerms.gpu_model ? ` (${mfuTerms.gpu_model})` : ""}`;
       text = shown
         ? `MFU = tokens/s × 6 × ${Number(mfuTerms.model_params).toLocaleString("en")} FLOPs ÷ (${peak}).`
-        : `No MFU yet: it is computed from a whole-job token rate (tokens/s), which the log has not given; peak used: ${peak}.`;
+        : `No MFU yet: it needs the job's tokens per second, which the log has not given: print a whole-job tokens/s, or for a Hugging Face Trainer set include_num_input_tokens_seen=True (or give block_size and per_device_train_batch_size in the job's parameters); peak used: ${peak}.`;
     } else text = `No MFU: it needs ${mfuTerms.missing.join(" and ")}.`;
     set("mfu-note", text);
   }

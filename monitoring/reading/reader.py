@@ -261,6 +261,9 @@ class MetricReader:
         if steps.skip:
             self._release(None, None)
             return
+        if steps.of is not None and user_step is None and not self._training(steps):
+            self._release(None, None)  # another loop's progress: no step, and no rate of training
+            return
         if found.bar is not None and steps.count == 0 and user_step is None:
             # A bar at 0 of N is its start or a reset for the next epoch (Lightning redraws
             # it at 0 under the old description first): no step is done, and its postfix
@@ -278,6 +281,15 @@ class MetricReader:
         self._release(steps.step, bar)
         state.drawn = bar
         self._place(steps, Line(text, level, found, bool(user_values), over_bar))
+
+    def _training(self, steps: Steps) -> bool:
+        """Whether an `i/N` progress is the training loop's: the first loop seen to advance is
+        (an evaluation or prediction bar is drawn later, below it or between its redraws, with
+        its own N); a progress of another N never becomes the step."""
+        state = self.state
+        if state.loop is None and steps.count:
+            state.loop = steps.of
+        return state.loop is None or steps.of == state.loop
 
     def _release(self, step: int | None, bar: int | None) -> None:
         """Give the held record: at `step` when this text is a redraw of its bar (the

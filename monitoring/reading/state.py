@@ -29,6 +29,7 @@ class ReaderState:
     counted: int | None = None  # last step given to a step-less point by counting
     epochs: EpochState = field(default_factory=EpochState)
     total_steps: int | None = None
+    loop: int | None = None  # N of the training loop's `i/N` progress (the first to advance)
     header: list[str] = field(default_factory=list)
     block: int | None = None
     blocks: int = 0
@@ -56,6 +57,7 @@ class ReaderState:
             "epoch_base": self.epochs.base,
             "epochs": self.epochs.epochs,
             "total_steps": self.total_steps,
+            "loop": self.loop,
             "header": self.header[:MAX_COLUMNS],
             "heading": self.heading,
             "after_error": self.after_error,
@@ -88,6 +90,7 @@ class ReaderState:
             counted=number("counted"),
             epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
             total_steps=number("total_steps"),
+            loop=number("loop"),
             header=[str(h) for h in header] if isinstance(header, list) else [],
             heading=data.get("heading") is True,
             after_error=data.get("after_error") is True,

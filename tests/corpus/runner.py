@@ -71,7 +71,7 @@ def ingest_polls(chunks: list[bytes]) -> list[StoredPoint]:
         reply = parse_request(request)
         state = reply["state"]
         for name, step, value, _ in reply["points"]:
-            given.append((0, name, float(step), value))
+            given.append((0, name, float(step), float(value)))  # the poll reads "nan" so too
             high = step if high is None else max(high, step)
     return given
 

@@ -3,8 +3,9 @@
 (The title says "attempt n of m".)
 
 One HeaderFacts per page load, from the job and its attempts (a pending job adds one
-query: how long similar jobs waited); the page replaces the block when a state changes
-and ticks the elapsed time itself.
+query: how long similar jobs waited; a started one two: its hang verdict, and whether its
+steps are steps); the page replaces the block when a state changes and ticks the elapsed
+time itself.
 """
 
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from datetime import datetime, timedelta
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Attempt, Job
 from jobs.queue.waits import format_wait, similar_waits
+from monitoring.hangs.output import steps_are_records
+from monitoring.hangs.selectors import Stall, attempt_stall
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,9 @@ class HeaderFacts:
     ended_at: datetime | None
     elapsed: timedelta | None
     run_dir: str
+    stall: Stall | None = None  # the running attempt's hang or startup stall
+    # Its points' x numbers records (no step printed): the page says "record n", never "step n".
+    steps_are_records: bool = False
 
     @property
     def finished(self) -> bool:
@@ -47,11 +53,13 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
     state = latest.state if latest else job.state
     pending = latest is not None and state == State.PENDING
     expected, waits = _queue_texts(job, latest, now) if pending and latest else ("", "")
+    stall = attempt_stall(attempt=latest, now=now) if latest and started else None
+    label = State(state).label if state in State.values else state
     return HeaderFacts(
         slurm_ids=[(a.number, a.slurm_job_id) for a in attempts if a.slurm_job_id],
         nodes=latest.node_list if latest else "",
         state=state,
-        state_label=State(state).label if state in State.values else state,
+        state_label=f"{label}, {stall.text}" if stall else str(label),
         pending_reason=latest.slurm_reason if latest and pending else "",
         expected_start=expected,
         similar_waits=waits,
@@ -60,6 +68,8 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
         ended_at=ended,
         elapsed=((ended or now) - started) if started else None,
         run_dir=latest.run_dir if latest else "",
+        stall=stall,
+        steps_are_records=bool(latest and started and steps_are_records(attempt_id=latest.pk)),
     )
 
 

@@ -21,6 +21,7 @@ from jobs.models import Attempt, JobEvent
 from jobs.rundir import file_key, stack_file
 from monitoring.diagnosis.hang import hang_diagnosis
 from monitoring.hangs.output import LAST_LINE_CHARS, last_line, output_steps, steps_are_records
+from monitoring.hangs.selectors import job_hangs
 from monitoring.hangs.stacks import REQUEST_STACKS
 from monitoring.hangs.watch import ProgressWatcher
 from monitoring.models import AttemptIngest, AttemptProgress, LogFile
@@ -113,6 +114,10 @@ def test_a_plain_script_that_stops_stepping_is_flagged_with_its_last_line_then_c
     found = hang_diagnosis(attempt=plain)
     assert found is not None and found.failure_class == FailureClass.HANG
     assert found.rank is None and found.node == ""  # no rank to blame, no node to leave out
+    # Its card shows the stack it dumped, though no rank reported progress.
+    (card,) = job_hangs(attempts=[plain])
+    assert card["ranks"] == [] and [s["rank"] for s in card["stacks"]] == [0]
+    assert "most recent call first" in card["stacks"][0]["text"]
 
 
 def test_the_stack_is_waited_for_before_the_cancel(plain, monkeypatch) -> None:

@@ -27,7 +27,7 @@ class Sweep(CodeSource):
         TPE = "tpe", "TPE (model-based, Optuna's default)"
 
     class Pruner(models.TextChoices):
-        NONE = "none", "None: every trial runs to its end"
+        NONE = "none", "None: every trial runs to its end (unless it diverges)"
         MEDIAN = "median", "Median: stop a trial worse than the median of finished ones"
         HALVING = "halving", "Successive halving: keep the best third at each rung"
 
@@ -115,6 +115,9 @@ class Trial(models.Model):
     # Optuna's own per-trial state (grid point, halving rungs), kept so a rebuild has it.
     system_attrs = models.JSONField(default=dict, blank=True)
     value = models.FloatField(null=True, blank=True)
+    # Pruned because its metric went NaN or infinite or grew by orders of magnitude
+    # (sweeps.divergence), not by the sweep's pruner.
+    diverged = models.BooleanField(default=False)
     note = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -127,6 +130,11 @@ class Trial(models.Model):
 
     def __str__(self) -> str:
         return f"trial {self.number} of sweep {self.sweep_id}"
+
+    @property
+    def state_label(self) -> str:
+        """The state as the pages show it: a diverged trial apart from the pruner's."""
+        return "Pruned (diverged)" if self.diverged else self.get_state_display()
 
     @property
     def last_step(self) -> int | None:

@@ -13,6 +13,10 @@ from projects.models import Project
 from sweeps.models import Sweep, Trial
 from sweeps.space import SpaceError, distributions
 
+# d3's format for the numeric axes: 3 significant digits, 1.28e+17 rather than Plotly's
+# default SI-and-power ticks (`1.2x10<sup>17</sup>` printed raw on parallel axes).
+TICK_FORMAT = ".3~g"
+
 
 def sweeps_of_project(*, project: Project) -> QuerySet[Sweep]:
     """The project's sweeps with their trials counted by state: one query."""
@@ -33,10 +37,11 @@ def sweep_trials(*, sweep: Sweep) -> list[Trial]:
 
 
 def trial_score(trial: Trial) -> float | None:
-    """The value a trial is judged by: its final value, or its last reported one if pruned."""
+    """The value a trial is judged by: its final value, or its last reported one if pruned;
+    None for a diverged one (its values say nothing about its settings but that)."""
     if trial.state == Trial.State.COMPLETE:
         return trial.value
-    if trial.state == Trial.State.PRUNED and trial.intermediate:
+    if trial.state == Trial.State.PRUNED and trial.intermediate and not trial.diverged:
         return float(trial.intermediate[str(trial.last_step)])
     return None
 
@@ -87,8 +92,9 @@ def _axis(name: str, dist: Any, trials: list[Trial]) -> dict[str, Any]:
             "values": [
                 math.log10(v) if isinstance(v, int | float) and v > 0 else None for v in values
             ],
+            "tickformat": TICK_FORMAT,
         }
-    return {"label": name, "values": values}
+    return {"label": name, "values": values, "tickformat": TICK_FORMAT}
 
 
 def parallel_coordinates(sweep: Sweep, trials: list[Trial]) -> dict[str, Any]:
@@ -102,12 +108,13 @@ def parallel_coordinates(sweep: Sweep, trials: list[Trial]) -> dict[str, Any]:
         dists = {}
     axes = [_axis(name, dist, shown) for name, dist in dists.items()]
     if any(t.nodes != sweep.nodes for t in trials):
-        axes.append({"label": "nodes", "values": [t.nodes for t in shown]})
-    axes.append({"label": sweep.metric, "values": scores})
+        axes.append({"label": "nodes", "values": [t.nodes for t in shown], "tickformat": "d"})
+    axes.append({"label": sweep.metric, "values": scores, "tickformat": TICK_FORMAT})
     return {
         "dimensions": axes,
         "color": scores,
         "trials": [t.number for t in shown],
         "pruned": [t.state == Trial.State.PRUNED for t in shown],
+        "diverged": [t.number for t in trials if t.diverged],
         "reversescale": sweep.direction == Sweep.Direction.MINIMIZE,
     }

@@ -1,5 +1,8 @@
 """The sweep's heartbeat: follow running trials, prune losers, finish ended ones, start more.
 
+A trial whose metric diverges (`sweeps.divergence`) is pruned as diverged before anything
+else, running or ended: its value would mislead the sampler and the charts.
+
 The pruner is asked only about a job still running short of its last step: the tick sees
 the job a poll late, so a job that has finished, or logged its last step, completes
 whatever the pruner would say; and a pruned trial whose job completed all the same (its
@@ -12,6 +15,7 @@ the next tick (`sweeps.study`), so nothing lives in memory between ticks.
 """
 
 import logging
+import math
 
 from django.db import transaction
 from django.utils import timezone
@@ -26,9 +30,10 @@ from monitoring.job_page.facts import attempt_total_steps
 from monitoring.runs.plan import command_steps
 from monitoring.series.read import SeriesData, series_last, series_read
 from portal_lib.errors import PortalError
+from sweeps.divergence import Divergence, divergence
 from sweeps.models import Sweep, Trial
 from sweeps.services import trial_job_cancel, trial_spec
-from sweeps.study import prune_check, suggest
+from sweeps.study import intermediate_of, prune_check, suggest
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +148,9 @@ def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
         return  # the poll has not read its output to the end yet
     data = _new_points(sweep, trial, attempt)
     new = _reported(sweep, data)
+    if (found := _divergence(sweep, trial, data)) is not None:
+        _prune_diverged(sweep, trial, found, new)
+        return
     if ended:
         trial.intermediate = {**trial.intermediate, **{str(s): v for s, v in new.items()}}
         _finish(sweep, trial, attempt)
@@ -168,6 +176,29 @@ def _follow(sweep: Sweep, trials: list[Trial], trial: Trial) -> None:
     trial.save(update_fields=fields)
 
 
+def _divergence(sweep: Sweep, trial: Trial, data: SeriesData) -> Divergence | None:
+    """Whether the metric's new points (every one read, not only the reported) diverged."""
+    points = [*zip(data.xs, data.ys, strict=True), *((x, math.nan) for x in data.nonfinite)]
+    return divergence(
+        history=intermediate_of(trial).values(),
+        points=points,
+        maximize=sweep.direction == Sweep.Direction.MAXIMIZE,
+    )
+
+
+def _prune_diverged(sweep: Sweep, trial: Trial, found: Divergence, new: dict[int, float]) -> None:
+    """Prune the trial as diverged and cancel its job if it still runs; only the reports
+    before the divergence are kept (a pruned trial is drawn at its last one)."""
+    kept = {str(s): v for s, v in new.items() if s < found.step}
+    trial.intermediate = {**trial.intermediate, **kept}
+    trial.state = Trial.State.PRUNED
+    trial.diverged = True
+    trial.note = found.note(sweep.metric)
+    trial.ended_at = timezone.now()
+    trial_job_cancel(trial, reason=f"Pruned by sweep {sweep.name}: {trial.note}")
+    trial.save(update_fields=["intermediate", "state", "diverged", "note", "ended_at"])
+
+
 def _settle_pruned(sweep: Sweep, trial: Trial) -> bool:
     """Complete a pruned trial whose job completed all the same; True until its job ended.
 
@@ -179,6 +210,8 @@ def _settle_pruned(sweep: Sweep, trial: Trial) -> bool:
     job = trial.job
     if job is None or (job.state in FINAL_STATES and job.state != State.COMPLETED):
         return False
+    if trial.diverged:  # its value means nothing, however its job ended
+        return job.state not in FINAL_STATES
     if job.state != State.COMPLETED:
         return True  # the cancel has still to end it
     attempt = _latest_attempt(trial)
@@ -204,6 +237,9 @@ def _finish(sweep: Sweep, trial: Trial, attempt: Attempt) -> None:
     elif last is None:
         trial.state = Trial.State.FAILED
         trial.note = f"The job completed without reporting {sweep.metric}."
+    elif not math.isfinite(last[1]):  # its last value a gap (NaN): no value to complete with
+        _prune_diverged(sweep, trial, Divergence(int(last[0]), last[1], None), {})
+        return
     else:
         trial.state = Trial.State.COMPLETE
         trial.value = last[1]

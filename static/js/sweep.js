@@ -5,12 +5,18 @@
   const div = document.getElementById("sweep-parcoords");
   if (!node || !div || typeof Plotly === "undefined") return;
   const data = JSON.parse(node.textContent);
+  const note = document.getElementById("sweep-diverged");
+  if (note && data.diverged.length) {
+    const which = data.diverged.join(", ");
+    note.textContent = `Not drawn: trial${data.diverged.length === 1 ? "" : "s"} ${which}, pruned as diverged (${data.dimensions[data.dimensions.length - 1].label} went NaN, infinite or orders of magnitude off).`;
+  }
   if (!data.trials.length) {
     div.textContent = "No trial has a value yet.";
     return;
   }
   const dimensions = data.dimensions.map((d) => {
     const dim = { label: d.label, values: d.values };
+    if (d.tickformat) dim.tickformat = d.tickformat;
     if (d.tickvals) {
       dim.tickvals = d.tickvals;
       dim.ticktext = d.ticktext;

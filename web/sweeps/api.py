@@ -32,7 +32,17 @@ class TrialSerializer(serializers.ModelSerializer[Trial]):
 
     class Meta:
         model = Trial
-        fields = ["number", "state", "params", "nodes", "job", "value", "last_step", "note"]
+        fields = [
+            "number",
+            "state",
+            "params",
+            "nodes",
+            "job",
+            "value",
+            "last_step",
+            "diverged",
+            "note",
+        ]
 
 
 class SweepSerializer(serializers.ModelSerializer[Sweep]):

@@ -51,7 +51,7 @@ def test_lr_grad_norm_and_evaluation_metrics_get_their_own_charts_and_a_nan_is_a
     assert not page.evaluate(
         "document.getElementById('chart-loss').data.find((d) => d.name === 'loss').connectgaps"
     )
-    marks = page.locator("#chart-loss .annotation-text").all_inner_texts()
+    marks = page.locator("#chart-loss .annotation-text").all_text_contents()
     assert "NaN at step 12" in marks
     loss_names = {
         t for t in page.evaluate("document.getElementById('chart-loss').data.map((d) => d.name)")

@@ -4,6 +4,8 @@
   "use strict";
   const el = document.getElementById("compare-chart");
   const note = document.getElementById("compare-note");
+  const rangeNote = document.getElementById("compare-range");
+  const logBox = document.getElementById("compare-log");
   const curvesUrl = JSON.parse(document.getElementById("compare-curves-url").textContent);
   const here = new URLSearchParams(window.location.search);
   const form = document.getElementById("compare-form");
@@ -55,13 +57,36 @@
       const points = data.runs.reduce((sum, run) => sum + run.total, 0);
       const shown = data.runs.reduce((sum, run) => sum + run.x.length, 0);
       note.textContent = `${data.runs.length} runs, ${points.toLocaleString()} points, ${shown.toLocaleString()} drawn (each pixel column's minimum and maximum).`;
+      const gaps = data.runs.reduce((sum, run) => sum + run.nonfinite.length, 0);
+      if (gaps) note.textContent += ` ${gaps.toLocaleString()} NaN or infinite value${gaps === 1 ? "" : "s"} shown as gaps.`;
+      // Linear: fitted to the runs that are not orders of magnitude off (the server's
+      // y_range), saying which are; log: every run whole, Plotly's own range.
+      const yaxis = () => {
+        const axis = { title: { text: plain(data.metric) }, exponentformat: "e" };
+        rangeNote.hidden = true;
+        if (logBox.checked) return { ...axis, type: "log" };
+        if (data.y_range) {
+          const off = data.y_range.off.map((run) => `${run.name} #${run.id} reaches ${Number(run.value).toPrecision(3)}`);
+          rangeNote.textContent = `The y axis is fitted to the other runs: ${off.join("; ")}, off the chart. Tick log scale to see every run whole.`;
+          rangeNote.hidden = false;
+          return { ...axis, range: data.y_range.range, autorange: false };
+        }
+        return axis;
+      };
       const layout = {
         margin: { t: 20, r: 20, b: 90, l: 60 },
         xaxis: xaxis.layout,
-        yaxis: { title: { text: plain(data.metric) } },
+        yaxis: yaxis(),
         legend: { orientation: "h", y: -0.32 },
       };
       Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });
+      logBox.addEventListener("change", () => {
+        const url = new URL(window.location.href);
+        if (logBox.checked) url.searchParams.set("log", "1");
+        else url.searchParams.delete("log");
+        window.history.replaceState(null, "", url);
+        Plotly.relayout(el, { yaxis: yaxis() });
+      });
     })
     .catch((error) => {
       note.textContent = `The curves could not be loaded: ${error.message}.`;

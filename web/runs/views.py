@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 
 from jobs.models import Job
 from monitoring.models import RunSummary
-from monitoring.runs.compare import MAX_RUNS, curves_read, group_bands, settings_diff
+from monitoring.runs.compare import MAX_RUNS, curves_read, group_bands, settings_diff, y_range
 from monitoring.runs.step_clock import AXES, AXIS_TITLES, STEP
 from monitoring.runs.table import (
     BASE_COLUMNS,
@@ -138,6 +138,7 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "metric": metric,
             "metrics": sorted(names),
             "group": request.GET.get("group", ""),
+            "log": request.GET.get("log") == "1",
             "axis": axis,
             "axis_title": AXIS_TITLES[axis],
             "axes": AXIS_TITLES,
@@ -162,13 +163,31 @@ def compare_curves(request: HttpRequest, slug: str) -> JsonResponse:
     axis = _axis(request)
     curves = curves_read(jobs=jobs, metric=metric, width=width, axis=axis)
     names = {job.pk: job.name for job in jobs}
+    runs = []
+    for c in curves:
+        xs, ys = c.with_gaps()  # y null where the value was NaN or infinite
+        runs.append(
+            {
+                "id": c.job_id,
+                "name": names[c.job_id],
+                "x": xs,
+                "y": ys,
+                "nonfinite": c.nonfinite,
+                "total": c.total,
+            }
+        )
+    fitted = y_range(curves)
     body: dict[str, Any] = {
         "metric": metric,
         "axis": axis,
-        "runs": [
-            {"id": c.job_id, "name": names[c.job_id], "x": c.xs, "y": c.ys, "total": c.total}
-            for c in curves
-        ],
+        "runs": runs,
+        # The default y range when a run is orders of magnitude off the others; null: autorange.
+        "y_range": None
+        if fitted is None
+        else {
+            "range": [fitted.low, fitted.high],
+            "off": [{"id": job, "name": names[job], "value": v} for job, v in fitted.off],
+        },
     }
     group = request.GET.get("group", "")
     if group:

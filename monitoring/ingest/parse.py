@@ -9,6 +9,7 @@ from the database by the next poll.
 """
 
 import logging
+import math
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -286,7 +287,7 @@ def _metrics(
         given.add(COMPUTED_MFU)  # the portal's own series: no job prints into it
         metrics = [m for m in metrics if m[0] not in given]
         if note.series_sources:  # a trainer's own record file gives these (ingest.records)
-            metrics = [m for m in metrics if record_name(m[0]) not in note.series_sources]
+            metrics = _past_records(metrics, note)
     metrics = _within_series_cap(metrics, note)
     if log_file.name == METRICS_FILE:
         new_names = sorted({m[0] for m in metrics} - set(log_file.metric_names))
@@ -296,6 +297,19 @@ def _metrics(
         high = max(map(_STEP, metrics))
         log_file.last_step = high if log_file.last_step is None else max(log_file.last_step, high)
     return metrics
+
+
+def _past_records(metrics: list[Metric], note: AttemptIngest) -> list[Metric]:
+    """Stdout's points of a metric a record file gives: only those past the record's last
+    step, on the record's series (it takes them over when it reaches them)."""
+    kept = []
+    for name, step, value in metrics:
+        named = record_name(name)
+        if named not in note.series_sources:
+            kept.append((name, step, value))
+        elif step > note.record_steps.get(named, math.inf):
+            kept.append((named, step, value))
+    return kept
 
 
 def _within_series_cap(metrics: list[Metric], note: AttemptIngest) -> list[Metric]:

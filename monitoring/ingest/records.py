@@ -1,32 +1,44 @@
 """Trainers' own record files (TensorBoard events, metrics.csv, trainer_state.json), each poll.
 
-A watcher beside the stdout one, in the same agent call. Every SEARCH_EVERY seconds of a
-running attempt a bounded find (the agent's) looks for record files written since it
-started, in the command's working directory (`jobs.rundir.WORKDIR_FILE`) and its run
-directory. Each known file is read from its offset, within the account's byte budget like
-the logs, and parsed in the parser process within the attempt's budget: a tenant's files
-cost that tenant only, and no bytes are stored. A file read again from its start (a CSV
+A watcher beside the stdout one, in the same agent call. A bounded find (the agent's)
+looks for record files written since the attempt started, in the command's working
+directory (`jobs.rundir.WORKDIR_FILE`) and its run directory: soon after the start, then
+at doubling intervals up to SEARCH_EVERY seconds, and once more after the attempt ended.
+An ended attempt's files are complete (`jobs.poll.cycle`) only after that last find and
+once every file it knows is read to its end: loggers that write or flush their file as
+the job ends (Lightning's TensorBoard logger, HF's `save_state`) are charted too.
+
+Each known file is read from its offset, within the account's byte budget like the logs,
+and parsed in the parser process within the attempt's budget: a tenant's files cost that
+tenant only, and no bytes are stored. A file read again from its start (a CSV
 rewritten with a wider header, a truncated file, a new trainer_state.json) gives steps at
 or below its last one, which replace the stored points (the overwrite rule) rather than
 repeat them.
 
-The record is the metric's source once it gives it: the first file to give a name (events
-before metrics.csv before trainer_state.json) claims it in `AttemptIngest.series_sources`,
-stdout's series of that metric is deleted and stdout's copies are left out from then on
-(`monitoring.ingest.parse`), and the page names the source.
+The record is the metric's source up to the last step it gave: the first file to give a
+name (events before metrics.csv before trainer_state.json) claims it in
+`AttemptIngest.series_sources`, and `record_steps` keeps that step. Stdout's points at or
+below it are deleted and no longer stored (`monitoring.ingest.parse`); those past it are
+stored on the same series, so the curve stays live between a trainer's checkpoints, until
+the record reaches them and takes them over. The page names the source, and the record's
+points go out on the live stream as stdout's do.
 """
 
 import logging
+import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from django.db import transaction
 
 from clusters.agent import AgentReply, FileChunk, FileRead, ListingRead
 from jobs.models import Attempt
+from jobs.poll.push import push_built
 from jobs.rundir import WORKDIR_FILE, RunDir
 from monitoring.ingest.budget import ParseFailed, ParseTimeout, parse_groups
 from monitoring.ingest.parse import _within_series_cap
+from monitoring.ingest.watch import job_deltas
 from monitoring.ingest.write import ingest_notes
 from monitoring.models import AttemptIngest, RecordFile, RecordSearch
 from monitoring.reading.overwrite import newest_per_step
@@ -40,13 +52,14 @@ from monitoring.records.names import (
     record_name,
 )
 from monitoring.records.request import records_request
-from monitoring.series.overwrite import series_delete, series_overwrite
+from monitoring.series.overwrite import series_delete, series_delete_range, series_overwrite
 from monitoring.series.points import Point
 from monitoring.series.write import series_append
 
 logger = logging.getLogger(__name__)
 
-SEARCH_EVERY = 30.0  # seconds between finds of a running attempt
+SEARCH_EVERY = 30.0  # seconds between finds of a running attempt, at most
+SEARCH_FIRST = 5.0  # ... and at least: each waits as long as the attempt had run at the last
 SEARCH_DEPTH = 5
 SEARCH_VISITS = 2000  # entries a find may look at, per root
 MAX_FILES = 16  # record files followed per attempt
@@ -71,15 +84,15 @@ class RecordsWatcher:
         now = time.time()
         for attempt in followed.values():
             search = searches.get(attempt.pk)
-            if attempt.is_finished or attempt.started_at is None:
+            if attempt.started_at is None:
                 continue
             run_dir = RunDir(attempt.run_dir)
             if search is None or not search.workdir:
                 reads.append(
                     FileRead(_key(attempt, "workdir"), run_dir.file(WORKDIR_FILE), 0, 4096)
                 )
-            if search is not None and now - (search.searched_at or 0) >= SEARCH_EVERY:
-                since = attempt.started_at.timestamp()
+            since = attempt.started_at.timestamp()
+            if search is not None and _find_due(attempt, search, since=since, now=now):
                 roots = [attempt.run_dir, *([search.workdir] if search.workdir else [])]
                 listings += [
                     ListingRead(
@@ -106,6 +119,16 @@ class RecordsWatcher:
             return set()
 
 
+def _find_due(attempt: Attempt, search: RecordSearch, *, since: float, now: float) -> bool:
+    """An ended attempt's last find once; a running one's at 5, 10, 20... s, then every 30 s."""
+    if attempt.is_finished:
+        return not search.final
+    if search.searched_at is None:
+        return True
+    ran = search.searched_at - since
+    return now - search.searched_at >= min(SEARCH_EVERY, max(SEARCH_FIRST, ran))
+
+
 def _file_reads(attempt: Attempt, record: RecordFile) -> list[FileRead]:
     key = _key(attempt, str(record.pk))
     if record.kind == TRAINER_STATE:
@@ -121,42 +144,50 @@ def _file_reads(attempt: Attempt, record: RecordFile) -> list[FileRead]:
     return reads
 
 
+@dataclass
+class _Changes:
+    """What one poll's record files change in the store, written in one transaction."""
+
+    points: list[Point] = field(default_factory=list)
+    repeats: list[tuple[int, str, float]] = field(default_factory=list)  # (attempt, name, x)
+    ranges: list[tuple[int, str, float, float]] = field(default_factory=list)  # lo < x <= hi
+    claimed: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+
 def _ingest(followed: dict[int, Attempt], reply: AgentReply) -> set[int]:
-    searches = {s.attempt_id: s for s in RecordSearch.objects.filter(attempt_id__in=followed)}
-    changed_searches: list[RecordSearch] = []
-    for attempt in followed.values():
-        chunk = reply.files.get(_key(attempt, "workdir"))
-        search = searches.get(attempt.pk)
-        if chunk is not None and chunk.error is None and b"\n" in chunk.data:
-            workdir = chunk.data.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-            search = search or RecordSearch(attempt=attempt)
-            search.workdir = workdir if workdir.startswith("/") else ""
-            searches[attempt.pk] = search
-            changed_searches.append(search)
-        elif search is None and not attempt.is_finished and attempt.started_at is not None:
-            search = searches[attempt.pk] = RecordSearch(attempt=attempt)
-            changed_searches.append(search)
+    searches, changed_searches = _searches(followed, reply)
     records = {r.pk: r for r in RecordFile.objects.filter(attempt_id__in=followed).order_by("id")}
     new_files = _found(followed, reply, searches, changed_searches, records)
+    # An ended attempt stays open until its last find ran and its files are read to the end.
+    unread = {
+        pk
+        for pk, a in followed.items()
+        if a.is_finished
+        and a.started_at is not None
+        and not (pk in searches and searches[pk].final)
+    }
+    unread |= {r.attempt_id for r in new_files if followed[r.attempt_id].is_finished}
     groups: list[list[dict[str, object]]] = []
     order: list[list[RecordFile]] = []
-    unread: set[int] = set()
     by_attempt: dict[int, list[RecordFile]] = defaultdict(list)
     for record in records.values():
         by_attempt[record.attempt_id].append(record)
     for attempt_id, rows in by_attempt.items():
+        attempt = followed[attempt_id]
         group: list[dict[str, object]] = []
         parsed: list[RecordFile] = []
         for record in rows:
-            chunk = reply.files.get(_key(followed[attempt_id], str(record.pk)))
+            chunk = reply.files.get(_key(attempt, str(record.pk)))
             if chunk is None:
+                if _left(attempt, record):
+                    unread.add(attempt_id)
                 continue
-            head = reply.files.get(_key(followed[attempt_id], f"{record.pk}/head"))
+            head = reply.files.get(_key(attempt, f"{record.pk}/head"))
             data = _data(record, chunk, head)
+            if chunk.more or (data is None and chunk.error in (None, "truncated")):
+                unread.add(attempt_id)  # more to read, or read anew from its start
             if data is None:
                 continue
-            if chunk.more:
-                unread.add(attempt_id)
             group.append(records_request(kind=record.kind, data=data, header=record.header))
             parsed.append(record)
         if group:
@@ -164,9 +195,7 @@ def _ingest(followed: dict[int, Attempt], reply: AgentReply) -> set[int]:
             order.append(parsed)
     outcomes = parse_groups(groups) if groups else []
     notes = ingest_notes(attempt_ids={rows[0].attempt_id for rows in order})
-    points: list[Point] = []
-    repeats: list[tuple[int, str, float]] = []
-    claimed: dict[int, list[str]] = defaultdict(list)
+    changes = _Changes()
     for rows, replies in zip(order, outcomes, strict=True):
         for record, outcome in zip(rows, replies, strict=True):
             note = notes[record.attempt_id]
@@ -175,12 +204,12 @@ def _ingest(followed: dict[int, Attempt], reply: AgentReply) -> set[int]:
                 note.parse_failures += isinstance(outcome, ParseFailed)
                 record.offset = record.size  # never the same bytes twice
                 continue
-            _taken(record, outcome, note, points, repeats, claimed)
+            _taken(record, outcome, note, changes)
     with transaction.atomic():
         for search in changed_searches:
             search.save()
         RecordFile.objects.bulk_create(new_files, ignore_conflicts=True)
-        for attempt_id, names in claimed.items():
+        for attempt_id, names in changes.claimed.items():
             series_delete(attempt_id=attempt_id, names=names)
         if records:
             RecordFile.objects.bulk_update(
@@ -196,14 +225,48 @@ def _ingest(followed: dict[int, Attempt], reply: AgentReply) -> set[int]:
                     "skipped",
                 ],
             )
-        series_overwrite(repeats=repeats)
+        series_delete_range(ranges=changes.ranges)
+        series_overwrite(repeats=changes.repeats)
+        points = newest_per_step(changes.points)
         if points:
-            series_append(points=newest_per_step(points))
+            series_append(points=points)
         AttemptIngest.objects.bulk_update(
             list(notes.values()),
-            ["series_sources", "series_names", "over_budget", "parse_failures"],
+            ["series_sources", "record_steps", "series_names", "over_budget", "parse_failures"],
         )
+        if points:  # to the open pages as stdout's points go (a step's newest value wins there)
+            transaction.on_commit(
+                lambda: push_built(lambda watched: job_deltas(followed, [], points, watched))
+            )
     return unread
+
+
+def _searches(
+    followed: dict[int, Attempt], reply: AgentReply
+) -> tuple[dict[int, RecordSearch], list[RecordSearch]]:
+    """The attempts' searches, with the working directories this reply brought."""
+    searches = {s.attempt_id: s for s in RecordSearch.objects.filter(attempt_id__in=followed)}
+    changed: list[RecordSearch] = []
+    for attempt in followed.values():
+        chunk = reply.files.get(_key(attempt, "workdir"))
+        search = searches.get(attempt.pk)
+        if chunk is not None and chunk.error is None and b"\n" in chunk.data:
+            workdir = chunk.data.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+            search = search or RecordSearch(attempt=attempt)
+            search.workdir = workdir if workdir.startswith("/") else ""
+            searches[attempt.pk] = search
+            changed.append(search)
+        elif search is None and attempt.started_at is not None:
+            search = searches[attempt.pk] = RecordSearch(attempt=attempt)
+            changed.append(search)
+    return searches, changed
+
+
+def _left(attempt: Attempt, record: RecordFile) -> bool:
+    """An ended attempt's file this reply did not read that still has bytes to be read."""
+    if not attempt.is_finished or not _file_reads(attempt, record):
+        return False
+    return record.kind == TRAINER_STATE or record.offset < record.size
 
 
 def _found(
@@ -227,6 +290,7 @@ def _found(
                 continue
             search = searches[attempt.pk]
             search.searched_at = reply.time
+            search.final = search.final or attempt.is_finished
             if search not in changed:
                 changed.append(search)
             for entry in listing.entries:
@@ -283,40 +347,49 @@ def _restart(record: RecordFile) -> None:
 
 
 def _taken(
-    record: RecordFile,
-    reply: dict[str, object],
-    note: AttemptIngest,
-    points: list[Point],
-    repeats: list[tuple[int, str, float]],
-    claimed: dict[int, list[str]],
+    record: RecordFile, reply: dict[str, object], note: AttemptIngest, changes: _Changes
 ) -> None:
-    """The reply's points, of the names this file's kind may give, into `points`."""
+    """The reply's points, of the names this file's kind may give, into `changes`, with the
+    stdout points they take over: every one at or below the record's new last step."""
     if record.kind != TRAINER_STATE:
         record.offset += int(reply["consumed"])  # type: ignore[call-overload]
     record.header = list(reply["header"])  # type: ignore[call-overload]
     record.skipped += int(reply["bad"])  # type: ignore[call-overload]
     sources = dict(note.series_sources)
+    steps: dict[str, int] = dict(note.record_steps)
     metrics: list[tuple[str, int, float]] = []
     for name, step, value, _ in reply["points"]:  # type: ignore[attr-defined]
         owner = sources.get(name)
         if owner is None or PRIORITY.index(record.kind) < PRIORITY.index(owner):
-            # This file now gives the metric: what stdout (or a lesser file) gave goes.
+            # This file now gives the metric: a lesser file's series of it goes whole, as
+            # does stdout's under another name; stdout's own goes up to the record's step.
             sources[name] = record.kind
-            claimed[record.attempt_id] += [
-                n for n in note.series_names if record_name(n) == name
-            ] + [name]
+            changes.claimed[record.attempt_id] += [
+                n for n in note.series_names if record_name(n) == name and n != name
+            ] + ([name] if owner is not None else [])
+            steps.pop(name, None)
         if sources[name] == record.kind:
             metrics.append((name, int(step), float(value)))
     note.series_sources = sources
     metrics = _within_series_cap(metrics, note)
     high = record.last_step
+    tops: dict[str, int] = {}
     for name, step, value in metrics:
-        points.append((record.attempt_id, name, float(step), value))
+        changes.points.append((record.attempt_id, name, float(step), value))
         # trainer_state.json holds every step so far, and each checkpoint has its own.
-        if record.kind == TRAINER_STATE or (high is not None and step <= high):
-            repeats.append((record.attempt_id, name, float(step)))
+        given = max(high if high is not None else -1, steps.get(name, -1))
+        if record.kind == TRAINER_STATE or step <= given:
+            changes.repeats.append((record.attempt_id, name, float(step)))
+        tops[name] = max(tops.get(name, step), step)
+    for name, top in tops.items():
+        last = steps.get(name)
+        if last is None or top > last:
+            below = -math.inf if last is None else float(last)
+            changes.ranges.append((record.attempt_id, name, below, float(top)))
+            steps[name] = top
+    note.record_steps = steps
     if metrics:
-        top = max(step for _, step, _ in metrics)
+        top = max(tops.values())
         record.last_step = top if high is None else max(high, top)
 
 

@@ -25,6 +25,7 @@ from jobs.rundir import (
     run_dir_key,
 )
 from monitoring.alerts.evaluate import alerts_evaluate
+from monitoring.ingest.bursts import bursts_count
 from monitoring.ingest.figures import ingest_record
 from monitoring.ingest.gpu import discover_gpu_files
 from monitoring.ingest.parse import AttemptParse, NewBytes, ParseInput, Point, attempts_parse
@@ -107,6 +108,7 @@ class MonitoringWatcher:
         # The bytes first, in their own transaction: whatever parsing them does, they are kept.
         with transaction.atomic():
             stored = log_store(files=files, deliveries=deliveries)
+            bursts_count(followed.values(), files, deliveries, stored)
         parsed = self._parse(active, files, stored, unread, notes)
         points = ingest_write(parsed, notes, loaded)
         try:  # the runs table's summaries and logged settings; never the poll's data
@@ -122,7 +124,7 @@ class MonitoringWatcher:
         # Built once committed, for the jobs with a page open then: a thousand jobs' points
         # regrouped for the one page someone watches cost the poll a tenth of a second.
         transaction.on_commit(
-            lambda: push_built(lambda watched: self._deltas(followed, stored, points, watched))
+            lambda: push_built(lambda watched: job_deltas(followed, stored, points, watched))
         )
         transaction.on_commit(lambda: ingest_record(points=points, stored=stored))
         return unread
@@ -156,61 +158,62 @@ class MonitoringWatcher:
             ]
         )
 
-    def _deltas(
-        self,
-        attempts: dict[int, Attempt],
-        stored: list[Stored],
-        points: list[Point],
-        watched: set[int] | None,
-    ) -> list[dict[str, Any]]:
-        """The deltas of the jobs in `watched` (every job's when None: Redis cannot say)."""
-        if watched is not None:
-            attempts = {pk: a for pk, a in attempts.items() if a.job_id in watched}
-            if not attempts:
-                return []
-            points = [point for point in points if point[0] in attempts]
-        series: dict[int, dict[str, list[list[float | None]]]] = {}
-        # A NaN or infinite value goes as [x, null], its x also under "nonfinite" (the
-        # series read's shape, `monitoring.series.read`): JSON holds no bare NaN.
-        gaps: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for attempt_id, name, x, y in points:  # tens of thousands a poll: plain dicts
-            by_name = series.get(attempt_id)
-            if by_name is None:
-                by_name = series[attempt_id] = {}
-            if not math.isfinite(y):
-                gaps[attempt_id][name].append(x)
-            pairs = by_name.get(name)
-            if pairs is None:
-                by_name[name] = [[x, y if math.isfinite(y) else None]]
-            else:
-                pairs.append([x, y if math.isfinite(y) else None])
-        logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
-        # No state: the state poll pushes each new one (jobs.poll.cycle) and runs beside this
-        # one, so a state read here could reach a page after a newer one and take it back.
-        deltas = []
-        for attempt in attempts.values():
-            log = logs.get(attempt.pk)
-            if log is None and attempt.pk not in series:
-                continue
-            delta: dict[str, Any] = {
-                "type": "job.delta",
-                "job": attempt.job_id,
-                "attempt": attempt.number,
+
+def job_deltas(
+    attempts: dict[int, Attempt],
+    stored: list[Stored],
+    points: list[Point],
+    watched: set[int] | None,
+) -> list[dict[str, Any]]:
+    """The deltas of the jobs in `watched` (every job's when None: Redis cannot say); the
+    record files' watcher sends its points in the same shape (`monitoring.ingest.records`)."""
+    if watched is not None:
+        attempts = {pk: a for pk, a in attempts.items() if a.job_id in watched}
+        if not attempts:
+            return []
+        points = [point for point in points if point[0] in attempts]
+    series: dict[int, dict[str, list[list[float | None]]]] = {}
+    # A NaN or infinite value goes as [x, null], its x also under "nonfinite" (the
+    # series read's shape, `monitoring.series.read`): JSON holds no bare NaN.
+    gaps: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for attempt_id, name, x, y in points:  # tens of thousands a poll: plain dicts
+        by_name = series.get(attempt_id)
+        if by_name is None:
+            by_name = series[attempt_id] = {}
+        if not math.isfinite(y):
+            gaps[attempt_id][name].append(x)
+        pairs = by_name.get(name)
+        if pairs is None:
+            by_name[name] = [[x, y if math.isfinite(y) else None]]
+        else:
+            pairs.append([x, y if math.isfinite(y) else None])
+    logs = {s.log_file.attempt_id: s for s in stored if s.log_file.name == STDOUT_FILE}
+    # No state: the state poll pushes each new one (jobs.poll.cycle) and runs beside this
+    # one, so a state read here could reach a page after a newer one and take it back.
+    deltas = []
+    for attempt in attempts.values():
+        log = logs.get(attempt.pk)
+        if log is None and attempt.pk not in series:
+            continue
+        delta: dict[str, Any] = {
+            "type": "job.delta",
+            "job": attempt.job_id,
+            "attempt": attempt.number,
+        }
+        if log is not None:
+            end = log.offset + len(log.data)
+            delta["log"] = {"file": STDOUT_FILE, "offset": log.offset, "end": end}
+            if len(log.data) <= INLINE_LOG_BYTES:
+                delta["log"]["text"] = log.data.decode("utf-8", errors="replace")
+        if attempt.pk in series:
+            delta["series"] = {
+                n: p if len(p) <= DELTA_POINTS else p[-DELTA_POINTS:]
+                for n, p in series[attempt.pk].items()
             }
-            if log is not None:
-                end = log.offset + len(log.data)
-                delta["log"] = {"file": STDOUT_FILE, "offset": log.offset, "end": end}
-                if len(log.data) <= INLINE_LOG_BYTES:
-                    delta["log"]["text"] = log.data.decode("utf-8", errors="replace")
-            if attempt.pk in series:
-                delta["series"] = {
-                    n: p if len(p) <= DELTA_POINTS else p[-DELTA_POINTS:]
-                    for n, p in series[attempt.pk].items()
-                }
-            if attempt.pk in gaps:
-                delta["nonfinite"] = {n: xs[-DELTA_POINTS:] for n, xs in gaps[attempt.pk].items()}
-            deltas.append(delta)
-        return deltas
+        if attempt.pk in gaps:
+            delta["nonfinite"] = {n: xs[-DELTA_POINTS:] for n, xs in gaps[attempt.pk].items()}
+        deltas.append(delta)
+    return deltas
 
 
 def _names_by_attempt(files: Collection[tuple[int, str]]) -> dict[int, list[str]]:

@@ -28,9 +28,11 @@ class AttemptIngest(models.Model):
     dropped_series = models.IntegerField(default=0, help_text="New names over the series cap.")
     dropped_gpu_files = models.IntegerField(default=0)
     dropped_gpu_samples = models.BigIntegerField(default=0)
-    # Series a trainer's own record file gives (name: monitoring.records.names kind): stdout's
-    # copies of them are not stored, and the page names the source.
+    # Series a trainer's own record file gives (name: monitoring.records.names kind), and the
+    # last step it gave of each: stdout's copies at or below that step are not stored, those
+    # past it are until the record reaches them, and the page names the source.
     series_sources = JSONField(default=dict, blank=True)
+    record_steps = JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -13,6 +13,8 @@ class RecordSearch(models.Model):
     # The command's working directory, as the batch script wrote it (jobs.rundir.WORKDIR_FILE).
     workdir = models.CharField(max_length=4096, blank=True)
     searched_at = models.FloatField(null=True, blank=True, help_text="Unix time of the last find.")
+    # The find after the attempt ended has run: files written as the job ended are known.
+    final = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"record search of {self.attempt_id}"

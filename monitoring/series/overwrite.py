@@ -154,3 +154,58 @@ def _chunk(series_id: int, level: int, xs: Floats, ys: Floats) -> SeriesChunk:
         data=encode(xs, ys),
         summary=encode(*summary(xs, ys)),
     )
+
+
+def series_delete_range(*, ranges: Iterable[tuple[int, str, float, float]]) -> int:
+    """Delete the stored points of (attempt id, name) with lo < x <= hi; returns how many
+    went. A record file that now gives a metric up to step hi takes those steps over from
+    stdout's copy, which it gave until then (`monitoring.ingest.records`)."""
+    spans: dict[tuple[int, str], tuple[float, float]] = {}
+    for attempt_id, name, lo, hi in ranges:
+        if hi > lo:
+            old = spans.get((attempt_id, name))
+            spans[(attempt_id, name)] = (
+                (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+            )
+    if not spans:
+        return 0
+
+    def inside(span: tuple[float, float], xs: Floats) -> Mask:
+        return (xs > span[0]) & (xs <= span[1])
+
+    def keep(attempt_id: int, name: str, xs: Floats) -> Mask:
+        span = spans.get((attempt_id, name))
+        return np.ones(len(xs), dtype=bool) if span is None else ~inside(span, xs)
+
+    deleted = _blocks_rewrite({attempt_id for attempt_id, _ in spans}, keep)
+    rows = Series.objects.filter(
+        attempt_id__in={attempt_id for attempt_id, _ in spans},
+        name__in={name for _, name in spans},
+    ).values_list("id", "attempt_id", "name")
+    span_of = {sid: spans[(a, n)] for sid, a, n in rows if (a, n) in spans}
+    if not span_of:
+        return deleted
+    bounds = SeriesChunk.objects.filter(
+        series_id__in=span_of,
+        x_max__gt=min(lo for lo, _ in span_of.values()),
+        x_min__lte=max(hi for _, hi in span_of.values()),
+    ).values_list("id", "series_id", "x_min", "x_max")
+    hit = [
+        chunk_id
+        for chunk_id, sid, x_min, x_max in bounds
+        if x_max > span_of[sid][0] and x_min <= span_of[sid][1]
+    ]
+    new: list[SeriesChunk] = []
+    dropped: list[int] = []
+    for chunk in SeriesChunk.objects.filter(id__in=hit).only("id", "series_id", "level", "data"):
+        xs, ys = decode(chunk.data)
+        kept = ~inside(span_of[chunk.series_id], xs)
+        if kept.all():
+            continue
+        dropped.append(chunk.id)
+        deleted += int((~kept).sum())
+        if kept.any():
+            new.append(_chunk(chunk.series_id, chunk.level, xs[kept], ys[kept]))
+    SeriesChunk.objects.bulk_create(new)
+    SeriesChunk.objects.filter(id__in=dropped).delete()
+    return deleted

@@ -95,9 +95,14 @@ def test_hf_events_found_in_the_working_tree_replace_stdouts_loss(
     # One series per metric: no stdout copy beside the record's.
     assert len(series_names(attempt_id=attempt.pk)) == len({n for n, _, _ in expected})
 
-    # Later stdout lines of a claimed metric are not stored.
-    ingest([attempt], reply_with({attempt: {"stdout.log": b"step 40 loss 7.7\n"}}))
-    assert (40.0, 7.7) not in points(attempt, "loss")
+    # Later stdout lines of a claimed metric are stored only past the record's last step (30).
+    ingest(
+        [attempt], reply_with({attempt: {"stdout.log": b"step 25 loss 7.7\nstep 40 loss 7.7\n"}})
+    )
+    assert [(x, y) for x, y in points(attempt, "loss") if x in (25.0, 40.0)] == [
+        (25.0, pytest.approx(next(v for n, s, v in expected if n == "loss" and s == 25))),
+        (40.0, 7.7),
+    ]
 
 
 def test_trainer_states_of_each_checkpoint_and_a_rewritten_csv_never_duplicate(

@@ -1,6 +1,7 @@
 """One record file's new bytes as a parser request and its reply (`monitoring.ingest.worker`)."""
 
 import base64
+import math
 from typing import Any
 
 from monitoring.records.names import CSV, TFEVENTS, TRAINER_STATE
@@ -33,10 +34,16 @@ def records_reply(request: dict[str, Any]) -> dict[str, Any]:
     else:
         raise ValueError(f"no reader for {kind!r}")
     return {
-        "points": [[name, step, value, None] for name, step, value in points],
+        "points": [[name, step, _wire(value), None] for name, step, value in points],
         "bad": bad,
         "long": 0,
         "dropped": 0,
         "consumed": consumed,
         "header": header,
     }
+
+
+def _wire(value: float) -> float | str:
+    """NaN and infinities as text, as the stdout reader's frame carries them
+    (`monitoring.ingest.worker`): JSON holds neither, and the poll's `float()` reads it back."""
+    return value if math.isfinite(value) else repr(value)

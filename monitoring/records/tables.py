@@ -5,11 +5,11 @@ between reads: a `step` column, one column per logged name, empty cells where a 
 logged no value of that name. Lightning rewrites the file from the start when a new name
 appears (a wider header); the caller sees the header change and reads it again.
 trainer_state.json is rewritten whole at each checkpoint: its `log_history` holds every
-logged dict so far, each with its `step`.
+logged dict so far, each with its `step`. A NaN or infinite value (`nan` in a cell, `NaN`
+in the JSON) is kept: it is a gap at its step, as on stdout.
 """
 
 import csv
-import math
 from dataclasses import dataclass, field
 
 from monitoring.records.names import record_name
@@ -70,13 +70,14 @@ def read_trainer_state(data: bytes) -> TableRead:
             continue
         for key, raw in list(entry.items())[:MAX_COLUMNS]:
             value = raw if type(raw) in (int, float) else None
-            if key != "step" and value is not None and math.isfinite(value):
+            if key != "step" and value is not None:
                 read.points.append((record_name(key), step, float(value)))
     return read
 
 
 def _step(text: str) -> int | None:
     value = _number(text)
+    # inf and NaN are no integers: a row at no step
     return int(value) if value is not None and value.is_integer() and value >= 0 else None
 
 
@@ -85,7 +86,6 @@ def _number(text: str) -> float | None:
     if not text or len(text) > 64:
         return None
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None

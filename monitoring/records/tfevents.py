@@ -7,10 +7,10 @@ Nothing here can stall a file: a record longer than MAX_RECORD_BYTES is passed o
 length without being read, one whose data fails its CRC or does not parse is skipped, and
 a length that fails its CRC is searched past a byte at a time (8 bytes checked at each),
 so the work is linear in the bytes read. Scalars are `simple_value`s and scalar tensors
-(TF2's `tf.summary.scalar`); images, histograms, text and graphs are left out.
+(TF2's `tf.summary.scalar`); images, histograms, text and graphs are left out. A NaN or
+infinite scalar is kept: it is a gap at its step, as on stdout.
 """
 
-import math
 import struct
 from dataclasses import dataclass, field
 
@@ -92,7 +92,7 @@ def _scalars(body: bytes, points: list[tuple[str, int, float]]) -> bool:
         return True  # a file version, graph, session log...
     for value in event.summary.value:
         number = _scalar(value)
-        if number is not None and math.isfinite(number) and value.tag:
+        if number is not None and value.tag:
             points.append((record_name(value.tag), event.step, number))
     return True
 

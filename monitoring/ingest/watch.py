@@ -25,6 +25,7 @@ from jobs.rundir import (
     run_dir_key,
 )
 from monitoring.alerts.evaluate import alerts_evaluate
+from monitoring.ingest.bursts import bursts_count
 from monitoring.ingest.figures import ingest_record
 from monitoring.ingest.gpu import discover_gpu_files
 from monitoring.ingest.parse import AttemptParse, NewBytes, ParseInput, Point, attempts_parse
@@ -107,6 +108,7 @@ class MonitoringWatcher:
         # The bytes first, in their own transaction: whatever parsing them does, they are kept.
         with transaction.atomic():
             stored = log_store(files=files, deliveries=deliveries)
+            bursts_count(followed.values(), files, deliveries, stored)
         parsed = self._parse(active, files, stored, unread, notes)
         points = ingest_write(parsed, notes, loaded)
         try:  # the runs table's summaries and logged settings; never the poll's data

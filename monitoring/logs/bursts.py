@@ -30,16 +30,55 @@ def arrives_in_bursts(polls: Iterable[Growth]) -> bool:
     the growth found after it ended (its last flush is a partial buffer). Bursts when at
     least half of the grown polls are whole blocks, or are many lines after a silent poll.
     """
-    grown = blocks = bursts = 0
-    silent_before = False
+    tally = Tally()
     for poll in polls:
+        tally.add(poll)
+    return tally.bursty
+
+
+@dataclass
+class Tally:
+    """`arrives_in_bursts` one poll at a time, in a few counters kept between polls
+    (LogFile.growth): grown polls, whole-block ones, bursts after silence, and whether the
+    last poll was silent."""
+
+    grown: int = 0
+    blocks: int = 0
+    bursts: int = 0
+    silent: bool = False
+
+    @classmethod
+    def from_json(cls, data: object) -> "Tally":
+        if not isinstance(data, dict):
+            return cls()
+        counts = [data.get(k) for k in ("grown", "blocks", "bursts")]
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            return cls()
+        return cls(*counts, silent=data.get("silent") is True)  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "grown": self.grown,
+            "blocks": self.blocks,
+            "bursts": self.bursts,
+            "silent": self.silent,
+        }
+
+    def add(self, poll: Growth) -> bool:
+        """Count one poll; whether the counters changed (a silent poll after a silent one
+        changes nothing, so an idle job costs no write)."""
         if poll.size <= 0:
-            silent_before = True
-            continue
-        grown += 1
-        blocks += poll.size % BLOCK == 0
-        bursts += silent_before and poll.lines >= BURST_LINES
-        silent_before = False
-    if grown < MIN_CHUNKS:
-        return False
-    return 2 * blocks >= grown or 2 * bursts >= grown
+            changed = not self.silent
+            self.silent = True
+            return changed
+        self.grown += 1
+        self.blocks += poll.size % BLOCK == 0
+        self.bursts += self.silent and poll.lines >= BURST_LINES
+        self.silent = False
+        return True
+
+    @property
+    def bursty(self) -> bool:
+        if self.grown < MIN_CHUNKS:
+            return False
+        return 2 * self.blocks >= self.grown or 2 * self.bursts >= self.grown

@@ -32,6 +32,9 @@ class AttemptIngest(models.Model):
     # last step it gave of each: stdout's copies at or below that step are not stored, those
     # past it are until the record reaches them, and the page names the source.
     series_sources = JSONField(default=dict, blank=True)
+    output_in_bursts = models.BooleanField(
+        default=False, help_text="Stdout arrived in blocks while the job ran (block-buffered)."
+    )
     record_steps = JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

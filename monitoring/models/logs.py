@@ -29,6 +29,8 @@ class LogFile(models.Model):
     # The stdout reader's state between polls (monitoring.reading.reader.ReaderState.to_json):
     # latest step, epoch and its base, total steps, the provisional segment read.
     reader_state = JSONField(default=dict, blank=True)
+    # How stdout grew poll by poll while the job ran (monitoring.logs.bursts.Tally.to_json).
+    growth = JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -50,6 +50,7 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             "job": job,
             "trial": trial,
             "ingest": ingest if ingest is not None and ingest.has_notice else None,
+            "output_in_bursts": ingest is not None and ingest.output_in_bursts,
             "series_cap": MAX_SERIES_PER_ATTEMPT,
             "names_cap": MAX_NAMES_PER_LINE,
             "events": events,

@@ -38,6 +38,7 @@
     const gpuPattern = new RegExp(options.formats.gpuSeriesPattern);
     const store = {}; // name -> attempt number -> Map(x -> y)
     const kinds = {}; // name -> kind
+    const sources = {}; // name -> where a trainer's own record file gave it ("from metrics.csv")
     const colours = {}; // chart id -> {name: colour}
     const dirty = new Set();
     let mfuTerms = options.mfu;
@@ -172,7 +173,8 @@
         const colour = colourFor(chart, name);
         traces.push({
           type: "scatter", mode: points.length < 40 ? "lines+markers" : "lines",
-          x: points.map((p) => p[0]), y: ys, name: esc(name), yaxis: axis, connectgaps: false,
+          x: points.map((p) => p[0]), y: ys, name: esc(sources[name] ? `${name} (${sources[name]})` : name),
+          yaxis: axis, connectgaps: false,
           line: { color: colour, width: 1.6 }, marker: { size: 4 },
           hovertemplate: "step %{x}: %{y:.4~g}<extra>%{fullData.name}</extra>",
         });
@@ -304,6 +306,13 @@
         let changed = false;
         for (const [name, kind] of Object.entries(found)) {
           if (kinds[name] !== kind) { kinds[name] = kind; changed = true; }
+        }
+        if (changed) redrawAll();
+      },
+      setSources(found) {
+        let changed = false;
+        for (const [name, source] of Object.entries(found)) {
+          if (sources[name] !== source) { sources[name] = source; changed = true; }
         }
         if (changed) redrawAll();
       },

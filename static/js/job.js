@@ -126,6 +126,7 @@
   async function loadNames(n) {
     const names = await getJSON(urlOf(config.urls.series, n));
     charts.setKinds(names.kinds || {});
+    charts.setSources(names.sources || {}); // the legend names a trainer's record file
     if (n === current) {
       if (names.total_steps && names.total_steps !== totalSteps) {
         totalSteps = names.total_steps;

@@ -51,10 +51,11 @@ class Tally:
     def from_json(cls, data: object) -> "Tally":
         if not isinstance(data, dict):
             return cls()
-        counts = [data.get(k) for k in ("grown", "blocks", "bursts")]
-        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-            return cls()
-        return cls(*counts, silent=data.get("silent") is True)  # type: ignore[arg-type]
+        grown, blocks, bursts = (data.get(k) for k in ("grown", "blocks", "bursts"))
+        for count in (grown, blocks, bursts):
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                return cls()
+        return cls(grown, blocks, bursts, silent=data.get("silent") is True)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, object]:
         return {

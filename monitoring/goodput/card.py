@@ -70,7 +70,8 @@ def _threshold(job: Job) -> int:
 
 
 def _hung_seconds(progress: AttemptProgress | None, end: float) -> float:
-    """From the last step any rank made to the end, for an attempt the detector flagged hung."""
+    """From the last step any rank (else its output) made to the end, for an attempt the
+    detector flagged hung."""
     if progress is None or progress.verdict != HANG:
         return 0.0
     steps = [
@@ -78,6 +79,8 @@ def _hung_seconds(progress: AttemptProgress | None, end: float) -> float:
         for rank in progress.ranks.values()
         if isinstance(rank, dict) and isinstance(rank.get("step_at"), int | float)
     ]
+    if not steps and progress.pace:
+        steps = [float(progress.pace[-1][0])]  # known by its output alone: the furthest step
     if not steps:
         return 0.0
     return max(0.0, end - max(steps))

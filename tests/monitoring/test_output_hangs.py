@@ -16,15 +16,23 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from clusters.agent import AgentReply, FileChunk
+from jobs.billing import attempt_charge, attempt_reserve
 from jobs.enums import FailureClass, State
 from jobs.models import Attempt, JobEvent
 from jobs.rundir import file_key, stack_file
 from monitoring.diagnosis.hang import hang_diagnosis
+from monitoring.goodput.card import attempt_card_compute
 from monitoring.hangs.output import LAST_LINE_CHARS, last_line, output_steps, steps_are_records
 from monitoring.hangs.selectors import job_hangs
 from monitoring.hangs.stacks import REQUEST_STACKS
 from monitoring.hangs.watch import ProgressWatcher
-from monitoring.models import AttemptIngest, AttemptProgress, LogFile
+from monitoring.models import (
+    AttemptActivity,
+    AttemptIngest,
+    AttemptProgress,
+    EfficiencyCard,
+    LogFile,
+)
 from projects.models import Project
 from tests import factories
 from tests.security.ingest_helpers import ingest, reply_with
@@ -204,3 +212,27 @@ def test_the_last_line_is_the_newest_redraw_printable_and_capped(plain) -> None:
     assert last_line(attempt_id=plain.pk) == "41%|####      | 41/100"
     ingest([plain], reply_with({plain: {"stdout.log": b"x" * 10_000}}))  # no newline yet
     assert last_line(attempt_id=plain.pk) == "x" * LAST_LINE_CHARS + "…"
+
+
+def test_the_card_of_a_plain_script_counts_its_hang_from_its_last_output_step(
+    project: Project, owner: User
+) -> None:
+    """No rank's step time to count from: the furthest step its output gave, as the poll saw it."""
+    _, attempt = factories.job(project, owner, factories.cluster(), gpus_per_node=1)
+    attempt_reserve(attempt=attempt)
+    start = timezone.now() - timedelta(hours=1)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        state=State.CANCELLED, run_dir="/runs/p", slurm_job_id="42", started_at=start,
+        ended_at=start + timedelta(seconds=600), files_complete=True,
+    )  # fmt: skip
+    attempt.refresh_from_db()
+    # Its first printed step ended its startup (the goodput watch reads it from its files).
+    AttemptActivity.objects.create(attempt=attempt, first_step_at=start + timedelta(seconds=30))
+    last = (start + timedelta(seconds=480)).timestamp()
+    AttemptProgress.objects.create(
+        attempt=attempt, verdict="hang", pace=[[last - 2, 159.0], [last, 160.0]]
+    )
+    attempt_charge(attempt=attempt, measured=None)
+    attempt_card_compute(attempt=attempt)
+    parts = EfficiencyCard.objects.get(attempt=attempt).data["parts"]
+    assert parts["hung"] * 3600 == pytest.approx(120)  # 480 s to 600 s on its one GPU

@@ -1,9 +1,11 @@
 """Progress from what the job printed: the furthest step the ingest read from its files.
 
 The ingest keeps on each followed file's row the highest step that file gave
-(`LogFile.last_step`: stdout, metrics.jsonl, and any other file whose points it
-parses the same way), so a job that never calls the heartbeat helper and labels
-no rank still has progress, and so a hang. `output_steps` is the one read of it.
+(`LogFile.last_step`: stdout, metrics.jsonl; `RecordFile.last_step`: the trainers' own
+record files, TensorBoard events and the like), so a job that never calls the heartbeat
+helper and labels no rank still has progress, and so a hang. `output_steps` is the one
+read of it: a new source of steps keeps its highest step on its file's row, and is read
+here.
 """
 
 from collections.abc import Collection
@@ -13,7 +15,7 @@ from django.db.models import Max
 
 from jobs.rundir import STDOUT_FILE
 from monitoring.logs.store import log_tail
-from monitoring.models import LogFile
+from monitoring.models import LogFile, RecordFile
 from monitoring.reading.prefixes import strip_ansi
 
 LAST_LINE_CHARS = 200  # of the evidence line
@@ -28,22 +30,35 @@ class OutputSteps:
 
 
 def output_steps(*, attempt_ids: Collection[int]) -> dict[int, OutputSteps]:
-    """The furthest step each attempt's files gave so far (one query)."""
+    """The furthest step each attempt's files gave so far (two queries)."""
+    ids = list(attempt_ids)
     rows = (
-        LogFile.objects.filter(attempt_id__in=list(attempt_ids))
+        LogFile.objects.filter(attempt_id__in=ids)
         .values("attempt_id", "attempt__ingest__metrics_stopped")
         .annotate(top=Max("last_step"))
     )
-    return {
+    found = {
         row["attempt_id"]: OutputSteps(row["top"], not row["attempt__ingest__metrics_stopped"])
         for row in rows
     }
+    records = (
+        RecordFile.objects.filter(attempt_id__in=ids, last_step__isnull=False)
+        .values_list("attempt_id")
+        .annotate(top=Max("last_step"))
+    )
+    for attempt_id, top in records:
+        seen = found.get(attempt_id, OutputSteps())
+        furthest = top if seen.step is None else max(top, seen.step)
+        found[attempt_id] = OutputSteps(furthest, seen.read)
+    return found
 
 
 def steps_are_records(*, attempt_id: int) -> bool:
     """Whether the attempt's steps only number its records: no file gave a step of its own,
     and the stdout reader counted step-less records (`monitoring.reading.state.ReaderState`:
     no `step` read, `counted` set)."""
+    if RecordFile.objects.filter(attempt_id=attempt_id, last_step__isnull=False).exists():
+        return False
     rows = LogFile.objects.filter(attempt_id=attempt_id, last_step__isnull=False).values_list(
         "name", "reader_state__step", "reader_state__counted"
     )

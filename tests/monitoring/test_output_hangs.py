@@ -32,6 +32,7 @@ from monitoring.models import (
     AttemptProgress,
     EfficiencyCard,
     LogFile,
+    RecordFile,
 )
 from projects.models import Project
 from tests import factories
@@ -175,6 +176,10 @@ def test_output_steps_are_the_furthest_step_of_any_file(plain) -> None:
     LogFile.objects.create(attempt=plain, name="gpu-n1.csv")
     found = output_steps(attempt_ids=[plain.pk])
     assert (found[plain.pk].step, found[plain.pk].read) == (41, True)
+    # A trainer's own record file (TensorBoard events) further on: its step is progress too.
+    path = "/home/alice/runs/events.out.tfevents.1.n1"
+    RecordFile.objects.create(attempt=plain, path=path, kind="tfevents", last_step=45)
+    assert output_steps(attempt_ids=[plain.pk])[plain.pk].step == 45
 
 
 def test_counted_records_are_said_to_be_records(plain, monkeypatch) -> None:
@@ -199,6 +204,10 @@ def test_counted_records_are_said_to_be_records(plain, monkeypatch) -> None:
     LogFile.objects.update_or_create(
         attempt=plain, name="metrics.jsonl", defaults={"last_step": 25}
     )
+    assert not steps_are_records(attempt_id=plain.pk)
+    LogFile.objects.filter(attempt=plain, name="metrics.jsonl").update(last_step=None)
+    assert steps_are_records(attempt_id=plain.pk)
+    RecordFile.objects.create(attempt=plain, path="/w/metrics.csv", kind="csv", last_step=25)
     assert not steps_are_records(attempt_id=plain.pk)
 
 

@@ -5,7 +5,7 @@ unfinished tail is carried between cycles as plain bytes; a line longer than
 MAX_LINE_BYTES is cut, and bytes that are not UTF-8 cost that line only.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 
 MAX_LINE_BYTES = 64 * 1024
@@ -47,6 +47,13 @@ class _Segments:
     last: bytes = b""  # the last non-empty segment
     current: bytes = b""  # the final segment (after the last \\r), maybe empty
     cleared: bool = False  # `last` was drawn right after a blank redraw (a clear)
+    # Redraws right after a clear other than these (a bar refreshed after a record that went
+    # to another, buffered stream: the record's place), in order; and whether `first` and
+    # `before` came right after one too.
+    slots: list[bytes] = field(default_factory=list)
+    first_cleared: bool = False
+    before_cleared: bool = False
+    after_blank: bool = False  # `last` came right after a blank redraw, blank itself or not
 
 
 def _blank(segment: bytes) -> bool:
@@ -67,14 +74,18 @@ def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
         found.current = final
         if drawn:
             found.last = drawn.pop()
-            found.cleared = bool(drawn) and _blank(drawn[-1]) and not _blank(found.last)
+            found.after_blank = bool(drawn) and _blank(drawn[-1])
+            found.cleared = found.after_blank and not _blank(found.last)
             # A blank redraw clears the line (tqdm.write): it is no state of it. (filter with
             # bytes.strip: the test runs in C, not a Python step a segment.)
             first = next(filter(bytes.strip, drawn), b"")
             if first:
-                after = islice(reversed(drawn), len(drawn) - drawn.index(first) - 1)
+                at = drawn.index(first)
+                after = islice(reversed(drawn), len(drawn) - at - 1)
                 found.before = next(filter(bytes.strip, after), b"")
                 found.first, found.before = (first, found.before) if found.before else (b"", first)
+                if b" \r" in raw:  # a clear: a Python step per segment only then
+                    _after_clears(found, drawn, at)
         return found
     first, first_at, before_at, at = b"", -1, -1, -1
     for segment in [*filter(None, body), final]:
@@ -88,8 +99,35 @@ def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
             if first_at < 0 and not _blank(found.current):
                 first, first_at = found.current, at
     found.first = first if first_at < before_at else b""
+    found.after_blank = found.cleared
     found.cleared = found.cleared and not _blank(found.last)
     return found
+
+
+def _after_clears(found: _Segments, drawn: list[bytes], first_at: int) -> None:
+    """Fill `slots`, `first_cleared` and `before_cleared`: `drawn` holds the line's
+    non-empty segments but its last, the first non-blank one at first_at."""
+    before_at = len(drawn) - 1
+    while not drawn[before_at].strip():
+        before_at -= 1
+    for at in range(max(first_at, 1), before_at + 1):
+        if drawn[at].strip() and not drawn[at - 1].strip():
+            if at == first_at and found.first:
+                found.first_cleared = True
+            elif at == before_at:
+                found.before_cleared = True
+            else:
+                found.slots.append(drawn[at])
+
+
+def _cleared(segment: bytes, cleared: bool) -> list[str]:
+    """A redraw to read, after CLEAR when it came right after a clear."""
+    drawn = _redraw(segment)
+    return [CLEAR, *drawn] if cleared and drawn else drawn
+
+
+def _slots(found: _Segments) -> list[str]:
+    return [line for slot in found.slots for line in _cleared(slot, True)]
 
 
 def _redraw(segment: bytes) -> list[str]:
@@ -116,7 +154,9 @@ def _split(
     for raw in parts[:-1]:
         found = _segments(raw, max_line, lines)
         if redraws:
-            lines += _redraw(found.first if wanted else b"") + _redraw(found.before)
+            first = found.first if wanted or found.first_cleared else b""
+            lines += _cleared(first, found.first_cleared) + _slots(found)
+            lines += _cleared(found.before, found.before_cleared)
             if found.cleared:
                 lines.append(CLEAR)
         wanted = redraws and found.cleared
@@ -126,20 +166,32 @@ def _split(
         # Whatever came before the last \r can no longer be the line's final state.
         if not redraws:
             return lines, found.current, ""
-        lines += _redraw(found.first if wanted else b"")
-        # Text drawn over a clear keeps it (one blank redraw) for the read that ends its line.
-        rest = CLEAR.encode() + found.current if found.cleared else found.current
+        first = found.first if wanted or found.first_cleared else b""
+        lines += _cleared(first, found.first_cleared) + _slots(found)
+        # Text drawn over a clear keeps it (one blank redraw) for the read that ends its line
+        # (a redraw cut while still blank too: `\r\r  ` of `\r\r  1%|`).
+        rest = CLEAR.encode() + found.current if found.after_blank else found.current
+        if found.before_cleared:  # a record's place: read as a line, not as a provisional redraw
+            return [*lines, *_cleared(found.before, True)], rest, ""
         return lines, rest, "".join(_redraw(found.before))
-    # Ends in \r: keep the last state, and the \r so that new text starts a new segment.
+    # Ends in \r: keep the last state, and the \r so that new text starts a new segment
+    # (after a clear, the clear too: the next read sees that state right after it).
+    rest = (CLEAR.encode() if found.cleared else b"") + found.last + b"\r" if found.last else b""
     if found.last.strip():
         newest, earliest = found.last, found.first or found.before
+        cleared = found.first_cleared if found.first else found.before_cleared
+        between = found.before if found.first and found.before_cleared else b""
     else:
         newest, earliest = found.before, found.first
+        cleared, between = found.first_cleared, b""
+        if found.before_cleared:  # a record's place: read as a line, not as a provisional redraw
+            newest, between = b"", found.before
     redraw = ""
     if redraws:
-        lines += _redraw(earliest if wanted else b"")
-        redraw = "".join(_redraw(newest))
-    return lines, found.last + b"\r" if found.last else b"", redraw
+        lines += _cleared(earliest if wanted or cleared else b"", cleared) + _slots(found)
+        lines += _cleared(between, True)
+        redraw = "".join(_redraw(newest)) if not found.cleared else ""
+    return lines, rest, redraw
 
 
 def split_lines(

@@ -23,7 +23,7 @@ from monitoring.reading.fields import Field, LineFields, read_fields
 from monitoring.reading.names import label_name
 from monitoring.reading.numbers import scan_number
 from monitoring.reading.prefixes import read_prefix
-from monitoring.reading.state import MAX_COLUMNS, MAX_GIVEN, ReaderState, Value
+from monitoring.reading.state import MAX_COLUMNS, MAX_GIVEN, MAX_SLOTS, ReaderState, Value
 from monitoring.reading.steps import NOT_TRAINING, Steps, resolve
 from monitoring.reading.tokens import tokenize
 
@@ -198,7 +198,7 @@ class MetricReader:
 
     def _clear(self) -> None:
         self._release(None, None)
-        self.state.cleared = self.state.drawn is not None
+        self.state.cleared = True
 
     def _fields(self, text: str) -> LineFields | None:
         state = self.state
@@ -249,7 +249,7 @@ class MetricReader:
 
     def _read(self, raw: str, user_step: int | None, user_values: dict[str, Value]) -> None:
         state = self.state
-        over_bar = state.drawn if state.cleared else None
+        cleared, over_bar = state.cleared, state.drawn if state.cleared else None
         state.drawn, state.cleared = None, False
         text, level = read_prefix(raw)
         found = self._fields(text) if text.strip() else None
@@ -271,6 +271,7 @@ class MetricReader:
             if steps.total is not None:
                 state.total_steps = steps.total
             self._release(None, None)
+            state.drawn = steps.of  # a record written over it is at the step before
             return
         if user_values:
             steps.values.update(user_values)
@@ -278,6 +279,8 @@ class MetricReader:
         if user_step is not None:
             steps.step, steps.from_counter = user_step, True
         bar = steps.of if found.bar is not None and steps.step is not None else None
+        if cleared and bar is not None and bar == state.loop and self.record is None:
+            self._slot(steps.step or 0)  # refreshed after a clear with no record: it went elsewhere
         self._release(steps.step, bar)
         state.drawn = bar
         self._place(steps, Line(text, level, found, bool(user_values), over_bar))
@@ -290,6 +293,17 @@ class MetricReader:
         if state.loop is None and steps.count:
             state.loop = steps.of
         return state.loop is None or steps.of == state.loop
+
+    def _slot(self, step: int) -> None:
+        """A record's place: tqdm.write cleared the bar, wrote the record to a stream that
+        holds it (stdout, block-buffered when it is no terminal) and refreshed the bar at
+        the step it was written at. The records come later, in order, in one burst."""
+        slots = self.state.slots
+        if len(slots) >= MAX_SLOTS:
+            slots.clear()  # more records held back than any buffer holds: places unknown
+            self.state.slots_lost = True
+        elif not self.state.slots_lost:
+            slots.append(step)
 
     def _release(self, step: int | None, bar: int | None) -> None:
         """Give the held record: at `step` when this text is a redraw of its bar (the
@@ -337,7 +351,7 @@ class MetricReader:
             if not self._attaches(steps, line):
                 state.heading = False
                 return
-            steps.step = state.step
+            steps.step = state.slots.pop(0) if state.slots and line.over_bar is None else state.step
             if state.step_epoch is not None:
                 steps.values.setdefault("epoch", state.step_epoch)
             if line.over_bar is not None:  # tqdm.write: the bar's refresh comes next

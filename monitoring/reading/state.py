@@ -18,6 +18,7 @@ from monitoring.reading.steps import EpochState
 Value = float | int
 MAX_GIVEN = 64  # values of the latest step kept between polls
 MAX_COLUMNS = 40
+MAX_SLOTS = 256  # records' places held for a burst (an 8 KiB buffer holds ~90 Trainer dicts)
 _NON_FINITE = ("nan", "inf", "-inf")
 
 
@@ -46,6 +47,10 @@ class ReaderState:
     record: dict[str, Value] = field(default_factory=dict)
     record_step: int | None = None
     record_bar: int | None = None
+    # Steps at which records were written to a stream that holds them back (`reader._slot`),
+    # oldest first, for the records of the burst to come; lost: more than MAX_SLOTS were.
+    slots: list[int] = field(default_factory=list)
+    slots_lost: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +77,8 @@ class ReaderState:
             "record": _stored(self.record),
             "record_step": self.record_step,
             "record_bar": self.record_bar,
+            "slots": self.slots[:MAX_SLOTS],
+            "slots_lost": self.slots_lost,
         }
 
     @classmethod
@@ -105,7 +112,15 @@ class ReaderState:
             record=_values(data.get("record")),
             record_step=number("record_step"),
             record_bar=number("record_bar"),
+            slots=_steps(data.get("slots")),
+            slots_lost=data.get("slots_lost") is True,
         )
+
+
+def _steps(data: object) -> list[int]:
+    if not isinstance(data, list):
+        return []
+    return [s for s in data[:MAX_SLOTS] if isinstance(s, int) and not isinstance(s, bool)]
 
 
 def _stored(values: dict[str, Value]) -> dict[str, Value | str]:

@@ -120,7 +120,11 @@ CUT_BYTES = 1500
 
 
 def _head(data: bytes) -> bytes:
-    return data if len(data) <= CUT_BYTES else data[: data.rindex(b"\n", 0, CUT_BYTES) + 1]
+    """A bar with no line end in CUT_BYTES (stdout held back) is cut at a redraw, ended there."""
+    if len(data) <= CUT_BYTES:
+        return data
+    end = data.rfind(b"\n", 0, CUT_BYTES)
+    return data[: end + 1] if end >= 0 else data[: data.rindex(b"\r", 0, CUT_BYTES)] + b"\n"
 
 
 @pytest.mark.parametrize("name", REDRAWN)

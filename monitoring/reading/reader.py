@@ -345,13 +345,19 @@ class MetricReader:
             state.heading = not steps.metric_fields and line.text.rstrip().endswith(":")
             state.after_error = False
             state.level = line.level
+            state.attached, state.burst = [], False
         if not steps.metric_fields:
             return
         if steps.step is None and state.step is not None and state.block is None:
             if not self._attaches(steps, line):
                 state.heading = False
                 return
-            steps.step = state.slots.pop(0) if state.slots and line.over_bar is None else state.step
+            if state.slots and line.over_bar is None:
+                steps.step = state.slots.pop(0)
+            elif line.over_bar is None and not self._first_at_step(steps):
+                return
+            else:
+                steps.step = state.step
             if state.step_epoch is not None:
                 steps.values.setdefault("epoch", state.step_epoch)
             if line.over_bar is not None:  # tqdm.write: the bar's refresh comes next
@@ -361,6 +367,27 @@ class MetricReader:
             self._add(Point(-1, steps.values, counted=True, block=state.block))
         else:
             self._add(Point(steps.step, steps.values))
+
+    def _first_at_step(self, steps: Steps) -> bool:
+        """Whether a step-less record is the first to give its names since the latest step.
+
+        A second one with the same names and no progress between is a burst (output held
+        back, then written at once) with no places: its records' steps are unknown, so none
+        of them is charted (the one before is taken back from the step while it is still
+        open) and `unplaced` counts them, rather than the last one silently winning."""
+        state, pending = self.state, self.pending
+        names = [name for name in steps.values if name != "epoch"]  # every dict carries it
+        if not state.burst and not any(name in state.attached for name in names):
+            state.attached = [*state.attached, *steps.values][:MAX_GIVEN]
+            return True
+        if not state.burst and pending is not None and pending.step == state.step:
+            if not pending.counted and any(n in pending.values for n in state.attached):
+                for name in state.attached:
+                    pending.values.pop(name, None)
+                state.unplaced += 1
+        state.burst = True
+        state.unplaced += 1
+        return False
 
     def _add(self, point: Point) -> None:
         pending = self.pending

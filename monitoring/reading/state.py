@@ -51,6 +51,11 @@ class ReaderState:
     # oldest first, for the records of the burst to come; lost: more than MAX_SLOTS were.
     slots: list[int] = field(default_factory=list)
     slots_lost: bool = False
+    # Names step-less records gave the latest step; a burst: a record gave one of them again
+    # before any progress (its place unknown); unplaced: the records left out so.
+    attached: list[str] = field(default_factory=list)
+    burst: bool = False
+    unplaced: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +84,9 @@ class ReaderState:
             "record_bar": self.record_bar,
             "slots": self.slots[:MAX_SLOTS],
             "slots_lost": self.slots_lost,
+            "attached": self.attached[:MAX_GIVEN],
+            "burst": self.burst,
+            "unplaced": self.unplaced,
         }
 
     @classmethod
@@ -114,7 +122,14 @@ class ReaderState:
             record_bar=number("record_bar"),
             slots=_steps(data.get("slots")),
             slots_lost=data.get("slots_lost") is True,
+            attached=_names(data.get("attached")),
+            burst=data.get("burst") is True,
+            unplaced=number("unplaced") or 0,
         )
+
+
+def _names(data: object) -> list[str]:
+    return [str(n)[:100] for n in data[:MAX_GIVEN]] if isinstance(data, list) else []
 
 
 def _steps(data: object) -> list[int]:

@@ -79,3 +79,47 @@ def test_more_places_than_a_buffer_holds_are_dropped_not_shifted() -> None:
     assert reader.state.slots == [] and reader.state.slots_lost
     reader.feed("{'loss': 2.49, 'epoch': 0.02}")
     assert [(p.step, p.values.get("loss")) for p in reader.finish()][-1] == (MAX_SLOTS + 2, 2.49)
+
+
+def _points(lines: list[str]) -> tuple[list[tuple[int, dict[str, float | int]]], ReaderState]:
+    reader = MetricReader()
+    for line in lines:
+        reader.feed(line)
+    return [(p.step, p.values) for p in reader.finish()], reader.state
+
+
+def test_a_burst_with_no_places_charts_none_of_its_records_and_counts_them() -> None:
+    """Dicts printed (not through tqdm.write) while stdout was held back: the bar left no
+    places, so their steps are unknown; none lands on the bar's step, the last one winning."""
+    points, state = _points(
+        [
+            " 33%|███▎      | 400/1200 [00:01<00:03, 250.27it/s]",
+            "{'loss': 2.49, 'grad_norm': 1.01, 'learning_rate': 4.958e-05, 'epoch': 0.02}",
+            "{'loss': 2.48, 'grad_norm': 1.02, 'learning_rate': 4.917e-05, 'epoch': 0.03}",
+            "{'loss': 2.47, 'grad_norm': 1.03, 'learning_rate': 4.875e-05, 'epoch': 0.05}",
+            " 34%|███▍      | 410/1200 [00:01<00:03, 250.27it/s]",
+            "{'loss': 2.09, 'grad_norm': 1.41, 'learning_rate': 3.292e-05, 'epoch': 0.64}",
+        ]
+    )
+    assert points == [
+        (400, {"it_per_s": 250.27}),
+        (410, {"it_per_s": 250.27, "loss": 2.09, "grad_norm": 1.41, "learning_rate": 3.292e-05,
+               "epoch": 0.64}),
+    ]  # fmt: skip
+    assert state.unplaced == 3
+
+
+def test_records_with_other_names_at_one_step_are_no_burst() -> None:
+    """Hugging Face logs the loss and the evaluation at the same step: both are its values."""
+    points, state = _points(
+        [
+            " 33%|███▎      | 400/1200 [00:01<00:03, 250.27it/s]",
+            "{'loss': 2.1, 'grad_norm': 1.4, 'learning_rate': 3.333e-05, 'epoch': 0.62}",
+            "{'eval_loss': 2.2, 'eval_runtime': 0.0148, 'epoch': 0.62}",
+        ]
+    )
+    assert [(s, sorted(v)) for s, v in points] == [
+        (400, ["epoch", "eval_loss", "eval_runtime", "grad_norm", "it_per_s", "learning_rate",
+               "loss"])
+    ]  # fmt: skip
+    assert state.unplaced == 0

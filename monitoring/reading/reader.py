@@ -15,16 +15,17 @@ Pure: no Django, no I/O. Linear in the length of the text.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from monitoring.reading.attach import metrics_line
-from monitoring.reading.fields import Field, LineFields, read_fields
+from monitoring.reading.bars import bar_end, bar_start
+from monitoring.reading.fields import LineFields, read_fields
 from monitoring.reading.names import label_name
-from monitoring.reading.numbers import scan_number
 from monitoring.reading.prefixes import read_prefix
-from monitoring.reading.state import MAX_COLUMNS, MAX_GIVEN, MAX_SLOTS, ReaderState, Value
+from monitoring.reading.reports import error_report
+from monitoring.reading.state import MAX_GIVEN, MAX_SLOTS, ReaderState, Value
 from monitoring.reading.steps import NOT_TRAINING, Steps, resolve
+from monitoring.reading.table import is_header, row_fields
 from monitoring.reading.tokens import tokenize
 
 # A metric line is well under this; a longer one is read up to its last separator before
@@ -32,36 +33,6 @@ from monitoring.reading.tokens import tokenize
 MAX_READ_CHARS = 1024
 # A line redrawn more often than this: only its newest redraws are read (a terminal shows one).
 MAX_SEGMENTS = 8
-# A line of an error report is no training line, whatever numbers it holds: a traceback's
-# frames, an exception, a process's exit code or signal (torchrun's ChildFailedError table,
-# srun's and slurmstepd's own messages), a record at error level (logging, glog, c10's
-# `[E ProcessGroupNCCL.cpp:475]`). Their numbers (`line 12`, `exitcode: -9`, `pid 5678`,
-# `SeqNum=1`) would otherwise be read as metrics of the last step. Only what comes before
-# it on the line is read: a progress bar the error was printed onto stays.
-ERROR_REPORT = re.compile(
-    r"\(most recent call (?:last|first)\)|\bException raised from\b|\bterminate called after"
-    r'|\bFile "[^"\n]*", line \d+'
-    r"|\b[A-Z]\w*(?:Error|Exception|Failure)\b:"
-    r"|\b(?:exitcode|exit code|exit status)\b"
-    r"|\breceived by PID\b|\bSignal \d+ \(SIG"
-    r"|^(?:srun|slurmstepd|salloc|sbatch)(?:-[\w.-]+)?(?::|\[| error)|: error: "
-    r"|\b(?:ERROR|CRITICAL|FATAL)\b"
-    r"|(?:^|\[)[EF]\d{3,4} \d\d:\d\d:\d\d|\[[EF] [\w.-]+:\d+\]"
-)
-# Text every ERROR_REPORT match holds: a line with none of it is no report (a cheap first test).
-_REPORT_HINTS = (
-    "most recent call", "Exception", "terminate called", 'File "', "Error", "Failure", "exit",
-    "received by PID", "Signal ", ": error: ", "ERROR", "CRITICAL", "FATAL", "[E", "[F",
-)  # fmt: skip
-_REPORT_STARTS = ("srun", "slurmstepd", "salloc", "sbatch", "E", "F")
-
-
-def _error_report(text: str) -> re.Match[str] | None:
-    if text.startswith(_REPORT_STARTS) or any(hint in text for hint in _REPORT_HINTS):
-        return ERROR_REPORT.search(text)
-    return None
-
-
 # A record at one of these levels attaches to no step printed at another level.
 SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
@@ -99,66 +70,6 @@ def _bounded(segment: str) -> str:
     head = segment[:MAX_READ_CHARS]
     cut = max(head.rfind(c) for c in _CUT_AT)
     return head[:cut] if cut > 0 else ""
-
-
-def _is_header(columns: list[str], text: str) -> bool:
-    """An aligned row of column names (Ultralytics): 3+ words, every gap two spaces or more."""
-    if len(columns) < 3 or len(columns) > MAX_COLUMNS or ":" in text or "=" in text:
-        return False
-    if not all(c[0].isalpha() for c in columns):
-        return False
-    stripped = text.strip()
-    return all(stripped[i - 1] == " " or stripped[i + 1] == " " for i in _single_gaps(stripped))
-
-
-def _single_gaps(text: str) -> list[int]:
-    return [i for i in range(1, len(text) - 1) if text[i] == " "]
-
-
-def _bar_start(text: str) -> int:
-    """Where a `desc: 45%|` bar's percentage begins, or -1."""
-    at = text.find("%|")
-    if at < 0:
-        return -1
-    i = at
-    while i > 0 and (text[i - 1].isdigit() or text[i - 1] == "."):
-        i -= 1
-    return i
-
-
-def _bar_end(text: str) -> int:
-    """Where a tqdm bar's text ends: after the `]` closing its `[elapsed<remaining, rate,
-    postfix]` (nested brackets counted); the whole text when it holds no such bar."""
-    start = _bar_start(text)
-    edge = text.find("|", text.find("%|", start) + 2) if start >= 0 else -1
-    at = text.find("[", edge) if edge >= 0 else -1
-    if at < 0:
-        return len(text)
-    depth = 0
-    for index in range(at, len(text)):
-        depth += (text[index] == "[") - (text[index] == "]")
-        if depth == 0:
-            return index + 1
-    return len(text)
-
-
-def _row_fields(header: list[str], columns: list[str]) -> list[Field]:
-    fields: list[Field] = []
-    for name, cell in zip(header, columns, strict=True):
-        slash = cell.find("/")
-        head = cell[:slash] if slash > 0 else cell
-        number = scan_number(head, 0)
-        if number is None or number.end != len(head) or not number.readable:
-            continue
-        total = None
-        if slash > 0:
-            rest = scan_number(cell, slash + 1)
-            if rest is None or rest.end != len(cell) or not isinstance(rest.value, int):
-                continue
-            total = rest.value
-        counter = "epoch" if name == "epoch" else None
-        fields.append(Field(name, number.value, number.unit, total, counter))
-    return fields
 
 
 class MetricReader:
@@ -202,16 +113,16 @@ class MetricReader:
 
     def _fields(self, text: str) -> LineFields | None:
         state = self.state
-        bar = _bar_start(text)
+        bar = bar_start(text)
         desc = text[:bar].rstrip(" :") if bar >= 0 else text
         columns = desc.split()
-        if _is_header(columns, desc):
+        if is_header(columns, desc):
             state.header = [label_name([c])[0] for c in columns]
             return None
         if bar >= 0 and any(w.lower().startswith(NOT_TRAINING) for w in columns):
             return None  # `Validating: 68%|...`, `Map: 100%|...`: not a training step
         if state.header and len(columns) == len(state.header):
-            row = _row_fields(state.header, columns)
+            row = row_fields(state.header, columns)
             if len(row) * 2 >= len(columns):
                 rest = read_fields(tokenize(text[bar:])) if bar >= 0 else LineFields()
                 offset = len(row)
@@ -237,10 +148,10 @@ class MetricReader:
         user_values: dict[str, Value] | None = None,
     ) -> None:
         raw = _bounded(segment)
-        report = _error_report(raw)
+        report = error_report(raw)
         if report:  # what came before it on the line is read (a bar the error ran into)
             raw = raw[: report.start()]
-        end = _bar_end(raw)
+        end = bar_end(raw)
         self._read(raw[:end], user_step, user_values or {})
         if raw[end:].strip():  # printed onto the bar: a line of its own
             self._read(raw[end:], None, {})
@@ -380,11 +291,15 @@ class MetricReader:
         if not state.burst and not any(name in state.attached for name in names):
             state.attached = [*state.attached, *steps.values][:MAX_GIVEN]
             return True
-        if not state.burst and pending is not None and pending.step == state.step:
-            if not pending.counted and any(n in pending.values for n in state.attached):
-                for name in state.attached:
-                    pending.values.pop(name, None)
-                state.unplaced += 1
+        if (
+            not state.burst
+            and pending is not None
+            and (pending.step, pending.counted) == (state.step, False)
+            and any(name in pending.values for name in state.attached)
+        ):
+            for name in state.attached:
+                pending.values.pop(name, None)
+            state.unplaced += 1
         state.burst = True
         state.unplaced += 1
         return False

@@ -325,8 +325,9 @@ def test_series_refuse_outsiders_and_anonymous(charted: Job, client: Client, out
 def test_series_query_counts(charted: Job, as_user, member, django_assert_num_queries) -> None:
     client = as_user(member)
     # session, user, attempt with the membership check, the names; for the page: the
-    # stdout reader's state (total steps), the attempt's ingest note (a printed MFU), the cluster
-    with django_assert_num_queries(7):
+    # stdout reader's state (total steps), the attempt's ingest note (a printed MFU), the
+    # sources of its series (trainers' record files), the cluster
+    with django_assert_num_queries(8):
         client.get(_series_url(charted))
     # session, user, attempt with the membership check, chunk bounds with the attempt's
     # blocks (one append: all its points are in a block, no chunk blobs to read)

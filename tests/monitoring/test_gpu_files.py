@@ -35,7 +35,7 @@ def test_own_file_listed_before_the_nodes_are_known_is_not_ignored(
     project, owner, cluster, client: Client
 ) -> None:
     job, attempt = factories.job(project, owner, cluster, nodes=1, gpus_per_node=2)
-    listing = {"gpu-n1.csv": [], "gpu-sampler.log": [], "stdout.log": []}
+    listing: dict[str, list[str]] = {"gpu-n1.csv": [], "gpu-sampler.log": [], "stdout.log": []}
     ingest([_started_unplaced(attempt)], reply_with({}, listings={attempt: list(listing)}))
     assert _dropped(attempt) == 0
     # The state poll records the node; the next files poll follows the file.

@@ -21,6 +21,8 @@ GLOBAL_COUNTERS = frozenset({"global_step", "num_updates"})
 NOT_METRICS = frozenset(
     {"v_num", "rank", "local_rank", "global_rank", "pid", "port", "eta", "version", "elapsed"}
 )
+# A series measured at evaluation: `eval_loss`, `val/acc`, `valid_ppl`, `test_f1`.
+EVAL_PREFIXES = ("eval", "val", "valid", "validation", "test")
 UNIT_WORDS = UNITS | PER_UNITS | frozenset({"sec", "seconds", "tflop/s/gpu", "tflop/s"})
 
 
@@ -98,3 +100,9 @@ def _counter_word(words: tuple[str, ...]) -> str | None:
     if prose and (last in COUNTERS - {"steps", "batch"} or last == "epoch"):
         return last
     return None
+
+
+def evaluation_split(name: str) -> tuple[str, str] | None:
+    """(prefix, rest) of an evaluation series' name (`val/acc` -> ('val', 'acc')), else None."""
+    head, _, rest = name.lower().replace("/", "_").partition("_")
+    return (head, rest) if head in EVAL_PREFIXES and rest else None

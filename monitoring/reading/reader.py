@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from monitoring.reading.attach import metrics_line
 from monitoring.reading.bars import bar_end, bar_start
 from monitoring.reading.fields import LineFields, read_fields
-from monitoring.reading.names import label_name
+from monitoring.reading.names import evaluation_split, label_name
 from monitoring.reading.prefixes import read_prefix
 from monitoring.reading.reports import error_report
 from monitoring.reading.state import MAX_GIVEN, MAX_SLOTS, ReaderState, Value
@@ -33,6 +33,8 @@ from monitoring.reading.tokens import tokenize
 MAX_READ_CHARS = 1024
 # A line redrawn more often than this: only its newest redraws are read (a terminal shows one).
 MAX_SEGMENTS = 8
+# The glyph Rich (and Keras 3) draw a bar with.
+RICH_BAR = "━"
 # A record at one of these levels attaches to no step printed at another level.
 SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
@@ -119,7 +121,9 @@ class MetricReader:
         if is_header(columns, desc):
             state.header = [label_name([c])[0] for c in columns]
             return None
-        if bar >= 0 and any(w.lower().startswith(NOT_TRAINING) for w in columns):
+        rich = text.find(RICH_BAR) if bar < 0 else -1  # `Validation ━━━━ 4/4 0:00:00 • ...`
+        described = columns if bar >= 0 else text[:rich].split() if rich >= 0 else []
+        if any(w.lower().startswith(NOT_TRAINING) for w in described):
             return None  # `Validating: 68%|...`, `Map: 100%|...`: not a training step
         if state.header and len(columns) == len(state.header):
             row = row_fields(state.header, columns)
@@ -167,7 +171,14 @@ class MetricReader:
         if found is None:
             self._release(None, None)
             return
-        zero_based = "Epoch: [" in text or any(f.name == "v_num" for f in found.fields)
+        # Lightning counts epochs from 0: its logger's v_num, and its Rich bar `Epoch 2/2 ━━━`
+        # (`Epoch {current_epoch}/{max_epochs - 1}`, the bar on the same line: Keras prints
+        # its 1-based `Epoch 3/10` on a line of its own).
+        zero_based = (
+            "Epoch: [" in text
+            or any(f.name == "v_num" for f in found.fields)
+            or (RICH_BAR in text and text.lstrip().startswith("Epoch"))
+        )
         steps = resolve(found.fields, found.bar, state.epochs, zero_based=zero_based)
         if steps.skip:
             self._release(None, None)
@@ -184,6 +195,8 @@ class MetricReader:
             self._release(None, None)
             state.drawn = steps.of  # a record written over it is at the step before
             return
+        if found.bar is not None:
+            self._changed(found, steps)
         if user_values:
             steps.values.update(user_values)
             steps.metric_fields += len(user_values)
@@ -195,6 +208,20 @@ class MetricReader:
         self._release(steps.step, bar)
         state.drawn = bar
         self._place(steps, Line(text, level, found, bool(user_values), over_bar))
+
+    def _changed(self, found: LineFields, steps: Steps) -> None:
+        """Keep an evaluation value of a bar's postfix only when it changed: the bar repeats
+        it on every redraw until the next evaluation (Lightning's `val_loss`), which is no
+        evaluation at each step. A training value is the step's, even when it repeats."""
+        shown = self.state.postfix
+        for item in found.fields[found.bar or 0 :]:
+            if item.name not in steps.values or evaluation_split(item.name) is None:
+                continue
+            value = steps.values[item.name]
+            if shown.get(item.name) == value:
+                del steps.values[item.name]
+            elif item.name in shown or len(shown) < MAX_GIVEN:
+                shown[item.name] = value
 
     def _training(self, steps: Steps) -> bool:
         """Whether an `i/N` progress is the training loop's: the first loop seen to advance is

@@ -56,6 +56,7 @@ class ReaderState:
     attached: list[str] = field(default_factory=list)
     burst: bool = False
     unplaced: int = 0
+    postfix: dict[str, Value] = field(default_factory=dict)  # a bar's postfix values given last
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +88,7 @@ class ReaderState:
             "attached": self.attached[:MAX_GIVEN],
             "burst": self.burst,
             "unplaced": self.unplaced,
+            "postfix": _stored(self.postfix),
         }
 
     @classmethod
@@ -125,6 +127,7 @@ class ReaderState:
             attached=_names(data.get("attached")),
             burst=data.get("burst") is True,
             unplaced=number("unplaced") or 0,
+            postfix=_values(data.get("postfix")),
         )
 
 

@@ -108,7 +108,7 @@ def resolve(fields: list[Field], bar: int | None, epochs: EpochState, *, zero_ba
         previous = item
     epoch = epoch_field.value if epoch_field is not None else None
     if epoch_field is not None and epoch_field.total is not None:
-        epochs.epochs = epoch_field.total
+        epochs.epochs = epoch_field.total + zero_based  # `Epoch 2/2` from 0: three epochs
     if epoch is None and desc_ints:
         epoch = desc_ints.pop(0)
     if plain is None and desc_ints:

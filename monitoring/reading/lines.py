@@ -5,6 +5,7 @@ unfinished tail is carried between cycles as plain bytes; a line longer than
 MAX_LINE_BYTES is cut, and bytes that are not UTF-8 cost that line only.
 """
 
+import re
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -56,8 +57,17 @@ class _Segments:
     after_blank: bool = False  # `last` came right after a blank redraw, blank itself or not
 
 
+# A cursor move or erase (tqdm's `ESC[A` up to a bar drawn below another) shows nothing.
+_CURSOR = re.compile(rb"\x1b\[[0-9;]*[A-HJKST]")
+
+
+def _shown(segment: bytes) -> bytes:
+    """What a redraw shows: without its blanks and cursor moves ('' for a clear)."""
+    return (_CURSOR.sub(b"", segment) if b"\x1b" in segment else segment).strip()
+
+
 def _blank(segment: bytes) -> bool:
-    return not segment.strip()
+    return not _shown(segment)
 
 
 def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
@@ -77,14 +87,16 @@ def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
             found.after_blank = bool(drawn) and _blank(drawn[-1])
             found.cleared = found.after_blank and not _blank(found.last)
             # A blank redraw clears the line (tqdm.write): it is no state of it. (filter with
-            # bytes.strip: the test runs in C, not a Python step a segment.)
-            first = next(filter(bytes.strip, drawn), b"")
+            # bytes.strip: the test runs in C, not a Python step a segment, unless the line
+            # moves the cursor.)
+            shown = _shown if b"\x1b" in raw else bytes.strip
+            first = next(filter(shown, drawn), b"")
             if first:
                 at = drawn.index(first)
                 after = islice(reversed(drawn), len(drawn) - at - 1)
-                found.before = next(filter(bytes.strip, after), b"")
+                found.before = next(filter(shown, after), b"")
                 found.first, found.before = (first, found.before) if found.before else (b"", first)
-                if b" \r" in raw:  # a clear: a Python step per segment only then
+                if b" \r" in raw or b" \x1b" in raw:  # a clear: a step a segment only then
                     _after_clears(found, drawn, at)
         return found
     first, first_at, before_at, at = b"", -1, -1, -1
@@ -92,7 +104,7 @@ def _segments(raw: bytes, max_line: int, out: list[str]) -> _Segments:
         found.current = _cut(segment, max_line, out)
         if found.current:
             at += 1
-            if found.last.strip():
+            if not _blank(found.last):
                 found.before, before_at = found.last, at - 1
             found.cleared = bool(found.last) and _blank(found.last)
             found.last = found.current
@@ -108,10 +120,10 @@ def _after_clears(found: _Segments, drawn: list[bytes], first_at: int) -> None:
     """Fill `slots`, `first_cleared` and `before_cleared`: `drawn` holds the line's
     non-empty segments but its last, the first non-blank one at first_at."""
     before_at = len(drawn) - 1
-    while not drawn[before_at].strip():
+    while _blank(drawn[before_at]):
         before_at -= 1
     for at in range(max(first_at, 1), before_at + 1):
-        if drawn[at].strip() and not drawn[at - 1].strip():
+        if not _blank(drawn[at]) and _blank(drawn[at - 1]):
             if at == first_at and found.first:
                 found.first_cleared = True
             elif at == before_at:
@@ -177,7 +189,7 @@ def _split(
     # Ends in \r: keep the last state, and the \r so that new text starts a new segment
     # (after a clear, the clear too: the next read sees that state right after it).
     rest = (CLEAR.encode() if found.cleared else b"") + found.last + b"\r" if found.last else b""
-    if found.last.strip():
+    if not _blank(found.last):
         newest, earliest = found.last, found.first or found.before
         cleared = found.first_cleared if found.first else found.before_cleared
         between = found.before if found.first and found.before_cleared else b""

@@ -111,7 +111,10 @@ class MetricReader:
 
     def _clear(self) -> None:
         self._release(None, None)
-        self.state.cleared = True
+        state = self.state
+        state.cleared = True
+        if state.drawn is None:  # text came since (a warning, a bar drawn below): still it
+            state.drawn = state.bar
 
     def _fields(self, text: str) -> LineFields | None:
         state = self.state
@@ -193,7 +196,7 @@ class MetricReader:
             if steps.total is not None:
                 state.total_steps = steps.total
             self._release(None, None)
-            state.drawn = steps.of  # a record written over it is at the step before
+            state.drawn = state.bar = steps.of  # a record written over it: the step before
             return
         if found.bar is not None:
             self._changed(found, steps)
@@ -207,6 +210,7 @@ class MetricReader:
             self._slot(steps.step or 0)  # refreshed after a clear with no record: it went elsewhere
         self._release(steps.step, bar)
         state.drawn = bar
+        state.bar = bar if bar is not None else state.bar
         self._place(steps, Line(text, level, found, bool(user_values), over_bar))
 
     def _changed(self, found: LineFields, steps: Steps) -> None:
@@ -286,21 +290,22 @@ class MetricReader:
             state.attached, state.burst = [], False
         if not steps.metric_fields:
             return
-        if steps.step is None and state.step is not None and state.block is None:
+        written = line.over_bar is not None  # tqdm.write: the bar's refresh comes next
+        if steps.step is None and (state.step is not None or written) and state.block is None:
             if not self._attaches(steps, line):
                 state.heading = False
                 return
-            if state.slots and line.over_bar is None:
+            if state.step_epoch is not None:
+                steps.values.setdefault("epoch", state.step_epoch)
+            if line.over_bar is not None:  # before any step: at 0 unless the refresh says
+                self.record = Record(Point(state.step or 0, steps.values), line.over_bar)
+                return
+            if state.slots:
                 steps.step = state.slots.pop(0)
-            elif line.over_bar is None and not self._first_at_step(steps):
+            elif not self._first_at_step(steps):
                 return
             else:
                 steps.step = state.step
-            if state.step_epoch is not None:
-                steps.values.setdefault("epoch", state.step_epoch)
-            if line.over_bar is not None:  # tqdm.write: the bar's refresh comes next
-                self.record = Record(Point(steps.step, steps.values), line.over_bar)
-                return
         if steps.step is None:
             self._add(Point(-1, steps.values, counted=True, block=state.block))
         else:

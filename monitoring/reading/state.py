@@ -42,6 +42,7 @@ class ReaderState:
     held: dict[str, Value] = field(default_factory=dict)  # the open block's values so far
     drawn: int | None = None  # N of the bar whose redraw was the latest text read
     cleared: bool = False  # a blank redraw cleared that bar since (tqdm.write)
+    bar: int | None = None  # N of the training bar drawn last, whatever text came since
     # A step-less record written over the cleared bar, until the next text says whether the
     # bar's refresh is ahead of `record_step` (the step it was written at): its values, bar N.
     record: dict[str, Value] = field(default_factory=dict)
@@ -80,6 +81,7 @@ class ReaderState:
             "held": _stored(self.held),
             "drawn": self.drawn,
             "cleared": self.cleared,
+            "bar": self.bar,
             "record": _stored(self.record),
             "record_step": self.record_step,
             "record_bar": self.record_bar,
@@ -119,6 +121,7 @@ class ReaderState:
             held=_values(data.get("held")),
             drawn=number("drawn"),
             cleared=data.get("cleared") is True,
+            bar=number("bar"),
             record=_values(data.get("record")),
             record_step=number("record_step"),
             record_bar=number("record_bar"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from monitoring.reading.tokens import BIND, OPEN, SEP, SLASH, WORD, Token
+from monitoring.reading.tokens import BIND, OPEN, OPEN_DICT, SEP, SLASH, WORD, Token
 
 # Pieces of a series name (split at `_` `/` and digits) that say it measures training.
 METRIC_WORDS = frozenset(
@@ -89,3 +89,15 @@ def metrics_line(
     if prose or _setting_or_code(tokens):
         return False
     return under_heading or any(metric_name(name) for name in names if name != "epoch")
+
+
+def configuration_echo(tokens: list[Token], fields: Iterable[tuple[str, object]]) -> bool:
+    """A `key=value` line of settings (`lr=0.001 batch_size=32 epochs=10 warmup=100`),
+    printed once before training: two integers or more under names that measure nothing
+    (sizes and counts a record never holds without its step). A dict is a record."""
+    if not any(t.kind == BIND and t.text == "=" for t in tokens):
+        return False
+    if any(t.kind == OPEN_DICT for t in tokens):
+        return False
+    counts = [name for name, value in fields if isinstance(value, int) and not metric_name(name)]
+    return len(counts) >= 2

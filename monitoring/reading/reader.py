@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitoring.reading.attach import metrics_line
+from monitoring.reading.attach import configuration_echo, metrics_line
 from monitoring.reading.bars import bar_end, bar_start
 from monitoring.reading.fields import LineFields, read_fields
 from monitoring.reading.names import evaluation_split, label_name
@@ -290,6 +290,10 @@ class MetricReader:
             state.attached, state.burst = [], False
         if not steps.metric_fields:
             return
+        if steps.step is None and configuration_echo(
+            line.found.tokens, [(f.name, f.value) for f in line.found.fields]
+        ):
+            return  # settings, not a record
         written = line.over_bar is not None  # tqdm.write: the bar's refresh comes next
         if steps.step is None and (state.step is not None or written) and state.block is None:
             if not self._attaches(steps, line):

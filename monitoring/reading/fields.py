@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from monitoring.reading.attach import metric_name
-from monitoring.reading.names import UNIT_WORDS, counter_word, label_name, rate_name
+from monitoring.reading.names import EVAL_PREFIXES, UNIT_WORDS, counter_word, label_name, rate_name
 from monitoring.reading.numbers import is_rate
 from monitoring.reading.tokens import (
     BAD,
@@ -234,6 +234,21 @@ class _Parser:
         self.end_segment("(")
         return i + 1
 
+    def count_follows(self, i: int) -> bool:
+        """Whether a bar's drawing and count `i/N` come next: `45%|####5 | 45/100`, or with
+        no `|` (`45% 45/100`, `45%  #####  45/100`): at most _LOOKAHEAD marks, no word."""
+        if self.kind(i) == SEP and self.tokens[i].text == "|":
+            return True  # tqdm's own `45%|`, whatever its drawing (`####5`) holds
+        for j in range(i, min(len(self.tokens), i + _LOOKAHEAD)):
+            kind = self.tokens[j].kind
+            if kind == NUMBER and j > i and self.tokens[j - 1].text == "#":
+                continue  # an ASCII drawing's partial cell: `####5`
+            if kind == NUMBER:
+                return _is_int(self.tokens[j]) and self.kind(j + 1) == SLASH
+            if kind not in (SPACE, SEP):
+                return False
+        return False
+
     def continues_label(self, i: int) -> bool:
         """Whether `nan` between words is a word of a label (`number of nan iterations: 0`),
         not the value of one (`loss nan lr 0.03`): the label before it names no metric and
@@ -295,15 +310,10 @@ class _Parser:
             elif kind == NUMBER and token.text.isalpha() and self.continues_label(i):
                 i = self.word(i)  # `number of nan iterations`: nan is a word here
             elif kind in (NUMBER, BAD):
-                if (
-                    token.unit == "%"
-                    and self.kind(i + 1) == SEP
-                    and tokens[i + 1].text == "|"
-                    and self.out.bar is None
-                ):
-                    self.out.bar = len(self.out.fields)
+                if token.unit == "%" and self.out.bar is None and self.count_follows(i + 1):
+                    self.out.bar = len(self.out.fields)  # the bar's percentage: no value
                     self.end_segment("|")
-                    i += 2
+                    i += 1
                     continue
                 i = self.number(i)
             elif kind == BIND:
@@ -336,5 +346,22 @@ class _Parser:
         return self.out
 
 
+def _evaluation_heading(tokens: list[Token]) -> str:
+    """`DEV  : loss 0.0388 - f-score 0.5586` (flair), `TEST : loss ...`: the line's values
+    are the evaluation's, named under it (`dev/loss`); '' for any other line."""
+    kinds = [
+        t for t in tokens[:6] if t.kind != SPACE and not (t.kind == SEP and not t.text.strip())
+    ]
+    if len(kinds) < 3 or kinds[0].kind != WORD or kinds[1].text != ":" or kinds[2].kind != WORD:
+        return ""
+    word = kinds[0].text.lower()
+    return word if word in EVAL_PREFIXES else ""
+
+
 def read_fields(tokens: list[Token]) -> LineFields:
-    return _Parser(tokens).run()
+    found = _Parser(tokens).run()
+    heading = _evaluation_heading(tokens)
+    for item in found.fields if heading else ():
+        if item.name and item.counter is None:
+            item.name = f"{heading}/{item.name}"
+    return found

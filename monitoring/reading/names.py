@@ -21,8 +21,8 @@ GLOBAL_COUNTERS = frozenset({"global_step", "num_updates"})
 NOT_METRICS = frozenset(
     {"v_num", "rank", "local_rank", "global_rank", "pid", "port", "eta", "version", "elapsed"}
 )
-# A series measured at evaluation: `eval_loss`, `val/acc`, `valid_ppl`, `test_f1`.
-EVAL_PREFIXES = ("eval", "val", "valid", "validation", "test")
+# A series measured at evaluation: `eval_loss`, `val/acc`, `valid_ppl`, `test_f1`, `dev/loss`.
+EVAL_PREFIXES = ("eval", "val", "valid", "validation", "test", "dev")
 UNIT_WORDS = UNITS | PER_UNITS | frozenset({"sec", "seconds", "tflop/s/gpu", "tflop/s"})
 
 

@@ -15,18 +15,20 @@ Pure: no Django, no I/O. Linear in the length of the text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import zlib
 
 from monitoring.reading.attach import configuration_echo, metrics_line
 from monitoring.reading.bars import bar_end, bar_start
 from monitoring.reading.fields import LineFields, read_fields
-from monitoring.reading.names import evaluation_split, label_name
+from monitoring.reading.names import label_name
+from monitoring.reading.point import Line, Point, Record
+from monitoring.reading.postfix import repeated_dropped
 from monitoring.reading.prefixes import read_prefix
 from monitoring.reading.reports import error_report
-from monitoring.reading.state import MAX_GIVEN, MAX_SLOTS, ReaderState, Value
+from monitoring.reading.state import MAX_GIVEN, MAX_SHAPES, MAX_SLOTS, ReaderState, Value
 from monitoring.reading.steps import NOT_TRAINING, Steps, resolve
 from monitoring.reading.table import is_header, row_fields
-from monitoring.reading.tokens import tokenize
+from monitoring.reading.tokens import NUMBER, tokenize
 
 # A metric line is well under this; a longer one is read up to its last separator before
 # the cap (a token is never cut), which bounds the cost of any line.
@@ -38,32 +40,6 @@ RICH_BAR = "━"
 # A record at one of these levels attaches to no step printed at another level.
 SEVERE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CUT_AT = " ,|\t"
-
-
-@dataclass
-class Point:
-    step: int
-    values: dict[str, Value]
-    counted: bool = False  # no step was printed: the step is a running count
-    block: int | None = None
-
-
-@dataclass(frozen=True)
-class Line:
-    text: str  # without its log prefix
-    level: str  # the level its log prefix names, or ''
-    found: LineFields
-    user: bool  # a user pattern matched it
-    over_bar: int | None = None  # N of the bar it was written over, right after a clear
-
-
-@dataclass
-class Record:
-    """A step-less record written over a cleared bar: its point (at the step the bar showed
-    before) and the bar's N, held until the next text says whether that bar was refreshed."""
-
-    point: Point
-    bar: int
 
 
 def _bounded(segment: str) -> str:
@@ -199,7 +175,7 @@ class MetricReader:
             state.drawn = state.bar = steps.of  # a record written over it: the step before
             return
         if found.bar is not None:
-            self._changed(found, steps)
+            repeated_dropped(state.postfix, found, steps.values)
         if user_values:
             steps.values.update(user_values)
             steps.metric_fields += len(user_values)
@@ -212,20 +188,6 @@ class MetricReader:
         state.drawn = bar
         state.bar = bar if bar is not None else state.bar
         self._place(steps, Line(text, level, found, bool(user_values), over_bar))
-
-    def _changed(self, found: LineFields, steps: Steps) -> None:
-        """Keep an evaluation value of a bar's postfix only when it changed: the bar repeats
-        it on every redraw until the next evaluation (Lightning's `val_loss`), which is no
-        evaluation at each step. A training value is the step's, even when it repeats."""
-        shown = self.state.postfix
-        for item in found.fields[found.bar or 0 :]:
-            if item.name not in steps.values or evaluation_split(item.name) is None:
-                continue
-            value = steps.values[item.name]
-            if shown.get(item.name) == value:
-                del steps.values[item.name]
-            elif item.name in shown or len(shown) < MAX_GIVEN:
-                shown[item.name] = value
 
     def _training(self, steps: Steps) -> bool:
         """Whether an `i/N` progress is the training loop's: the first loop seen to advance is
@@ -287,7 +249,7 @@ class MetricReader:
             state.heading = not steps.metric_fields and line.text.rstrip().endswith(":")
             state.after_error = False
             state.level = line.level
-            state.attached, state.burst = [], False
+            state.shapes, state.burst = [], False
         if not steps.metric_fields:
             return
         if steps.step is None and configuration_echo(
@@ -306,7 +268,7 @@ class MetricReader:
                 return
             if state.slots:
                 steps.step = state.slots.pop(0)
-            elif not self._first_at_step(steps):
+            elif not self._first_at_step(steps, line):
                 return
             else:
                 steps.step = state.step
@@ -315,25 +277,26 @@ class MetricReader:
         else:
             self._add(Point(steps.step, steps.values))
 
-    def _first_at_step(self, steps: Steps) -> bool:
-        """Whether a step-less record is the first to give its names since the latest step.
+    def _first_at_step(self, steps: Steps, line: Line) -> bool:
+        """Whether a step-less record is the first of its shape since the latest step.
 
-        A second one with the same names and no progress between is a burst (output held
-        back, then written at once) with no places: its records' steps are unknown, so none
-        of them is charted (the one before is taken back from the step while it is still
-        open) and `unplaced` counts them, rather than the last one silently winning."""
+        A second one of the same shape (its text but for the numbers), with other values
+        and no progress between, is a burst (output held back, then written at once) with
+        no places: its records' steps are unknown, so none of them is charted (the one
+        before is taken back from the step while it is still open) and `unplaced` counts
+        them, rather than the last one silently winning."""
         state, pending = self.state, self.pending
-        names = [name for name in steps.values if name != "epoch"]  # every dict carries it
-        if not state.burst and not any(name in state.attached for name in names):
-            state.attached = [*state.attached, *steps.values][:MAX_GIVEN]
+        shape = zlib.crc32(
+            "".join("#" if t.kind == NUMBER else t.text for t in line.found.tokens).encode()
+        )
+        if not state.burst and shape not in state.shapes:
+            state.shapes = [*state.shapes, shape][:MAX_SHAPES]
             return True
-        if (
-            not state.burst
-            and pending is not None
-            and (pending.step, pending.counted) == (state.step, False)
-            and any(name in pending.values for name in state.attached)
-        ):
-            for name in state.attached:
+        open_step = pending is not None and (pending.step, pending.counted) == (state.step, False)
+        if not state.burst and pending is not None and open_step:
+            if all(pending.values.get(name) == v for name, v in steps.values.items()):
+                return True  # the same record again (every rank prints it): nothing to choose
+            for name in steps.values:
                 pending.values.pop(name, None)
             state.unplaced += 1
         state.burst = True

@@ -18,6 +18,7 @@ from monitoring.reading.steps import EpochState
 Value = float | int
 MAX_GIVEN = 64  # values of the latest step kept between polls
 MAX_COLUMNS = 40
+MAX_SHAPES = 16  # kinds of step-less record one step is given
 MAX_SLOTS = 256  # records' places held for a burst (an 8 KiB buffer holds ~90 Trainer dicts)
 _NON_FINITE = ("nan", "inf", "-inf")
 
@@ -52,9 +53,10 @@ class ReaderState:
     # oldest first, for the records of the burst to come; lost: more than MAX_SLOTS were.
     slots: list[int] = field(default_factory=list)
     slots_lost: bool = False
-    # Names step-less records gave the latest step; a burst: a record gave one of them again
-    # before any progress (its place unknown); unplaced: the records left out so.
-    attached: list[str] = field(default_factory=list)
+    # Shapes (crc32 of the text but its numbers) of the step-less records the latest step was
+    # given; a burst: one came again before any progress, its place unknown; unplaced: the
+    # records left out so.
+    shapes: list[int] = field(default_factory=list)
     burst: bool = False
     unplaced: int = 0
     postfix: dict[str, Value] = field(default_factory=dict)  # a bar's postfix values given last
@@ -87,7 +89,7 @@ class ReaderState:
             "record_bar": self.record_bar,
             "slots": self.slots[:MAX_SLOTS],
             "slots_lost": self.slots_lost,
-            "attached": self.attached[:MAX_GIVEN],
+            "shapes": self.shapes[:MAX_SHAPES],
             "burst": self.burst,
             "unplaced": self.unplaced,
             "postfix": _stored(self.postfix),
@@ -127,15 +129,11 @@ class ReaderState:
             record_bar=number("record_bar"),
             slots=_steps(data.get("slots")),
             slots_lost=data.get("slots_lost") is True,
-            attached=_names(data.get("attached")),
+            shapes=_steps(data.get("shapes"))[:MAX_SHAPES],
             burst=data.get("burst") is True,
             unplaced=number("unplaced") or 0,
             postfix=_values(data.get("postfix")),
         )
-
-
-def _names(data: object) -> list[str]:
-    return [str(n)[:100] for n in data[:MAX_GIVEN]] if isinstance(data, list) else []
 
 
 def _steps(data: object) -> list[int]:

@@ -17,6 +17,7 @@ from clusters.models import Cluster
 from jobs.access import can_cancel
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Job
+from portal_lib.bounds import row_id
 from portal_lib.viewers import sees_everything
 from projects.access import projects_visible_to
 from projects.models import Membership, Project
@@ -168,8 +169,8 @@ def filtered_jobs(*, access: Access, filters: Filters, clusters: list[Cluster]) 
     if filters.text:
         text = filters.text.removeprefix("#")
         match = Q(name__icontains=filters.text)
-        if text.isdigit():
-            match |= Q(pk=int(text))
+        if (job_id := row_id(text)) is not None:
+            match |= Q(pk=job_id)
         jobs = jobs.filter(match)
     return jobs
 

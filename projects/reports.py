@@ -1,6 +1,5 @@
 """The usage report: the ledger filtered by period, project, user and cluster, and as CSV."""
 
-import csv
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -16,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from clusters.models import Cluster
+from portal_lib.csv_cells import SafeCsvWriter
 from projects.models import Project
 from projects.periods import period_bounds
 from projects.selectors import usage_charges, usage_summary
@@ -123,23 +123,18 @@ def usage_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest], 
     return view
 
 
-def csv_text(value: str) -> str:
-    """A name as a CSV cell no spreadsheet runs as a formula (names may start with + - @)."""
-    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
 def _csv(charges: Any) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="gpu-usage.csv"'
-    writer = csv.writer(response)
+    writer = SafeCsvWriter(response)
     writer.writerow(CSV_COLUMNS)
     for charge in charges.order_by("ended_at", "id").iterator(chunk_size=2000):
         writer.writerow(
             [
                 charge.ended_at.isoformat(),
-                csv_text(charge.project.slug),
-                csv_text(charge.user.username),
-                csv_text(charge.cluster.name),
+                charge.project.slug,
+                charge.user.username,
+                charge.cluster.name,
                 charge.attempt.job_id,
                 charge.attempt.number,
                 charge.attempt.slurm_job_id,

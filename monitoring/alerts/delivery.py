@@ -2,14 +2,15 @@
 
 Each channel is claimed with a conditional update before it is sent, so a retried
 or duplicated task never delivers twice. A webhook URL must be http(s) and every
-address its host resolves to must be public: no loopback (unless
-ALERT_WEBHOOK_ALLOW_LOOPBACK, for the tests' receiver), private, link-local,
-multicast or reserved address, checked when the rule is saved and again at send time.
-At send time the name is resolved once and the request goes to exactly the address that
-was checked (the URL's host swapped for it, the Host header and TLS server name kept as
-the name, so the certificate is still verified for the name): letting the HTTP client
-resolve again would let a name that answered with a public address first answer with a
-private one for the connection (DNS rebinding).
+address its host resolves to must be public (`portal_lib.addresses.is_public`): no
+loopback (unless ALERT_WEBHOOK_ALLOW_LOOPBACK, for the tests' receiver), private,
+link-local, multicast or reserved address, nor an IPv6 form that carries one,
+checked when the rule is saved and again at send time. At send time the name is
+resolved once and the request goes to exactly the address that was checked (the URL's
+host swapped for it, the Host header and TLS server name kept as the name, so the
+certificate is still verified for the name): letting the HTTP client resolve again
+would let a name that answered with a public address first answer with a private one
+for the connection (DNS rebinding).
 """
 
 import ipaddress
@@ -24,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from monitoring.models import Alert
+from portal_lib.addresses import is_public
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +61,7 @@ def webhook_check(url: str) -> list[str]:
             ip = ip.ipv4_mapped
         if ip.is_loopback and settings.ALERT_WEBHOOK_ALLOW_LOOPBACK:
             continue
-        if not ip.is_global or ip.is_multicast or ip.is_loopback:
+        if not is_public(ip):
             raise WebhookRefused(
                 f"The webhook host {parts.hostname} resolves to {address}, which is not a "
                 "public address: the portal only calls public webhooks."

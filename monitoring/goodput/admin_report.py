@@ -1,6 +1,5 @@
 """The admin's goodput report: every project's GPU-hours by part and goodput per week, as CSV."""
 
-import csv
 from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
@@ -27,8 +26,8 @@ from monitoring.goodput.report import (
     share_text,
     week_start,
 )
+from portal_lib.csv_cells import SafeCsvWriter
 from projects.models import Project
-from projects.reports import csv_text
 
 GROUPINGS = {"project": ("project",), "user": ("project", "user")}
 
@@ -90,8 +89,8 @@ def csv_row(row: GoodputRow) -> list[str | int]:
     return [
         row.iso_week,
         row.week.isoformat(),
-        csv_text(row.project),
-        csv_text(row.user),
+        row.project,
+        row.user,
         row.attempts,
         hours_text(row.gpu_hours),
         *(hours_text(row.parts[part]) for part in PARTS),
@@ -103,7 +102,7 @@ def csv_row(row: GoodputRow) -> list[str | int]:
 def _csv(rows: list[GoodputRow]) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="goodput.csv"'
-    writer = csv.writer(response)
+    writer = SafeCsvWriter(response)
     writer.writerow(CSV_COLUMNS)
     writer.writerows(csv_row(row) for row in rows)
     return response

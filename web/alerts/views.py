@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitoring.alerts import services
 from monitoring.alerts.delivery import alert_path
 from monitoring.models import Alert, AlertRule
+from portal_lib.bounds import row_id
 from web.alerts.forms import AlertRuleForm
 from web.auth import request_user
 
@@ -34,7 +35,7 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
 def alerts_read(request: HttpRequest) -> HttpResponse:
     """Marks one alert (`alert`) or all of the user's alerts read."""
     alert_id = request.POST.get("alert", "")
-    chosen = (int(alert_id) if alert_id.isdigit() else 0) if alert_id else None
+    chosen = (row_id(alert_id) or 0) if alert_id else None
     services.alerts_mark_read(user=request_user(request), alert_id=chosen)
     return HttpResponseRedirect(reverse("alerts"))
 

@@ -4,7 +4,6 @@ Live WebSocket deltas are hints that can be lost; these endpoints are what a
 page uses to fill any gap, so every range they describe can be re-read here.
 """
 
-import csv
 import io
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,6 +29,7 @@ from monitoring.job_page.selectors import job_failures
 from monitoring.logs.store import log_read, log_read_any, log_tail
 from monitoring.series.read import series_names, series_read
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
+from portal_lib.csv_cells import SafeCsvWriter
 from web.attempts.links import series_url
 
 DEFAULT_LOG_LIMIT = 64 * 1024
@@ -291,7 +291,7 @@ class SeriesView(APIView):
 
 def _csv(name: str, xs: list[float], ys: list[float | None]) -> HttpResponse:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeCsvWriter(out, lineterminator="\n")
     writer.writerow(["x", name])
     writer.writerows(zip(xs, ys, strict=True))
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -31,6 +31,7 @@ from jobs.models import Job
 from jobs.preview import estimate_for, script_preview
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec, spec_from_job, validate_spec
+from portal_lib.bounds import IdOutOfRange, row_id, row_ids
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import clusters_for_project
 from projects.models import Project, Quota
@@ -91,7 +92,7 @@ def jobs_cancel(request: HttpRequest) -> HttpResponse:
     """Bulk cancel: only the selected jobs the user may cancel; the others are named."""
     user = request_user(request)
     access = access_for(user=user)
-    ids = [int(i) for i in request.POST.getlist("job") if i.isdigit()][:COUNT_CAP]
+    ids = [i for i in map(row_id, request.POST.getlist("job")) if i is not None][:COUNT_CAP]
     jobs = jobs_visible_to(user=user).filter(pk__in=ids)
     cancelled, refused = 0, []
     for job in jobs:
@@ -153,8 +154,10 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_states(request: HttpRequest) -> JsonResponse:
     """Live states for the jobs on a page (the user's projects' only); polled by job-states.js."""
     user = request_user(request)
-    raw = request.GET.get("ids", "")
-    ids = [int(i) for i in raw.split(",") if i.strip().isdigit()][:MAX_STATE_IDS]
+    try:
+        ids = row_ids(request.GET.get("ids", ""), name="ids", limit=MAX_STATE_IDS)
+    except IdOutOfRange as exc:
+        return JsonResponse({"detail": exc.message, **exc.errors}, status=exc.status)
     rows = jobs_visible_to(user=user).filter(pk__in=ids).values_list("pk", "state")
     labels = dict(State.choices)
     return JsonResponse(
@@ -249,7 +252,8 @@ def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
     clone_id = request.GET.get("clone", "") or request.GET.get("plan_from", "")
     if not clone_id:
         return {}
-    job = job_for_viewer(user=user, job_id=int(clone_id)) if clone_id.isdigit() else None
+    job_id = row_id(clone_id)
+    job = job_for_viewer(user=user, job_id=job_id) if job_id is not None else None
     if job is None:
         raise Http404("No such job to clone, or not one of your projects'.")
     initial = initial_from_spec(spec_from_job(job))
@@ -261,8 +265,8 @@ def _initial(request: HttpRequest, user: User) -> dict[str, Any]:
 
 def _job_named(user: User, value: Any) -> Job | None:
     """The job an id names, if the user may see it: the code a clone runs, a plan's run."""
-    job_id = str(value or "")
-    return job_for_viewer(user=user, job_id=int(job_id)) if job_id.isdigit() else None
+    job_id = row_id(str(value or ""))
+    return job_for_viewer(user=user, job_id=job_id) if job_id is not None else None
 
 
 def _selected_cluster(form: JobForm, value: Any) -> Cluster | None:

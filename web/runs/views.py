@@ -3,7 +3,14 @@
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    QueryDict,
+)
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -22,6 +29,7 @@ from monitoring.runs.table import (
     runs_page,
     runs_query_from,
 )
+from portal_lib.bounds import IdOutOfRange, row_ids
 from projects.access import projects_visible_to
 from projects.models import Project
 
@@ -97,11 +105,8 @@ def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _selected(request: HttpRequest, project: Project) -> list[Job]:
-    ids = []
-    for part in request.GET.get("runs", "").split(","):
-        if part.strip().isdigit():
-            ids.append(int(part))
-    ids = list(dict.fromkeys(ids))[:MAX_RUNS]
+    """The chosen runs of the project, in the URL's order; IdOutOfRange for a 30-digit id."""
+    ids = row_ids(request.GET.get("runs", ""), name="runs", limit=MAX_RUNS)
     found = {
         job.pk: job
         for job in Job.objects.filter(project=project, pk__in=ids).only("id", "name", "params")
@@ -120,7 +125,10 @@ def _axis(request: HttpRequest) -> str:
 def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
     """Chosen runs overlaid; the runs, metric, axis and grouping live in the URL."""
     project = _project(request, slug)
-    jobs = _selected(request, project)
+    try:
+        jobs = _selected(request, project)
+    except IdOutOfRange as exc:
+        return HttpResponseBadRequest(exc.message, content_type="text/plain; charset=utf-8")
     names: set[str] = set()
     for metrics in RunSummary.objects.filter(job__in=jobs).values_list("metrics", flat=True):
         names.update(metrics or {})
@@ -154,7 +162,10 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
 def compare_curves(request: HttpRequest, slug: str) -> JsonResponse:
     """The curves (and group bands) of the compare chart, downsampled to its width."""
     project = _project(request, slug)
-    jobs = _selected(request, project)
+    try:
+        jobs = _selected(request, project)
+    except IdOutOfRange as exc:
+        return JsonResponse({"detail": exc.message, **exc.errors}, status=exc.status)
     metric = request.GET.get("metric", "loss")[:200]
     try:
         width = int(request.GET.get("width") or DEFAULT_WIDTH)

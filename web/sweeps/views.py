@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from jobs.access import can_submit, job_for_viewer
+from portal_lib.bounds import row_id
 from portal_lib.errors import PortalError, form_add_error
 from projects.access import projects_visible_to
 from projects.models import Project
@@ -75,7 +76,8 @@ def sweep_new(request: HttpRequest, slug: str) -> HttpResponse:
             messages.success(request, f"Sweep {sweep.name} started.")
             return redirect("sweep-page", sweep_id=sweep.pk)
     code_from = form["code_from"].value()
-    source = job_for_viewer(user=user, job_id=int(code_from)) if str(code_from).isdigit() else None
+    source_id = row_id(str(code_from or ""))
+    source = job_for_viewer(user=user, job_id=source_id) if source_id is not None else None
     return render(
         request, "sweeps/new.html", {"project": project, "form": form, "code_from": source}
     )

@@ -10,6 +10,10 @@ behind the step. A record written with tqdm.write (the bar cleared, the record, 
 refreshed at once at its current count: `monitoring.reading.lines` gives the clear and the first
 redraw of the next line) takes the step of that refresh when it is ahead of the count
 drawn before; the record is held until the next text says (in the state between polls).
+When stdout held the record back, the clear and the refresh came with nothing between:
+that refresh is the record's place, and the records that come later take the places in
+order (`_slot`). Only the training loop's progress is a step (`_training`); a burst of
+step-less records with no places is left out, not collapsed (`_first_at_step`).
 Pure: no Django, no I/O. Linear in the length of the text.
 """
 

@@ -4,8 +4,9 @@ The latest step (and its epoch, level, heading), the epochs and their base, the 
 steps, a table header, an open `key = value` block (and the values it held at a poll's
 end), the values the latest step was given, the bar drawn last and a record written over
 it, the training loop's N, records' places and the shapes of the records the latest step
-was given, and the evaluation values a bar's postfix showed last. Every field read back is checked: the dict is stored on the LogFile row (strict JSON:
-nan and ±inf are kept as their names), and a value of the wrong type reads as absent.
+was given, and the evaluation values a bar's postfix showed last. Every field read back is
+checked: the dict is stored on the LogFile row (strict JSON: nan and ±inf are kept as
+their names), and a value of the wrong type reads as absent.
 """
 
 from __future__ import annotations

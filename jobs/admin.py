@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from jobs.models import Attempt, Job, JobEvent
+from jobs.models import Attempt, CodeSnapshot, CodeSnapshotRemoval, Job, JobEvent
 
 
 class AttemptInline(admin.TabularInline):
@@ -53,3 +53,33 @@ class AttemptAdmin(admin.ModelAdmin):
     list_select_related = ["job"]
     raw_id_fields = ["job"]
     readonly_fields = ["uuid"]
+
+
+class RecordAdmin(admin.ModelAdmin):
+    """Rows the portal writes itself: viewable, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(CodeSnapshot)
+class CodeSnapshotAdmin(RecordAdmin):
+    list_display = ["sha256", "project", "size", "created_by", "created_at", "last_used_at"]
+    list_filter = ["project"]
+    search_fields = ["sha256", "project__slug", "created_by__username"]
+    list_select_related = ["project", "created_by"]
+
+
+@admin.register(CodeSnapshotRemoval)
+class CodeSnapshotRemovalAdmin(RecordAdmin):
+    list_display = ["removed_at", "sha256", "project", "size", "last_used_at", "file_removed"]
+    list_filter = ["project", "file_removed"]
+    search_fields = ["sha256", "project__slug"]
+    list_select_related = ["project"]
+    date_hierarchy = "removed_at"

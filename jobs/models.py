@@ -4,6 +4,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
 from jobs.enums import (  # noqa: F401  (the models' own names, and re-exported)
@@ -42,6 +43,9 @@ class CodeSnapshot(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="code_snapshots"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Uploaded again or looked up by its hash: a snapshot no job or sweep names is removed
+    # CODE_SNAPSHOT_RETENTION after this (jobs.code.retention).
+    last_used_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -51,6 +55,43 @@ class CodeSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.project})"
+
+
+class CodeSnapshotRemoval(models.Model):
+    """A snapshot the retention removed: which bytes, whose, when last used."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField()
+    removed_at = models.DateTimeField()
+    # Whether the file went too (no other project keeps the same bytes).
+    file_removed = models.BooleanField()
+
+    class Meta:
+        ordering = ["-removed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.project}) removed {self.removed_at:%Y-%m-%d}"
+
+
+class CodeUpload(models.Model):
+    """One archive a person sent (stored or not): what the upload rate counts."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    size = models.BigIntegerField()
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "at"], name="codeupload_user_at")]
+
+    def __str__(self) -> str:
+        return f"{self.user} sent {self.size} bytes to {self.project} at {self.at:%H:%M:%S}"
 
 
 class CodeSource(models.Model):

@@ -46,13 +46,14 @@ def submit_rate_check(*, user: User) -> None:
         return
     wait = math.ceil((oldest_counted + timedelta(seconds=window) - now).total_seconds())
     raise SubmitRateExceeded(
-        f"You may submit at most {limit} jobs in {_seconds(window)}; "
+        f"You may submit at most {limit} jobs in {window_words(window)}; "
         f"try again in {max(wait, 1)} s.",
         retry_after=wait,
     )
 
 
-def _seconds(window: float) -> str:
+def window_words(window: float) -> str:
+    """A window of seconds as a rate's message says it: an hour, 10 minutes, 90 seconds."""
     if window % 3600 == 0:
         hours = int(window // 3600)
         return "an hour" if hours == 1 else f"{hours} hours"

@@ -14,6 +14,7 @@ from clusters.slurm import Slurm
 from clusters.ssh import pool
 from jobs.accounting import AccountingNotReady, attempt_charge_from_accounting
 from jobs.billing import charges_reconcile
+from jobs.code.retention import code_snapshots_expire
 from jobs.models import Attempt
 from jobs.notifications import job_end_send
 from jobs.poll.cycle import PARTS, PollResult, cluster_poll
@@ -115,3 +116,8 @@ def send_job_end_mail(attempt_id: int) -> None:
 @shared_task(ignore_result=True)
 def reconcile_charges() -> None:
     charges_reconcile()
+
+
+@shared_task(ignore_result=True)
+def remove_unused_code_snapshots() -> None:
+    code_snapshots_expire()

@@ -29,6 +29,7 @@ from projects.models import (
 from projects.quota import fmt_hours
 from projects.reports import usage_report_view
 from projects.selectors import Usage, projects_usage
+from projects.storage import CodeStorage, projects_code_storage
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,13 +51,15 @@ class IdlePolicyInline(admin.StackedInline):
 
 
 class UsageChangeList(ChangeList):
-    """The page's projects' usage in three queries, whatever the page size."""
+    """The page's projects' usage in four queries, whatever the page size."""
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         usages = projects_usage(projects=self.result_list)
+        storages = projects_code_storage(projects=self.result_list)
         for project in self.result_list:
             project.usage = usages[project.pk]
+            project.code_storage = storages[project.pk]
 
 
 def _editor(request: HttpRequest) -> User | None:
@@ -83,6 +86,7 @@ class ProjectAdmin(admin.ModelAdmin):
         "reserved",
         "left",
         "used_bar",
+        "code_storage",
     ]
     search_fields = ["slug", "name", "slurm_account"]
     prepopulated_fields = {"slug": ["name"]}
@@ -138,6 +142,11 @@ class ProjectAdmin(admin.ModelAdmin):
             colour,
             usage.percent_used,
         )
+
+    @admin.display(description="code snapshots")
+    def code_storage(self, project: Project) -> str:
+        storage: CodeStorage | None = getattr(project, "code_storage", None)
+        return storage.summary if storage else "-"
 
     @admin.display(description="Slurm mirror (dry run)")
     def slurm_mirror(self, project: Project) -> str:

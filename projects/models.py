@@ -21,6 +21,14 @@ class Project(models.Model):
         help_text="Passed to sbatch --account; leave blank to submit without an account.",
     )
     description = models.TextField(blank=True)
+    code_quota_mib = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(100 * 1024 * 1024)],
+        verbose_name="code storage quota (MiB)",
+        help_text="Code snapshots the project may keep; blank: the site default "
+        "(CODE_QUOTA_BYTES).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
@@ -75,13 +83,16 @@ class Quota(models.Model):
         verbose_name="GPU-hour budget per period",
     )
     period = models.CharField(max_length=16, choices=Period.choices, default=Period.MONTH)
-    # CPU and node hours are charged always; blank budgets leave them unlimited, so
-    # projects from before these limits keep working until an admin sets them.
+    # CPU and node hours are charged always. A new project gets a CPU-hour budget (16
+    # CPUs per GPU of the GPU-hour default, so a GPU job meets its GPU budget first), as
+    # CPU-only jobs would otherwise run without limit; quotas from before these limits
+    # keep blank (no limit) until an admin sets them.
     cpu_hours_per_period = models.DecimalField(
         max_digits=14,
         decimal_places=2,
         null=True,
         blank=True,
+        default=Decimal("16000.00"),
         validators=[MinValueValidator(Decimal("0"))],
         verbose_name="CPU-hour budget per period",
         help_text="CPUs x hours, CPU-only jobs included; blank: no limit.",

@@ -21,6 +21,7 @@ from projects.selectors import (
     projects_usage,
     usage_by_day,
 )
+from projects.storage import project_code_storage
 from web.auth import request_user
 
 RECENT_JOBS = 10
@@ -105,6 +106,7 @@ def project_page(request: HttpRequest, slug: str) -> HttpResponse:
             "members": members,
             "jobs": jobs,
             "usage": usage,
+            "code_storage": project_code_storage(project=project),
             "chart": chart,
             "goodput": project_goodput(project_id=project.pk),
             "part_titles": PART_TITLES.values(),

@@ -3,8 +3,9 @@
 An upload is streamed to a temporary file (hashed and size-capped on the way),
 checked with the same rules the cluster unpacks by (`clusters.agent.code_unpack`:
 no `../`, absolute names, links out of the directory, devices; capped unpacked
-size and file count), then moved to `<CODE_SNAPSHOT_DIR>/<aa>/<sha256>.tar` unless
-those bytes are there already. A project sees only its own snapshot rows.
+size and file count), then recorded in its project within the project's code storage
+quota and moved to `<CODE_SNAPSHOT_DIR>/<aa>/<sha256>.tar` (`jobs.code.storage`). A project
+sees only its own snapshot rows.
 """
 
 import hashlib
@@ -17,25 +18,17 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
 
 from clusters.agent.code_unpack import UnsafeArchive, check_archive
 from jobs.access import code_snapshots_visible_to, job_for_viewer, require_submitter
 from jobs.code.fetch import git_fetch
+from jobs.code.storage import code_quota_check, snapshot_keep, snapshot_path, snapshot_touch
+from jobs.code.upload_rate import code_upload_admit
 from jobs.errors import JobError
 from jobs.models import CodeSnapshot, Job
 from jobs.specs import code_of
 from portal_lib.viewers import Viewer
 from projects.models import Project
-
-HASH_LENGTH = 64
-
-
-def snapshot_path(sha256: str) -> Path:
-    """Where the archive with this hash is kept (one file for every project that has it)."""
-    if len(sha256) != HASH_LENGTH or not all(c in "0123456789abcdef" for c in sha256):
-        raise ValueError(f"not a SHA-256: {sha256!r}")
-    return Path(settings.CODE_SNAPSHOT_DIR) / sha256[:2] / f"{sha256}.tar"
 
 
 def snapshot_bytes(snapshot: CodeSnapshot) -> bytes:
@@ -77,6 +70,8 @@ def snapshot_store(
             sha256, size = _receive(chunks, handle)
         finally:
             os.close(handle)
+        if not CodeSnapshot.objects.filter(project=project, sha256=sha256).exists():
+            code_quota_check(project=project, size=size)  # before the check's work
         try:
             counts = check_archive(
                 temporary,
@@ -87,32 +82,25 @@ def snapshot_store(
             raise JobError(
                 f"The code archive is refused: {exc}.", errors={"archive": [str(exc)]}
             ) from exc
-        final = snapshot_path(sha256)
-        final.parent.mkdir(mode=0o700, exist_ok=True)
-        if final.exists():
-            os.unlink(temporary)  # stored once: the same bytes are there already
-        else:
-            os.replace(temporary, final)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    with transaction.atomic():
-        snapshot, created = CodeSnapshot.objects.get_or_create(
+        return snapshot_keep(
+            user=user,
             project=project,
+            temporary=temporary,
             sha256=sha256,
-            defaults={
-                "size": size,
-                "unpacked_size": counts["bytes"],
-                "files": counts["files"],
-                "created_by": user,
-            },
+            size=size,
+            counts=counts,
         )
-    return snapshot, created
+    finally:
+        Path(temporary).unlink(missing_ok=True)  # gone already once kept
 
 
 def snapshot_for(*, user: Viewer | None, project: Project, sha256: str) -> CodeSnapshot | None:
-    """The project's snapshot with this hash, if the user may see the project's jobs."""
-    return code_snapshots_visible_to(user=user).filter(project=project, sha256=sha256).first()
+    """The project's snapshot with this hash, if the user may see the project's jobs.
+
+    Looked up is used: the retention keeps it while a submission naming it is on its way.
+    """
+    snapshot = code_snapshots_visible_to(user=user).filter(project=project, sha256=sha256).first()
+    return snapshot if snapshot is not None and snapshot_touch(snapshot) else None
 
 
 def git_snapshot(*, user: User, project: Project, url: str, ref: str) -> dict[str, Any]:
@@ -148,6 +136,7 @@ def code_inputs(
     """The code fields a form gives: an uploaded archive (stored once), else the snapshot
     of the job `code_from` names (one of the project's that the user may see); None: none."""
     if archive is not None:
+        code_upload_admit(user=user, project=project, size=archive.size or 0)
         snapshot, _ = snapshot_store(user=user, project=project, chunks=archive.chunks())
         return {"code": snapshot}
     if code_from:

@@ -233,6 +233,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": env.float("EFFICIENCY_REFRESH_INTERVAL", default=15.0),
         "options": {"expires": 30.0},
     },
+    # Code snapshots no job or sweep names, unused for CODE_SNAPSHOT_RETENTION: removed.
+    "remove-unused-code-snapshots": {
+        "task": "jobs.tasks.remove_unused_code_snapshots",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
     # Last week's goodput mail to project owners: hourly, sent once per project and week.
     "send-goodput-digests": {
         "task": "monitoring.tasks.send_goodput_digests",
@@ -278,6 +284,14 @@ CODE_GIT_TIMEOUT: float = env.float("CODE_GIT_TIMEOUT", default=120.0)
 CODE_GIT_MAX_BYTES: int = env.int("CODE_GIT_MAX_BYTES", default=500 * 1024 * 1024)
 # file:// URLs, for the tests' local repositories only; never in a deployment.
 CODE_GIT_ALLOW_LOCAL = False
+# What code snapshots may cost: a project's archives kept (its own quota, else this), each
+# person's uploads in a sliding window (0 switches a limit off), and how long a snapshot no
+# job or sweep names is kept after its last use (jobs.code.retention, run hourly by beat).
+CODE_QUOTA_BYTES: int = env.int("CODE_QUOTA_BYTES", default=2 * 1024 * 1024 * 1024)
+CODE_UPLOAD_RATE_LIMIT: int = env.int("CODE_UPLOAD_RATE_LIMIT", default=30)
+CODE_UPLOAD_RATE_BYTES: int = env.int("CODE_UPLOAD_RATE_BYTES", default=1024 * 1024 * 1024)
+CODE_UPLOAD_RATE_WINDOW: float = env.float("CODE_UPLOAD_RATE_WINDOW", default=3600.0)
+CODE_SNAPSHOT_RETENTION: float = env.float("CODE_SNAPSHOT_RETENTION", default=7 * 24 * 3600.0)
 # Hang detection (monitoring.hangs.rules): no step on any rank for max(floor, multiple x the
 # recent step interval) seconds is a hang; no first step within startup seconds, a stall.
 # A job spec may set its own multiple, floor and startup window.

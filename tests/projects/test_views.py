@@ -45,9 +45,9 @@ def test_member_sees_members_usage_and_jobs(
         source=UsageCharge.Source.PORTAL,
     )
     client.force_login(member)
-    # session, user, project (with quota), members, jobs, quota, used, reserved, charges by
-    # day, goodput by user and week
-    with django_assert_num_queries(10):
+    # session, user, project (with quota), members, jobs, quota, used, reserved, code
+    # snapshots kept, charges by day, goodput by user and week
+    with django_assert_num_queries(11):
         response = client.get(reverse("project-page", args=["vision"]))
     text = response.content.decode()
     assert "olivia" in text and "Owner" in text
@@ -97,8 +97,8 @@ def test_the_page_shows_cpu_and_node_hours_and_their_limits(
         source=UsageCharge.Source.PORTAL,
     )
     client.force_login(owner)
-    # The same ten queries: CPU and node hours are summed beside the GPU-hours.
-    with django_assert_num_queries(10):
+    # The same eleven queries: CPU and node hours are summed beside the GPU-hours.
+    with django_assert_num_queries(11):
         text = client.get(reverse("project-page", args=["vision"])).content.decode()
     assert 'id="quota-cpu-used">16.0<' in text
     assert 'id="quota-cpu-left">84.0 of 100<' in text

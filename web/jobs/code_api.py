@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.code.snapshots import snapshot_for, snapshot_store
+from jobs.code.upload_rate import code_upload_admit
 from jobs.models import CodeSnapshot
 from projects.access import projects_of_member
 from projects.models import Project
@@ -57,6 +58,7 @@ class CodeUploadView(APIView):
         upload = CodeUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         user = request_user(request)
+        code_upload_admit(user=user, project=project, size=upload.validated_data["archive"].size)
         snapshot, created = snapshot_store(
             user=user, project=project, chunks=upload.validated_data["archive"].chunks()
         )

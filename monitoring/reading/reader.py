@@ -25,6 +25,7 @@ from monitoring.reading.attach import configuration_echo, metrics_line
 from monitoring.reading.bars import bar_end, bar_start
 from monitoring.reading.fields import LineFields, read_fields
 from monitoring.reading.names import label_name
+from monitoring.reading.numbers import is_rate
 from monitoring.reading.point import Line, Point, Record
 from monitoring.reading.postfix import repeated_dropped
 from monitoring.reading.prefixes import read_prefix
@@ -166,7 +167,7 @@ class MetricReader:
         if steps.skip:
             self._release(None, None)
             return
-        if steps.of is not None and user_step is None and not self._training(steps):
+        if steps.of is not None and user_step is None and not self._training(steps, found):
             self._release(None, None)  # another loop's progress: no step, and no rate of training
             return
         if found.bar is not None and steps.count == 0 and user_step is None:
@@ -193,14 +194,24 @@ class MetricReader:
         state.bar = bar if bar is not None else state.bar
         self._place(steps, Line(text, level, found, bool(user_values), over_bar))
 
-    def _training(self, steps: Steps) -> bool:
+    def _training(self, steps: Steps, found: LineFields) -> bool:
         """Whether an `i/N` progress is the training loop's: the first loop seen to advance is
         (an evaluation or prediction bar is drawn later, below it or between its redraws, with
-        its own N); a progress of another N never becomes the step."""
+        its own N); a progress of another N never becomes the step. Unless that first loop
+        ran to its end with no value but its rate (preparing data, `tqdm(files)`): the next
+        loop to advance is the training then."""
         state = self.state
-        if state.loop is None and steps.count:
-            state.loop = steps.of
-        return state.loop is None or steps.of == state.loop
+        unused = state.loop_done and not state.loop_used and steps.of != state.loop
+        if steps.count and (state.loop is None or unused):
+            state.loop, state.loop_done, state.loop_used = steps.of, False, False
+        if steps.of != state.loop:
+            return state.loop is None
+        state.loop_done = state.loop_done or steps.count == steps.of
+        state.loop_used = state.loop_used or any(
+            item.name in steps.values and item.name != "epoch" and not is_rate(item.unit)
+            for item in found.fields
+        )
+        return True
 
     def _slot(self, step: int) -> None:
         """A record's place: tqdm.write cleared the bar, wrote the record to a stream that
@@ -265,6 +276,7 @@ class MetricReader:
             if not self._attaches(steps, line):
                 state.heading = False
                 return
+            state.loop_used = True
             if state.step_epoch is not None:
                 steps.values.setdefault("epoch", state.step_epoch)
             if line.over_bar is not None:  # before any step: at 0 unless the refresh says

@@ -34,6 +34,8 @@ class ReaderState:
     epochs: EpochState = field(default_factory=EpochState)
     total_steps: int | None = None
     loop: int | None = None  # N of the training loop's `i/N` progress (the first to advance)
+    loop_done: bool = False  # its count reached N
+    loop_used: bool = False  # a value other than its rate came with it
     header: list[str] = field(default_factory=list)
     block: int | None = None
     blocks: int = 0
@@ -74,6 +76,8 @@ class ReaderState:
             "epochs": self.epochs.epochs,
             "total_steps": self.total_steps,
             "loop": self.loop,
+            "loop_done": self.loop_done,
+            "loop_used": self.loop_used,
             "header": self.header[:MAX_COLUMNS],
             "heading": self.heading,
             "after_error": self.after_error,
@@ -114,6 +118,8 @@ class ReaderState:
             epochs=EpochState(number("epoch"), number("epoch_base"), number("epochs")),
             total_steps=number("total_steps"),
             loop=number("loop"),
+            loop_done=data.get("loop_done") is True,
+            loop_used=data.get("loop_used") is True,
             header=[str(h) for h in header] if isinstance(header, list) else [],
             heading=data.get("heading") is True,
             after_error=data.get("after_error") is True,

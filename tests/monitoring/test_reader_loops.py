@@ -77,3 +77,16 @@ def test_the_training_loop_is_kept_between_polls() -> None:
         state,
     )
     assert points == [(40, {"train_runtime": 2.3114, "train_loss": 1.9, "epoch": 1.88})]
+
+
+def test_a_loop_that_ran_to_its_end_with_only_its_rate_gives_way_to_training() -> None:
+    """A bare `tqdm(files)` preparing data before training: done, it gave nothing but its
+    rate, so the training bar after it is the training loop (before, no step ever again)."""
+    lines = [
+        "100%|██████████| 1000/1000 [00:01<00:00, 900.00it/s]",
+        "  2%|▏         | 10/500 [00:01<00:49,  9.90it/s, loss=2.5]",
+        "  4%|▍         | 20/500 [00:02<00:48,  9.90it/s, loss=2.4]",
+        "100%|██████████| 4/4 [00:00<00:00, 270.15it/s]",  # then an evaluation: another loop
+    ]
+    points = _read(lines)
+    assert [(step, values.get("loss")) for step, values in points][1:] == [(10, 2.5), (20, 2.4)]

@@ -1,7 +1,8 @@
 """The SSH gateway: the only module that talks to paramiko.
 
-Host keys are pinned per cluster; every call has a deadline; stdout and stderr
-are drained together before the exit status is read (paramiko#448).
+Host keys are pinned per cluster; every call has a deadline and a cap on the
+output it may send; stdout and stderr are drained together before the exit status
+is read (paramiko#448).
 """
 
 import io
@@ -25,6 +26,10 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
 KEEPALIVE_INTERVAL = 15
+# What one command may send back (stdout and stderr together) unless its caller says:
+# a login shell that prints without end is cut here, not read until the deadline.
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 65536
 
 
 class SSHError(ClusterError):
@@ -36,6 +41,22 @@ class HostKeyMismatch(SSHError):
         super().__init__(message, retryable=False)
 
 
+class CommandTimedOut(SSHError):
+    """A command still running at its deadline, abandoned."""
+
+    def __init__(self, message: str, *, timeout: float) -> None:
+        super().__init__(message, retryable=True)
+        self.timeout = timeout
+
+
+class OutputCapExceeded(SSHError):
+    """A command that sent more than its cap; its channel was closed and the output dropped."""
+
+    def __init__(self, message: str, *, cap: int) -> None:
+        super().__init__(message, retryable=True)
+        self.cap = cap
+
+
 @dataclass
 class GatewayStats:
     """What this process sent to clusters; benchmarks and tests read it."""
@@ -43,9 +64,10 @@ class GatewayStats:
     connects: int = 0
     commands: int = 0
     uploads: int = 0
+    capped: int = 0  # commands cut at their output cap
 
     def reset(self) -> None:
-        self.connects = self.commands = self.uploads = 0
+        self.connects = self.commands = self.uploads = self.capped = 0
 
 
 stats = GatewayStats()
@@ -201,9 +223,19 @@ class Connection:
         return self._transport.is_active()
 
     def run(
-        self, command: str, *, stdin: bytes = b"", timeout: float = COMMAND_TIMEOUT
+        self,
+        command: str,
+        *,
+        stdin: bytes = b"",
+        timeout: float = COMMAND_TIMEOUT,
+        max_output: int = MAX_OUTPUT_BYTES,
     ) -> CommandResult:
-        """Run one command; the caller quotes every argument (shlex.quote)."""
+        """Run one command; the caller quotes every argument (shlex.quote).
+
+        Past `max_output` bytes (stdout and stderr together) the channel is closed, which
+        ends the command at its next write, and `OutputCapExceeded` is raised: memory
+        stays within the cap and one chunk, whatever the command prints.
+        """
         deadline = time.monotonic() + timeout
         stats.commands += 1
         try:
@@ -218,16 +250,25 @@ class Connection:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     channel.close()
-                    raise SSHError(
+                    raise CommandTimedOut(
                         f"Command on cluster {self.endpoint.cluster_name!r} took longer than "
                         f"{timeout:.0f} s and was abandoned.",
-                        retryable=True,
+                        timeout=timeout,
                     )
                 select.select([channel], [], [], min(remaining, 1.0))
-                while channel.recv_ready():
-                    out += channel.recv(65536)
-                while channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
+                while channel.recv_ready() and len(out) + len(err) <= max_output:
+                    out += channel.recv(CHUNK_BYTES)
+                while channel.recv_stderr_ready() and len(out) + len(err) <= max_output:
+                    err += channel.recv_stderr(CHUNK_BYTES)
+                if len(out) + len(err) > max_output:
+                    channel.close()
+                    stats.capped += 1
+                    raise OutputCapExceeded(
+                        f"Command on cluster {self.endpoint.cluster_name!r} as "
+                        f"{self.endpoint.username!r} sent more than {max_output} bytes and "
+                        "was stopped.",
+                        cap=max_output,
+                    )
                 # sshd sends the exit status when the command exits, which can be before the
                 # last of its output: done only at EOF, which follows every byte.
                 if (

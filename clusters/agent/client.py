@@ -3,9 +3,10 @@
 The agent is never installed: each call sends its source on stdin, ahead of the
 request, to an isolated interpreter (`python3 -I`, started by `env -i` with a
 minimal PATH), so nothing in the account's home, PATH or Python environment can
-replace it. A login shell's rc files still run first: what comes back through a
-tenant's session is that tenant's word (their own files), never the truth about
-job state or billing (see `jobs.poll.cycle`).
+replace it. A login shell's rc files still run first unless the site's sshd keeps
+them out (docs/operations.md): what comes back through a tenant's session is that
+tenant's word (their own files), never the truth about job state or billing (see
+`jobs.poll.cycle`), and is read only up to the reply's cap (`AgentRequest.reply_limit`).
 """
 
 import base64
@@ -19,6 +20,8 @@ from typing import Any, Protocol
 
 from clusters.ssh import CommandResult, Endpoint, SSHError
 
+from .portal_agent import MAX_ENTRIES, MAX_FOUND
+
 AGENT_SOURCE: bytes = Path(__file__).with_name("portal_agent.py").read_bytes()
 AGENT_HASH: str = hashlib.sha256(AGENT_SOURCE).hexdigest()[:16]
 AGENT_VERSION = 1
@@ -31,6 +34,13 @@ BOOTSTRAP = (
 )
 # Seconds the SSH call may take beyond the sum of the command timeouts (file reads, startup).
 TIMEOUT_SLACK = 30.0
+# What a login may print around the agent's reply (a banner, a chatty ~/.bashrc).
+BANNER_BYTES = 1024 * 1024
+# A listing entry's room in the reply: a name of a few dozen characters, its size, time
+# and kind (a directory of long or escaped names is cut, and only its account is late).
+ENTRY_BYTES = 200
+# However many files and listings a request names: a poll's read of one account.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
 
 
 class AgentError(SSHError):
@@ -42,7 +52,9 @@ class RemoteShell(Protocol):
 
     endpoint: Endpoint
 
-    def run(self, command: str, *, stdin: bytes = b"", timeout: float = ...) -> CommandResult: ...
+    def run(
+        self, command: str, *, stdin: bytes = b"", timeout: float = ..., max_output: int = ...
+    ) -> CommandResult: ...
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,21 @@ class AgentRequest:
     def timeout(self) -> float:
         return sum(c.timeout for c in self.commands) + TIMEOUT_SLACK
 
+    @property
+    def reply_limit(self) -> int:
+        """What the gateway reads of the reply to this request (`MAX_REPLY_BYTES` at most).
+
+        Files in base64; each command's two streams at most 6 bytes a byte (json.dumps's
+        escapes); each listing at the agent's cap on entries; a banner's room.
+        """
+        wanted = sum(f.limit or self.max_bytes_per_file for f in self.files)
+        files = -(-min(wanted, self.max_bytes) // 3) * 4 + 512 * len(self.files)
+        commands = 2 * 6 * self.max_output_bytes * len(self.commands)
+        listings = ENTRY_BYTES * sum(
+            MAX_FOUND if x.patterns else MAX_ENTRIES for x in self.listings
+        )
+        return min(files + commands + listings + BANNER_BYTES, MAX_REPLY_BYTES)
+
 
 @dataclass(frozen=True)
 class CommandOutput:
@@ -190,9 +217,17 @@ def run_agent(
     python: str = "python3",
     timeout: float | None = None,
 ) -> AgentReply:
-    """One poll: send the agent and `request` to a fresh interpreter, read its reply."""
+    """One poll: send the agent and `request` to a fresh interpreter, read its reply.
+
+    A login that prints past the reply's limit is cut there (`OutputCapExceeded`).
+    """
     deadline = timeout if timeout is not None else request.timeout
-    result = connection.run(agent_command(python), stdin=agent_stdin(request), timeout=deadline)
+    result = connection.run(
+        agent_command(python),
+        stdin=agent_stdin(request),
+        timeout=deadline,
+        max_output=request.reply_limit,
+    )
     return _parse(connection.endpoint, result)
 
 

@@ -5,7 +5,9 @@ With a portal account (`Cluster.portal_username`), state comes from its squeue a
 sacct (`jobs.poll.authority`) and the users' agent calls bring only their files. Without
 one, the old way: each user's own squeue decides, which their jobs can tamper with
 (the cluster's pages warn). State and files are read apart (`PARTS`): a controller
-that does not answer leaves the logs flowing.
+that does not answer leaves the logs flowing. The accounts' calls run in parallel, each
+within its own budget (`jobs.poll.accounts`): one tenant's slow or noisy login shell
+holds up no one else's logs.
 """
 
 import logging
@@ -26,9 +28,10 @@ from clusters.agent import (
 from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, squeue_argv, squeue_result
-from clusters.ssh import CommandResult, SSHError, pool
+from clusters.ssh import CommandResult, Endpoint, OutputCapExceeded, SSHError, pool
 from jobs.enums import State
 from jobs.models import Attempt
+from jobs.poll.accounts import AccountRead, ReadOutcome, accounts_roster, read_accounts
 from jobs.poll.authority import (
     VANISH_GRACE,
     from_squeue,
@@ -59,6 +62,8 @@ class PollResult:
     changed: int = 0
     unreachable: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # accounts whose poll raised
+    delayed: list[str] = field(default_factory=list)  # accounts left out (jobs.poll.backoff)
+    capped: list[str] = field(default_factory=list)  # accounts whose reply was cut at its cap
 
 
 # A poll has two parts, each its own task and lease (jobs.tasks), so that a controller
@@ -94,16 +99,41 @@ def _by_account(attempts: list[Attempt]) -> list[tuple[ClusterAccount, list[Atte
 def _each_account(
     attempts: list[Attempt],
     result: PollResult,
-    poll: Callable[[ClusterAccount, list[Attempt]], int],
+    request: Callable[[ClusterAccount, list[Attempt]], AgentRequest],
+    handle: Callable[[ReadOutcome], int],
 ) -> None:
-    for account, group in _by_account(attempts):
+    """Each account's agent call with `request`, in parallel; `handle` takes each outcome in
+    this thread as it comes (the accounts left out for a while are counted, not read)."""
+    roster = accounts_roster(_by_account(attempts), _ask)
+    result.delayed += [account.username for account, _ in roster.left_out]
+    reads = []
+    for account, group in roster.due:
         try:
-            result.changed += poll(account, group)
-        except Exception:  # one account's failure must not cost the accounts after it
-            logger.exception(
-                "poll of account %s on cluster %s failed", account.pk, account.cluster_id
-            )
-            result.failed.append(account.username)
+            endpoint = account_endpoint(account=account)
+            reads.append(AccountRead(account, group, endpoint, request(account, group)))
+        except Exception:  # one account's failure must not cost the others
+            _failed(account, result)
+    for outcome in read_accounts(reads, _ask, noted=roster.noted):
+        account = outcome.read.account
+        if isinstance(outcome.error, OutputCapExceeded):
+            result.capped.append(account.username)
+        try:
+            result.changed += handle(outcome)
+        except Exception:
+            _failed(account, result)
+
+
+def _failed(account: ClusterAccount, result: PollResult) -> None:
+    logger.exception("poll of account %s on cluster %s failed", account.pk, account.cluster_id)
+    result.failed.append(account.username)
+
+
+def _reply(outcome: ReadOutcome) -> AgentReply:
+    """The outcome's reply; what the call raised, raised here."""
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.reply is not None  # noqa: S101 - a call gives a reply or an error
+    return outcome.reply
 
 
 def _poll_state(attempts: list[Attempt], result: PollResult) -> None:
@@ -122,7 +152,12 @@ def _poll_state(attempts: list[Attempt], result: PollResult) -> None:
 def _read_state(live: list[Attempt], result: PollResult) -> None:
     cluster = live[0].job.cluster
     if not cluster.has_portal_account:
-        _each_account(live, result, lambda account, group: _user_state(account, group, result))
+        _each_account(
+            live,
+            result,
+            lambda account, group: _request(account, group, squeue=True, exit_files=True),
+            lambda outcome: _user_state(outcome, result),
+        )
         return
     try:
         truth = truth_read(cluster=cluster, attempts=live)
@@ -133,15 +168,25 @@ def _read_state(live: list[Attempt], result: PollResult) -> None:
     if truth.queue and estimates_due(cluster_id=cluster.pk):
         record_estimates(live, truth.queue)
     hints: dict[int, int | None] = {}
-    hinted = needs_exit_hint(live, truth)
-    for account, group in _by_account(hinted):  # only for a cluster without accounting
+
+    def hint(outcome: ReadOutcome) -> int:
+        account, group = outcome.read.account, outcome.read.attempts
         try:
-            reply = _ask(account, group, squeue=False, exit_files=True)
+            reply = _reply(outcome)
         except SSHError as exc:
             result.unreachable.append(account.username)
             logger.info("exit-code files of %s unread: %s", account.username, exc)
-            continue
-        hints |= {a.pk: _exit_code(reply, a) for a in group}
+            return 0
+        hints.update({a.pk: _exit_code(reply, a) for a in group})
+        return 0
+
+    # Only for a cluster without accounting.
+    _each_account(
+        needs_exit_hint(live, truth),
+        result,
+        lambda account, group: _request(account, group, squeue=False, exit_files=True),
+        hint,
+    )
     result.changed += truth_apply(live, truth, hints)
 
 
@@ -154,11 +199,12 @@ def _push_states(attempts: list[Attempt]) -> None:
     )
 
 
-def _user_state(account: ClusterAccount, attempts: list[Attempt], result: PollResult) -> int:
+def _user_state(outcome: ReadOutcome, result: PollResult) -> int:
+    attempts = outcome.read.attempts
     try:
-        reply = _ask(account, attempts, squeue=True, exit_files=True)
+        reply = _reply(outcome)
     except SSHError as exc:
-        result.unreachable.append(account.username)
+        result.unreachable.append(outcome.read.account.username)
         return _mark_unknown(attempts, str(exc))
     return _apply(attempts, reply)
 
@@ -181,29 +227,31 @@ def _poll_files(attempts: list[Attempt], result: PollResult) -> None:
         attempts = watched + [a for a in attempts if a.pk not in first]
     for start in range(0, len(attempts), FILES_SLICE):
         if start and watched:
-            _each_account(watched, result, _reader(result, pipeline.page_watchers, whole=False))
-        group = attempts[start : start + FILES_SLICE]
-        _each_account(group, result, _reader(result, pipeline.watchers, whole=True))
+            _read_files(watched, result, pipeline.page_watchers, whole=False)
+        _read_files(attempts[start : start + FILES_SLICE], result, pipeline.watchers, whole=True)
 
 
-def _reader(
-    result: PollResult, watchers: Sequence[FileWatcher], *, whole: bool
-) -> Callable[[ClusterAccount, list[Attempt]], int]:
-    return lambda account, group: _files(account, group, result, watchers, whole=whole)
+def _read_files(
+    attempts: list[Attempt], result: PollResult, watchers: Sequence[FileWatcher], *, whole: bool
+) -> None:
+    _each_account(
+        attempts,
+        result,
+        lambda account, group: _request(
+            account, group, squeue=False, exit_files=False, watchers=watchers
+        ),
+        lambda outcome: _files(outcome, result, watchers, whole=whole),
+    )
 
 
 def _files(
-    account: ClusterAccount,
-    attempts: list[Attempt],
-    result: PollResult,
-    watchers: Sequence[FileWatcher],
-    *,
-    whole: bool,
+    outcome: ReadOutcome, result: PollResult, watchers: Sequence[FileWatcher], *, whole: bool
 ) -> int:
-    """Read the attempts' files for these watchers; `whole`: every watcher, once a poll,
+    """Take in an account's files for these watchers; `whole`: every watcher, once a poll,
     so a finished attempt read to its end is marked complete."""
+    account, attempts = outcome.read.account, outcome.read.attempts
     try:
-        reply = _ask(account, attempts, squeue=False, exit_files=False, watchers=watchers)
+        reply = _reply(outcome)
     except SSHError as exc:  # a user's own login failing says nothing of the state
         result.unreachable.append(account.username)
         logger.info("files of %s unread: %s", account.username, exc)
@@ -227,15 +275,14 @@ def _exit_key(attempt: Attempt) -> str:
     return file_key(attempt.uuid, EXIT_CODE_FILE)
 
 
-def _ask(
+def _request(
     account: ClusterAccount,
     attempts: list[Attempt],
     *,
     squeue: bool,
     exit_files: bool,
     watchers: Sequence[FileWatcher] | None = None,
-) -> AgentReply:
-    endpoint = account_endpoint(account=account)
+) -> AgentRequest:
     files: list[FileRead] = []
     listings: list[ListingRead] = []
     for watcher in watchers or []:
@@ -251,13 +298,17 @@ def _ask(
     # Without a portal account, the user's own squeue (tamperable): all of the account's
     # jobs rather than --jobs, since squeue refuses a list whose jobs have all aged out.
     argv = account.cluster.slurm_tools.wrap(squeue_argv(user=account.username))
-    request = AgentRequest(
+    return AgentRequest(
         commands=[AgentCommand(id="squeue", argv=argv)] if squeue else [],
         files=files,
         listings=listings,
     )
+
+
+def _ask(endpoint: Endpoint, request: AgentRequest, budget: float) -> AgentReply:
+    """One account's agent call (in a thread of `jobs.poll.accounts`: no database here)."""
     with pool.session(endpoint) as connection:
-        return run_agent(connection, request)
+        return run_agent(connection, request, timeout=budget)
 
 
 def _mark_unknown(attempts: list[Attempt], why: str) -> int:

@@ -15,7 +15,7 @@ from clusters.agent import (
     agent_stdin,
     run_agent,
 )
-from clusters.ssh import CommandResult, Endpoint
+from clusters.ssh import MAX_OUTPUT_BYTES, CommandResult, Endpoint, OutputCapExceeded
 from tests.clusters.agent_env import PYTHON
 
 
@@ -28,7 +28,14 @@ class LocalShell:
         self.endpoint = Endpoint("local", "localhost", 22, "ssh-ed25519 AAAA", home.name, "")
         self.commands: list[str] = []
 
-    def run(self, command: str, *, stdin: bytes = b"", timeout: float = 30) -> CommandResult:
+    def run(
+        self,
+        command: str,
+        *,
+        stdin: bytes = b"",
+        timeout: float = 30,
+        max_output: int = MAX_OUTPUT_BYTES,
+    ) -> CommandResult:
         self.commands.append(command)
         proc = subprocess.run(
             ["sh", "-c", f"{self.banner}{command}"],
@@ -37,6 +44,8 @@ class LocalShell:
             cwd=self.home,
             timeout=timeout,
         )
+        if len(proc.stdout) + len(proc.stderr) > max_output:
+            raise OutputCapExceeded("over the cap", cap=max_output)
         return CommandResult(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -30,9 +30,11 @@ class CountingConnection:
         self.endpoint = connection.endpoint
         self.commands: list[str] = []
 
-    def run(self, command: str, *, stdin: bytes = b"", timeout: float = 30.0) -> CommandResult:
+    def run(
+        self, command: str, *, stdin: bytes = b"", timeout: float = 30.0, max_output: int = 1 << 26
+    ) -> CommandResult:
         self.commands.append(command)
-        return self.connection.run(command, stdin=stdin, timeout=timeout)
+        return self.connection.run(command, stdin=stdin, timeout=timeout, max_output=max_output)
 
 
 @pytest.fixture

@@ -10,6 +10,10 @@ from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
 SANDBOX_CLUSTER_NAME = "sandbox"
 # An H200's dense bf16 peak, per GPU (NVIDIA's datasheet, without sparsity).
 H200_PEAK_BF16_TFLOPS = 989.0
+# The sandbox's prices: a GPU-hour, and a CPU-hour so that CPU-only jobs cost something
+# there too (about a cloud vCPU-hour's price).
+SANDBOX_PRICE_PER_GPU_HOUR = Decimal("2.50")
+SANDBOX_PRICE_PER_CPU_HOUR = Decimal("0.05")
 
 
 class SandboxDescription(Protocol):
@@ -55,7 +59,8 @@ def cluster_register_sandbox(
             "default_partition": info.partition,
             "gpu_model": f"NVIDIA {info.gpu_model} (stand-in)",
             "gpu_peak_bf16_tflops": H200_PEAK_BF16_TFLOPS,
-            "price_per_gpu_hour": Decimal("2.50"),
+            "price_per_gpu_hour": SANDBOX_PRICE_PER_GPU_HOUR,
+            "price_per_cpu_hour": SANDBOX_PRICE_PER_CPU_HOUR,
             "is_active": True,
             "portal_username": info.portal_user,
             "portal_private_key": info.portal_key,

@@ -171,10 +171,10 @@ def test_preview_gives_script_estimate_and_errors_and_writes_nothing(
     assert data["estimate"]["cost"] == "8.00"
     assert data["estimate"]["left_before"] == "100.00"
     assert data["estimate"]["left_after"] == "96.00"
-    # CPUs x nodes x hours; no CPU budget on the project: unlimited (None).
+    # CPUs x nodes x hours, against the CPU-hour budget a new quota gets.
     cpus = data["estimate"]["cpus"]
     assert cpus >= 2 and data["estimate"]["cpu_hours"] == f"{cpus * 2:.2f}"
-    assert data["estimate"]["cpu_left_before"] is None
+    assert data["estimate"]["cpu_left_before"] == "16,000.00"
     assert [p["name"] for p in data["partitions"]] == ["gpu"]
 
     bad = client.post(reverse("job-preview"), _form(cluster, project, gpus_per_node=4)).json()

@@ -175,7 +175,8 @@ def test_project_page_shows_the_slurm_mirror_dry_run(client: Client, staff, proj
     page = client.get(reverse("admin:projects_project_change", args=[project.pk])).content.decode()
     assert (
         "sacctmgr --immediate modify account where name=vision set "
-        "GrpTRESMins=cpu=-1,node=-1,gres/gpu=6000 GrpTRES=gres/gpu=8 GrpSubmitJobs=-1" in page
+        # The quota's default CPU-hour budget, 16,000 h, in minutes.
+        "GrpTRESMins=cpu=960000,node=-1,gres/gpu=6000 GrpTRES=gres/gpu=8 GrpSubmitJobs=-1" in page
     )
     assert "No cluster has quota mirroring switched on" in page
 

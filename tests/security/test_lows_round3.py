@@ -1,15 +1,20 @@
 """The lows of the third tenant-safety round (issue 33, point 5): ids past any column, CSV
-cells a spreadsheet runs, webhook targets that hide a private IPv4 address in an IPv6 one.
+cells a spreadsheet runs, webhook targets that hide a private IPv4 address in an IPv6 one,
+CPU-only jobs free on the sandbox.
 
 Before: `/jobs/states/?ids=²` was a 500 (`'²'.isdigit()` is true, `int('²')` raises), a
 30-digit id was a 500 under SQLite (OverflowError, see test_sqlite_server.py); the series
 CSV wrote a metric named `=HYPERLINK(...)` as it is; `64:ff9b::7f00:1`, `2002:7f00:1::` and
-`::127.0.0.1` passed the webhook check (`is_global` is true for all three).
+`::127.0.0.1` passed the webhook check (`is_global` is true for all three); the sandbox
+priced a CPU-hour at 0 and a new project's quota had no CPU-hour budget.
 """
 
 import csv
 import io
 import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
 from ipaddress import IPv6Address, ip_address
 from typing import Any
 from urllib.parse import quote
@@ -19,14 +24,17 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from clusters.models import Cluster
+from clusters.services import cluster_register_sandbox
 from jobs.enums import State
+from jobs.estimate import project_room, request_estimate
 from monitoring.alerts.delivery import WebhookRefused, webhook_check
 from monitoring.models import AlertKind, AlertRule
 from monitoring.series.write import series_append
 from portal_lib.addresses import embedded_ipv4, is_public
 from portal_lib.bounds import BIGINT_MAX, IdOutOfRange, row_id, row_ids
 from portal_lib.csv_cells import SafeCsvWriter, csv_cell
-from projects.models import Project
+from projects.models import Project, Quota
+from projects.quota import QuotaRequest
 from tests import factories
 
 NINES_30 = "9" * 30
@@ -229,3 +237,46 @@ def test_the_rules_page_refuses_a_nat64_webhook(member: User, settings: Any) -> 
     )
     assert "not a public address" in page.content.decode()
     assert not AlertRule.objects.exists()
+
+
+# --- the sandbox's prices and a new project's CPU budget ---------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxStub:
+    """What `manage.py sandbox up` describes, without the machines behind it."""
+
+    ssh_host: str = "127.0.0.1"
+    ssh_port: int = 2222
+    host_key: str = "ssh-ed25519 AAAA"
+    users: dict[str, str] = field(default_factory=dict)
+    base_run_dir: str = "/tmp/runs"
+    partition: str = "gpu"
+    gpu_model: str = "H200"
+    portal_user: str = "portal"
+    portal_key: str = "key"
+    slurm_conf: str = "/etc/slurm/slurm.conf"
+
+
+@pytest.mark.django_db
+def test_a_cpu_only_job_on_the_sandbox_costs_something_and_meets_a_cpu_budget() -> None:
+    sandbox = cluster_register_sandbox(info=SandboxStub())
+    assert sandbox.price_per_cpu_hour > 0
+    project = Project.objects.create(slug="new", name="New")
+    quota = Quota.objects.create(project=project)  # the defaults a new project's quota gets
+    assert quota.cpu_hours_per_period is not None and quota.cpu_hours_per_period > 0
+    room = project_room(project=project)
+    # 8 CPUs for a day, no GPU: priced, and inside the default budget.
+    small = QuotaRequest(
+        project=project, cluster=sandbox, partition="", gpus=0, cpus=8, time_limit=timedelta(1)
+    )
+    estimate = request_estimate(request=small, room=room)
+    assert estimate.cost == (Decimal(8 * 24) * sandbox.price_per_cpu_hour).quantize(Decimal("0.01"))
+    assert estimate.cost > 0 and estimate.fits
+    assert estimate.cpu_left_before == quota.cpu_hours_per_period
+    # 1,000 CPUs for a day: past the budget, refused in CPU-hours.
+    large = QuotaRequest(
+        project=project, cluster=sandbox, partition="", gpus=0, cpus=1000, time_limit=timedelta(1)
+    )
+    refused = request_estimate(request=large, room=room)
+    assert not refused.fits and "CPU-h" in refused.message

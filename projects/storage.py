@@ -82,18 +82,14 @@ def code_storage_refusal(
 ) -> CodeStorageRefusal:
     """The refusal of an archive of `size` bytes that does not fit: the quota, the usage,
     what the project keeps unused (`unused`: the caller knows jobs) and what to do."""
-    return CodeStorageRefusal(
+    message = (
         f"Project {project.slug} keeps {fmt_bytes(storage.used)} of code snapshots of its "
         f"{fmt_bytes(storage.quota)} quota; this archive ({fmt_bytes(size)}) does not fit in "
         f"the {fmt_bytes(storage.left)} left. {unused} Leave data and checkpoints out of the "
-        "archive, or ask an administrator to raise the project's code storage quota.",
-        errors={
-            "archive": [
-                f"{fmt_bytes(size)} does not fit: {fmt_bytes(storage.used)} of "
-                f"{fmt_bytes(storage.quota)} used."
-            ]
-        },
+        "archive, or ask an administrator to raise the project's code storage quota."
     )
+    # Under the archive field whole: the API answers a 400 with its field errors only.
+    return CodeStorageRefusal(message, errors={"archive": [message]})
 
 
 def fmt_bytes(size: int) -> str:

@@ -47,7 +47,8 @@ def code_upload_admit(*, user: User, project: Project, size: int) -> None:
             .values_list("at", "size")[:limit]
         )
         if len(recent) >= limit:
-            _refuse(f"at most {limit} code uploads", recent[limit - 1][0] + window - now, window)
+            what = "one code archive" if limit == 1 else f"at most {limit} code archives"
+            _refuse(what, recent[limit - 1][0] + window - now, window)
         wait = _bytes_wait(recent, size=size, now=now, window=window)
         if wait is not None:
             cap = fmt_bytes(int(settings.CODE_UPLOAD_RATE_BYTES))

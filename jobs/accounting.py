@@ -11,6 +11,7 @@ from clusters.slurm.accounting import job_accounting
 from clusters.ssh import SSHError, pool
 from jobs.billing import attempt_charge
 from jobs.models import Attempt
+from jobs.slurm_identity import CLOCK_SKEW, is_attempts_job
 from projects.models import UsageCharge
 from projects.services import Measured
 
@@ -24,38 +25,40 @@ class AccountingNotReady(Exception):
 def measured_by_sacct(attempt: Attempt) -> Measured | None:
     """The attempt's GPUs, CPUs, nodes and elapsed time as slurmdbd recorded them.
 
-    None if it never started.
+    The records are the attempt's by its user and submit time, whatever the job renamed
+    itself; a job that requeued itself is charged for every run (from its first start,
+    for their elapsed times together). None if it never started.
     """
     if attempt.account is None or not attempt.slurm_job_id:
         raise AccountingNotReady("the attempt has no Slurm job or account to ask about")
-    since = (attempt.submitted_at or attempt.created_at) - timedelta(minutes=5)
+    since = (attempt.submitted_at or attempt.created_at) - CLOCK_SKEW
     cluster = attempt.account.cluster
     # The portal's own account: sacct through the job's own user is the job's word.
     endpoint = portal_endpoint(cluster=cluster) or account_endpoint(account=attempt.account)
     try:
         with pool.session(endpoint) as connection:
-            row = job_accounting(
-                connection,
-                job_id=attempt.slurm_job_id,
-                since=since,
-                name=attempt.slurm_job_name,
-                tools=cluster.slurm_tools,
+            records = job_accounting(
+                connection, job_id=attempt.slurm_job_id, since=since, tools=cluster.slurm_tools
             )
     except SSHError as exc:
         raise AccountingNotReady(str(exc)) from exc
-    if row is None or row.end_time is None:
+    runs = [r for r in records if is_attempts_job(attempt, user=r.user, submitted=r.submit_time)]
+    if not runs or any(run.end_time is None for run in runs):
         raise AccountingNotReady(f"sacct has no finished record of job {attempt.slurm_job_id}")
     # Cancelled while pending: no nodes (sacct still shows Start = End for it).
-    if row.start_time is None or row.elapsed is None or not row.node_list:
+    ran = [r for r in runs if r.start_time is not None and r.elapsed is not None and r.node_list]
+    starts = [r.start_time for r in ran if r.start_time is not None]
+    if not starts:
         return None
+    elapsed = sum((r.elapsed for r in ran if r.elapsed is not None), timedelta())
     job = attempt.job
     # The allocation as Slurm made it; a record without TRES falls back to the request.
     return Measured(
-        gpus=row.gpus or job.total_gpus,
-        cpus=row.cpus or job.total_cpus,
-        nodes=row.node_count or job.nodes,
-        started_at=row.start_time,
-        ended_at=row.start_time + row.elapsed,
+        gpus=max(r.gpus for r in ran) or job.total_gpus,
+        cpus=max(r.cpus for r in ran) or job.total_cpus,
+        nodes=max(r.node_count for r in ran) or job.nodes,
+        started_at=starts[0],
+        ended_at=starts[0] + elapsed,
         source=UsageCharge.Source.SACCT,
     )
 

@@ -17,19 +17,19 @@ def job_accounting(
     *,
     job_id: str,
     since: datetime,
-    name: str = "",
     tools: SlurmTools = DEFAULT_TOOLS,
-) -> SacctRow | None:
-    """sacct's record of one job's allocation, or None while slurmdbd has not got it yet.
+) -> list[SacctRow]:
+    """sacct's records of one job id since `since`, oldest first: each run of a requeued
+    job is a record of its own (--duplicates), as is a job of a reused id.
 
-    With `name`, a record of a reused job id (a cluster restarted clean) under another
-    name is not taken. Raises AccountingDisabled when the cluster keeps no accounting.
+    Which of them are the attempt's is the caller's rule (`jobs.slurm_identity`); none
+    while slurmdbd has not got the job yet. Raises AccountingDisabled when the cluster
+    keeps no accounting.
     """
-    argv = tools.wrap(sacct_argv(job_ids=[job_id], since=since, all_users=True))
+    argv = tools.wrap(sacct_argv(job_ids=[job_id], since=since, all_users=True, duplicates=True))
     command = shlex.join(argv)
     rows = sacct_result(connection.run(command, timeout=COMMAND_TIMEOUT), command=command)
-    matches = [row for row in rows if row.job_id == job_id and (not name or row.name == name)]
-    return matches[-1] if matches else None
+    return [row for row in rows if row.job_id == job_id]
 
 
 @dataclass(frozen=True)

@@ -86,10 +86,12 @@ def sacct_argv(
     since: datetime,
     names: list[str] | None = None,
     all_users: bool = False,
+    duplicates: bool = False,
 ) -> list[str]:
     """sacct for this user's (or, `all_users`, everyone's) allocations since `since`.
 
     The window is always bounded: sacct without one scans the whole job history.
+    `duplicates`: every record of a job id (each run of a requeued job), not the latest.
     """
     if since.tzinfo is None:
         raise ValueError("sacct_argv: `since` must be timezone-aware")
@@ -104,6 +106,8 @@ def sacct_argv(
     ]
     if all_users:
         argv.append("--allusers")
+    if duplicates:
+        argv.append("--duplicates")
     if job_ids:
         argv.append(f"--jobs={_job_ids(job_ids)}")
     if names:

@@ -24,6 +24,8 @@ SQUEUE_FIELDS = (
     "TimeLimit",
     "exit_code",  # a raw wait(2) status: 768 is exit 3, 15 is signal 15
     "NumNodes",
+    "UserName",  # with SubmitTime, what identifies a job: its tenant can change neither
+    "SubmitTime",
     "Comment",
     "Name",
 )
@@ -39,6 +41,8 @@ SACCT_FIELDS = (
     "NNodes",
     "NodeList",
     "AllocTRES",
+    "User",
+    "Submit",
     "Comment",
     "JobName",
 )
@@ -87,6 +91,8 @@ class SqueueRow:
     signal: int | None
     comment: str
     node_count: int
+    user: str = ""  # blank only in output captured before the field was asked for
+    submit_time: datetime | None = None
 
     @property
     def base_job_id(self) -> str:
@@ -110,6 +116,8 @@ class SacctRow:
     gpus: int
     comment: str
     cpus: int = 0  # AllocTRES cpu=: every node's together
+    user: str = ""
+    submit_time: datetime | None = None
 
     def as_squeue_row(self) -> SqueueRow:
         return SqueueRow(
@@ -125,6 +133,8 @@ class SacctRow:
             signal=self.signal,
             comment=self.comment,
             node_count=self.node_count,
+            user=self.user,
+            submit_time=self.submit_time,
         )
 
 
@@ -246,12 +256,13 @@ def _field_error(command: str, fields: tuple[str, ...], record: str) -> SlurmOut
     )
 
 
-def parse_squeue(text: str) -> list[SqueueRow]:
+def parse_squeue(text: str, *, fields: tuple[str, ...] = SQUEUE_FIELDS) -> list[SqueueRow]:
     """Rows of `squeue_argv()` output; a record with too few fields raises SlurmOutputError.
 
     Records end with FIELD_SEP plus a newline, so a newline inside a job name is kept.
     A wrong field count means truncated output or format drift: failing loudly beats
-    silently losing a job, which the caller would take for a finished one.
+    silently losing a job, which the caller would take for a finished one. `fields`:
+    the format the output was printed in (output captured before a field was added).
     """
     records = text.split(FIELD_SEP + "\n")
     tail = records.pop().rstrip("\n").removesuffix(FIELD_SEP)
@@ -259,26 +270,29 @@ def parse_squeue(text: str) -> list[SqueueRow]:
         records.append(tail)
     rows = []
     for record in records:
-        values = record.split(FIELD_SEP, maxsplit=len(SQUEUE_FIELDS) - 1)
-        if len(values) != len(SQUEUE_FIELDS):
-            raise _field_error("squeue", SQUEUE_FIELDS, record)
-        job_id, state, reason, nodes, start, end, limit, status, count, comment, name = values
+        values = record.split(FIELD_SEP, maxsplit=len(fields) - 1)
+        if len(values) != len(fields):
+            raise _field_error("squeue", fields, record)
+        field = dict(zip(fields, values, strict=True))
         try:
-            exit_code, signal = _wait_status(status)
+            exit_code, signal = _wait_status(field["exit_code"])
+            reason, nodes, comment = field["Reason"], field["NodeList"], field["Comment"]
             rows.append(
                 SqueueRow(
-                    job_id=job_id,
-                    name=name,
-                    state=normalise_state(state),
+                    job_id=field["JobArrayID"],
+                    name=field["Name"],
+                    state=normalise_state(field["State"]),
                     reason=None if reason in ("", "None") else reason,
                     node_list="" if nodes in _NO_NODES else nodes,
-                    start_time=parse_time(start),
-                    end_time=parse_time(end),
-                    time_limit=parse_time_limit(limit),
+                    start_time=parse_time(field["StartTime"]),
+                    end_time=parse_time(field["EndTime"]),
+                    time_limit=parse_time_limit(field["TimeLimit"]),
                     exit_code=exit_code,
                     signal=signal,
                     comment="" if comment == "(null)" else comment,
-                    node_count=int(count),
+                    node_count=int(field["NumNodes"]),
+                    user=field.get("UserName", ""),
+                    submit_time=parse_time(field.get("SubmitTime", "")),
                 )
             )
         except ValueError as exc:
@@ -286,42 +300,45 @@ def parse_squeue(text: str) -> list[SqueueRow]:
     return rows
 
 
-def parse_sacct(text: str) -> list[SacctRow]:
+def parse_sacct(text: str, *, fields: tuple[str, ...] = SACCT_FIELDS) -> list[SacctRow]:
     """Rows of `sacct_argv()` output (--parsable2, FIELD_SEP between fields).
 
     A line with too few fields continues the previous record's job name (a name with a
-    newline in it); one before any record raises SlurmOutputError.
+    newline in it); one before any record raises SlurmOutputError. `fields` as for
+    parse_squeue.
     """
     records: list[str] = []
     for line in text.rstrip("\n").split("\n") if text.strip() else []:
-        if line.count(FIELD_SEP) >= len(SACCT_FIELDS) - 1:
+        if line.count(FIELD_SEP) >= len(fields) - 1:
             records.append(line)
         elif records:
             records[-1] += "\n" + line
         else:
-            raise _field_error("sacct", SACCT_FIELDS, line)
+            raise _field_error("sacct", fields, line)
     rows = []
     for record in records:
-        values = record.split(FIELD_SEP, maxsplit=len(SACCT_FIELDS) - 1)
-        job_id, state, code, start, end, elapsed, limit, count, nodes, tres, comment, name = values
+        field = dict(zip(fields, record.split(FIELD_SEP, maxsplit=len(fields) - 1), strict=True))
         try:
-            exit_code, signal = _exit_signal(code)
+            exit_code, signal = _exit_signal(field["ExitCode"])
+            nodes, tres = field["NodeList"], field["AllocTRES"]
             rows.append(
                 SacctRow(
-                    job_id=job_id,
-                    name=name,
-                    state=normalise_state(state),
+                    job_id=field["JobID"],
+                    name=field["JobName"],
+                    state=normalise_state(field["State"]),
                     exit_code=exit_code,
                     signal=signal,
-                    start_time=parse_time(start),
-                    end_time=parse_time(end),
-                    elapsed=parse_time_limit(elapsed),
-                    time_limit=parse_time_limit(limit),
-                    node_count=int(count or 0),
+                    start_time=parse_time(field["Start"]),
+                    end_time=parse_time(field["End"]),
+                    elapsed=parse_time_limit(field["Elapsed"]),
+                    time_limit=parse_time_limit(field["Timelimit"]),
+                    node_count=int(field["NNodes"] or 0),
                     node_list="" if nodes in _NO_NODES else nodes,
                     gpus=gpus_from_tres(tres),
-                    comment=comment,
+                    comment=field["Comment"],
                     cpus=cpus_from_tres(tres),
+                    user=field.get("User", ""),
+                    submit_time=parse_time(field.get("Submit", "")),
                 )
             )
         except ValueError as exc:

@@ -19,7 +19,16 @@ from clusters.slurm import (
     squeue_result,
 )
 from clusters.slurm.parsers import cpus_from_tres, parse_time_limit
-from tests.clusters.slurm_output import at, by_id, fixture, result
+from tests.clusters.slurm_output import (
+    SACCT_FIELDS_2026_12_01,
+    SQUEUE_FIELDS_2026_12_01,
+    at,
+    by_id,
+    fixture,
+    result,
+)
+
+OLD = SQUEUE_FIELDS_2026_12_01
 
 # --- squeue -----------------------------------------------------------------------------
 
@@ -58,7 +67,7 @@ def test_squeue_argv_refuses_what_slurm_would_misread(kwargs: dict, message: str
 
 
 def test_parse_squeue_every_state_on_captured_output() -> None:
-    rows = by_id(parse_squeue(fixture("squeue_mixed.txt")))
+    rows = by_id(parse_squeue(fixture("squeue_mixed.txt"), fields=SQUEUE_FIELDS_2026_12_01))
     assert len(rows) == 23
 
     failed = rows["10"]
@@ -95,7 +104,7 @@ def test_parse_squeue_every_state_on_captured_output() -> None:
 
 
 def test_parse_squeue_keeps_hostile_names_whole() -> None:
-    rows = by_id(parse_squeue(fixture("squeue_mixed.txt")))
+    rows = by_id(parse_squeue(fixture("squeue_mixed.txt"), fields=SQUEUE_FIELDS_2026_12_01))
     assert rows["18"].name == "fx name with spaces | pipe \"dq\" 'sq' ünï ✓"
     assert rows["19"].name == "fx-semi;$(touch /tmp/x)`id`,comma%p"
     assert rows["19"].comment == "a comment, with | pipe"
@@ -105,7 +114,7 @@ def test_parse_squeue_keeps_hostile_names_whole() -> None:
 
 
 def test_parse_squeue_array_and_het_job_ids() -> None:
-    rows = by_id(parse_squeue(fixture("squeue_arrays.txt")))
+    rows = by_id(parse_squeue(fixture("squeue_arrays.txt"), fields=SQUEUE_FIELDS_2026_12_01))
     assert rows["20_0"].state == "RUNNING" and rows["20_0"].end_time is None
     assert rows["20_[2-3%2]"].reason == "JobArrayTaskLimit"
     assert rows["21_5"].state == "COMPLETED"
@@ -121,26 +130,32 @@ def test_parse_squeue_empty_output(text: str) -> None:
 
 def test_parse_squeue_tolerates_a_stripped_final_terminator() -> None:
     text = fixture("squeue_arrays.txt")
-    assert parse_squeue(text.rstrip("\n")) == parse_squeue(text)
-    assert parse_squeue(text.removesuffix(FIELD_SEP + "\n")) == parse_squeue(text)
+    assert parse_squeue(text.rstrip("\n"), fields=OLD) == parse_squeue(text, fields=OLD)
+    assert parse_squeue(text.removesuffix(FIELD_SEP + "\n"), fields=OLD) == parse_squeue(
+        text, fields=OLD
+    )
 
 
 def test_parse_squeue_completing_state() -> None:
     values = ["7", "COMPLETING", "None", "n1", "2026-12-01T01:00:00", "2026-12-01T01:00:09"]
-    values += ["5:00", "0", "1", "(null)", "train"]
+    values += ["5:00", "0", "1", "alice", "2026-12-01T00:59:58", "(null)", "train"]
     (row,) = parse_squeue(FIELD_SEP.join(values) + FIELD_SEP + "\n")
     assert row.state == "COMPLETING" and row.time_limit == timedelta(minutes=5)
+    assert (row.user, row.submit_time) == ("alice", at(0, 59, 58))
 
 
 def test_parse_squeue_line_with_too_few_fields_is_a_clear_error() -> None:
     text = fixture("squeue_mixed.txt") + f"99{FIELD_SEP}RUNNING{FIELD_SEP}\n"
     with pytest.raises(SlurmOutputError, match=r"expected 11 fields .* got 2: '99"):
-        parse_squeue(text)
+        parse_squeue(text, fields=OLD)
+    # Output of the old format read as the current one is format drift, never rows.
+    with pytest.raises(SlurmOutputError, match=r"expected 13 fields .*UserName, SubmitTime"):
+        parse_squeue(fixture("squeue_mixed.txt"))
 
 
 def test_parse_squeue_unexpected_value_is_a_clear_error() -> None:
     line = FIELD_SEP.join(["7", "RUNNING", "None", "n1", "yesterday", "N/A"])
-    line += FIELD_SEP + FIELD_SEP.join(["1:00", "0", "1", "(null)", "x", ""])
+    line += FIELD_SEP + FIELD_SEP.join(["1:00", "0", "1", "bob", "N/A", "(null)", "x", ""])
     with pytest.raises(SlurmOutputError, match="yesterday"):
         parse_squeue(line + "\n")
 
@@ -190,7 +205,7 @@ def test_sacct_argv_converts_since_to_utc_and_refuses_naive_times() -> None:
 
 
 def test_parse_sacct_states_exit_codes_and_gpus() -> None:
-    rows = by_id(parse_sacct(fixture("sacct_finished.txt")))
+    rows = by_id(parse_sacct(fixture("sacct_finished.txt"), fields=SACCT_FIELDS_2026_12_01))
     assert len(rows) == 13
     assert (rows["10"].state, rows["10"].exit_code, rows["10"].signal) == ("FAILED", 3, None)
     assert (rows["12"].state, rows["12"].signal) == ("CANCELLED", 15)  # "CANCELLED by 1001"
@@ -217,7 +232,7 @@ def test_parse_sacct_states_exit_codes_and_gpus() -> None:
 
 
 def test_sacct_row_as_squeue_row() -> None:
-    row = by_id(parse_sacct(fixture("sacct_finished.txt")))["10"].as_squeue_row()
+    row = by_id(parse_sacct(fixture("sacct_finished.txt"), fields=SACCT_FIELDS_2026_12_01))["10"].as_squeue_row()
     assert (row.job_id, row.state, row.exit_code, row.reason) == ("10", "FAILED", 3, None)
 
 
@@ -227,7 +242,7 @@ def test_parse_sacct_empty_output(text: str) -> None:
 
 
 def test_parse_sacct_line_with_too_few_fields_first_is_a_clear_error() -> None:
-    with pytest.raises(SlurmOutputError, match="expected 12 fields"):
+    with pytest.raises(SlurmOutputError, match="expected 14 fields"):
         parse_sacct(f"9{FIELD_SEP}COMPLETED\n")
 
 
@@ -262,7 +277,7 @@ def test_a_time_limit_past_any_duration_is_a_value_error(text: str) -> None:
 
 def test_parse_squeue_reads_slurms_start_estimate_of_a_job_waiting_on_resources() -> None:
     # squeue_start_estimate.txt: 809 waits behind 808, which holds every GPU until 21:05:13.
-    rows = by_id(parse_squeue(fixture("squeue_start_estimate.txt")))
+    rows = by_id(parse_squeue(fixture("squeue_start_estimate.txt"), fields=SQUEUE_FIELDS_2026_12_01))
     waiting, blocker = rows["809"], rows["808"]
     assert (waiting.state, waiting.reason, waiting.node_list) == ("PENDING", "Resources", "")
     assert waiting.start_time == at(21, 5, 13) == blocker.end_time

@@ -16,9 +16,9 @@ from jobs.enums import State
 from jobs.models import Attempt
 from jobs.poll.authority import ClusterTruth, truth_apply
 from tests import factories
-from tests.clusters.slurm_output import by_id, fixture
+from tests.clusters.slurm_output import SQUEUE_FIELDS_2026_12_01, by_id, fixture
 
-ROWS = by_id(parse_squeue(fixture("squeue_mixed.txt")))
+ROWS = by_id(parse_squeue(fixture("squeue_mixed.txt"), fields=SQUEUE_FIELDS_2026_12_01))
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from jobs.queue.start_estimates import ESTIMATE_KEY, estimates_due, record_estim
 from jobs.queue.waits import MAX_WAIT_SAMPLES, format_wait, percentile, similar_waits
 from monitoring.job_page.header import expected_start_text, header_facts
 from tests import factories
-from tests.clusters.slurm_output import at, by_id, fixture
+from tests.clusters.slurm_output import SQUEUE_FIELDS_2026_12_01, at, by_id, fixture
 
-ROWS = by_id(parse_squeue(fixture("squeue_start_estimate.txt")))
+ROWS = by_id(parse_squeue(fixture("squeue_start_estimate.txt"), fields=SQUEUE_FIELDS_2026_12_01))
 NOW = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)
 
 

@@ -11,6 +11,7 @@ from clusters.slurm import parse_sacct
 from clusters.slurm.accounting import AccountLimits, account_add_argv, account_limits_argv
 from projects.mirror import mirror_plan
 from projects.models import Project, Quota
+from tests.clusters.slurm_output import SACCT_FIELDS_2026_12_01
 
 SEP = "\x1f"
 # Captured from the sandbox's sacct (slurmdbd on MariaDB), sacct_argv's format.
@@ -36,7 +37,7 @@ SACCT = "\n".join(
 
 
 def test_sacct_rows_give_gpus_elapsed_and_whether_it_ran() -> None:
-    done, pending, unscheduled, cancelled = parse_sacct(SACCT)
+    done, pending, unscheduled, cancelled = parse_sacct(SACCT, fields=SACCT_FIELDS_2026_12_01)
     assert (done.gpus, done.elapsed, done.node_list) == (2, timedelta(seconds=5), "n1")
     assert (pending.node_list, pending.elapsed, pending.gpus) == ("", timedelta(0), 0)
     assert (unscheduled.start_time, unscheduled.node_list) == (None, "")

@@ -9,6 +9,7 @@ a job that printed no newline assembled every stored byte (64 MiB) per request.
 
 import tracemalloc
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -31,6 +32,7 @@ from monitoring.logs.store import MAX_TAIL_BYTES, Delivery, log_files, log_store
 from projects.models import Project, Quota, Reservation, UsageCharge
 from projects.selectors import project_usage
 from tests import factories
+from tests.clusters.slurm_output import SACCT_FIELDS_2026_12_01
 from tests.helpers import Tokens, bearer
 
 pytestmark = pytest.mark.django_db
@@ -156,8 +158,10 @@ def test_sacct_charges_the_cpus_and_nodes_slurm_allocated(
     Attempt.objects.filter(pk=attempt.pk).update(
         slurm_job_id="18", state=State.CANCELLED, submitted_at=timezone.now()
     )
-    (row,) = parse_sacct(SACCT_TWO_NODES)
-    monkeypatch.setattr(accounting, "job_accounting", lambda *args, **kwargs: row)
+    (row,) = parse_sacct(SACCT_TWO_NODES, fields=SACCT_FIELDS_2026_12_01)
+    # Captured before sacct was asked for the user and submit time: the attempt's own.
+    row = replace(row, user=attempt.account.username, submit_time=timezone.now())
+    monkeypatch.setattr(accounting, "job_accounting", lambda *args, **kwargs: [row])
 
     @contextmanager
     def session(endpoint: object) -> Any:

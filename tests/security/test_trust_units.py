@@ -10,15 +10,17 @@ from clusters.models import Cluster
 from clusters.slurm import SacctRow, SqueueRow
 from jobs.enums import State
 from jobs.models import Attempt, JobEvent
-from jobs.poll.authority import VANISH_GRACE, ClusterTruth, truth_apply
+from jobs.poll.authority import VANISH_GRACE, ClusterTruth, Verdict, truth_apply, verdict
 from tests import factories
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 UUID = uuid.UUID("5f0c0d6e-8f8a-4c1e-9a59-0d3c6b1f2a77")
 NAME = f"portal-{UUID}"  # the Slurm job name of the `running` attempt
+USER = "svc"  # the cluster account it runs as
+SUBMITTED = START - timedelta(seconds=30)
 
 
-def _squeue(job_id: str, state: str, name: str = NAME) -> SqueueRow:
+def _squeue(job_id: str, state: str, name: str = NAME, user: str = USER) -> SqueueRow:
     return SqueueRow(
         job_id=job_id,
         name=name,
@@ -32,10 +34,14 @@ def _squeue(job_id: str, state: str, name: str = NAME) -> SqueueRow:
         signal=None,
         comment="",
         node_count=1,
+        user=user,
+        submit_time=SUBMITTED,
     )
 
 
-def _sacct(job_id: str, state: str, *, end: datetime | None, name: str = NAME) -> SacctRow:
+def _sacct(
+    job_id: str, state: str, *, end: datetime | None, name: str = NAME, user: str = USER
+) -> SacctRow:
     return SacctRow(
         job_id=job_id,
         name=name,
@@ -50,6 +56,8 @@ def _sacct(job_id: str, state: str, *, end: datetime | None, name: str = NAME) -
         node_list="n1",
         gpus=1,
         comment="",
+        user=user,
+        submit_time=SUBMITTED,
     )
 
 
@@ -59,6 +67,8 @@ def running(project, member, cluster: Cluster) -> Attempt:
     _, attempt = factories.job(project, member, cluster)
     Attempt.objects.filter(pk=attempt.pk).update(
         uuid=UUID,
+        account=factories.account(cluster, None),
+        created_at=START - timedelta(minutes=1),
         state=State.RUNNING,
         slurm_job_id="101",
         state_changed_at=timezone.now() - VANISH_GRACE * 3,
@@ -130,21 +140,23 @@ def test_a_cluster_without_a_portal_account_says_so(cluster: Cluster) -> None:
 
 
 # sbatch's answer comes back through the user's session: a forged one (a shell function
-# of sbatch's path in ~/.bashrc) can name another of the user's jobs, a small one.
+# of sbatch's path in ~/.bashrc) can name another user's job, a small one.
 
 
-def test_an_id_showing_another_jobs_name_is_replaced_by_the_one_job_of_the_attempts_name(
+def test_an_id_showing_another_users_job_is_replaced_by_the_one_job_of_the_attempts_name(
     running: Attempt,
 ) -> None:
-    truth = ClusterTruth(
-        queue={"101": _squeue("101", "RUNNING", name="decoy")},
-        named={NAME: [_squeue("107", "RUNNING")]},
-    )
+    shown = _squeue("101", "RUNNING", name="decoy", user="mallory")
+    # Another user's job of the attempt's name is no candidate.
+    named = [_squeue("107", "RUNNING"), _squeue("109", "RUNNING", user="mallory")]
+    decided = verdict(running, shown, named)
+    assert decided == Verdict(job_id="107", cancel={})
+    truth = ClusterTruth(queue={"101": shown}, verdicts={"101": decided})
     assert truth_apply([running], truth, {}) == 1
     running.refresh_from_db()
     assert (running.slurm_job_id, running.state) == ("107", State.RUNNING)
     event = JobEvent.objects.filter(attempt=running).latest("id")
-    assert "Slurm job 101 is named 'decoy'" in event.reason
+    assert "Slurm job 101 is mallory's job submitted at 2026-12-01 09:59:30" in event.reason
     assert "following job 107" in event.reason
     # From then on the real job decides.
     ended = _squeue("107", "COMPLETED")
@@ -153,24 +165,25 @@ def test_an_id_showing_another_jobs_name_is_replaced_by_the_one_job_of_the_attem
     assert running.state == State.COMPLETED
 
 
-@pytest.mark.parametrize("named", [[], [_squeue("107", "RUNNING"), _squeue("108", "RUNNING")]])
-def test_an_id_showing_another_job_fails_the_attempt_when_the_name_does_not_say_which(
+@pytest.mark.parametrize("named", [[], [_squeue("108", "RUNNING", user="mallory")]])
+def test_an_id_showing_another_job_fails_the_attempt_when_no_job_of_its_user_bears_its_name(
     running: Attempt, named: list[SqueueRow]
 ) -> None:
-    truth = ClusterTruth(
-        queue={"101": _squeue("101", "RUNNING", name="decoy")}, named={NAME: named}
-    )
+    shown = _squeue("101", "RUNNING", user="mallory")
+    decided = verdict(running, shown, named)
+    assert decided == Verdict(job_id=None, cancel={})  # another user's job is never cancelled
+    truth = ClusterTruth(queue={"101": shown}, verdicts={"101": decided})
     assert truth_apply([running], truth, {}) == 1
     running.refresh_from_db()
     assert running.state == State.FAILED and running.slurm_job_id == "101"
-    assert running.reason.startswith(f"Slurm job 101 is named 'decoy', not '{NAME}'")
-    assert f"Slurm shows {len(named) or 'no'} job" in running.reason
+    assert running.reason.startswith("Slurm job 101 is mallory's job submitted at")
+    assert "Slurm shows no job of this attempt's name and user" in running.reason
 
 
-def test_a_sacct_record_of_another_name_is_not_this_attempts_end(running: Attempt) -> None:
+def test_a_sacct_record_of_another_user_is_not_this_attempts_end(running: Attempt) -> None:
     end = START + timedelta(seconds=100)
-    record = _sacct("101", "COMPLETED", end=end, name="decoy")
+    record = _sacct("101", "COMPLETED", end=end, user="mallory")
     assert truth_apply([running], ClusterTruth(history={"101": record}, accounting=True), {}) == 1
     running.refresh_from_db()
     assert running.state == State.FAILED
-    assert "is named 'decoy'" in running.reason
+    assert "is mallory's job" in running.reason

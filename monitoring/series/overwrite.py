@@ -57,20 +57,9 @@ def series_overwrite(*, repeats: Iterable[tuple[int, str, float]]) -> int:
     hit = [chunk_id for chunk_id, sid, lo, hi in bounds if any(lo <= x <= hi for x in xs_of[sid])]
     if not hit:
         return deleted
-    new: list[SeriesChunk] = []
-    dropped: list[int] = []
-    for chunk in SeriesChunk.objects.filter(id__in=hit).only("id", "series_id", "level", "data"):
-        xs, ys = decode(chunk.data)
-        kept = ~np.isin(xs, np.fromiter(xs_of[chunk.series_id], dtype=np.float64))
-        if kept.all():
-            continue
-        dropped.append(chunk.id)
-        deleted += int((~kept).sum())
-        if kept.any():
-            new.append(_chunk(chunk.series_id, chunk.level, xs[kept], ys[kept]))
-    SeriesChunk.objects.bulk_create(new)
-    SeriesChunk.objects.filter(id__in=dropped).delete()
-    return deleted
+    return deleted + _chunks_drop(
+        hit, lambda sid, xs: np.isin(xs, np.fromiter(xs_of[sid], dtype=np.float64))
+    )
 
 
 def series_delete(*, attempt_id: int, names: list[str]) -> int:
@@ -195,17 +184,26 @@ def series_delete_range(*, ranges: Iterable[tuple[int, str, float, float]]) -> i
         for chunk_id, sid, x_min, x_max in bounds
         if x_max > span_of[sid][0] and x_min <= span_of[sid][1]
     ]
+    return deleted + _chunks_drop(hit, lambda sid, xs: inside(span_of[sid], xs))
+
+
+def _chunks_drop(chunk_ids: list[int], dropping: Callable[[int, Floats], Mask]) -> int:
+    """Rewrite these chunks without the points `dropping(series_id, xs)` marks; the points
+    dropped."""
     new: list[SeriesChunk] = []
-    dropped: list[int] = []
-    for chunk in SeriesChunk.objects.filter(id__in=hit).only("id", "series_id", "level", "data"):
+    emptied: list[int] = []
+    deleted = 0
+    for chunk in SeriesChunk.objects.filter(id__in=chunk_ids).only(
+        "id", "series_id", "level", "data"
+    ):
         xs, ys = decode(chunk.data)
-        kept = ~inside(span_of[chunk.series_id], xs)
+        kept = ~dropping(chunk.series_id, xs)
         if kept.all():
             continue
-        dropped.append(chunk.id)
+        emptied.append(chunk.id)
         deleted += int((~kept).sum())
         if kept.any():
             new.append(_chunk(chunk.series_id, chunk.level, xs[kept], ys[kept]))
     SeriesChunk.objects.bulk_create(new)
-    SeriesChunk.objects.filter(id__in=dropped).delete()
+    SeriesChunk.objects.filter(id__in=emptied).delete()
     return deleted

@@ -11,15 +11,8 @@ from django.conf import settings
 from django.db.models import Sum
 
 from projects.models import Project
-from projects.quota import QuotaRefusal
 
 MIB = 1024 * 1024
-
-
-class CodeStorageRefusal(QuotaRefusal):
-    """An archive that does not fit in its project's code storage quota."""
-
-    code = "code_storage_quota"
 
 
 @dataclass(frozen=True)
@@ -77,19 +70,17 @@ def project_code_storage(*, project: Project) -> CodeStorage:
     return projects_code_storage(projects=[project])[project.pk]
 
 
-def code_storage_refusal(
+def code_storage_refusal_message(
     *, project: Project, storage: CodeStorage, size: int, unused: str
-) -> CodeStorageRefusal:
-    """The refusal of an archive of `size` bytes that does not fit: the quota, the usage,
-    what the project keeps unused (`unused`: the caller knows jobs) and what to do."""
-    message = (
+) -> str:
+    """Why an archive of `size` bytes does not fit: the quota, the usage, what the project
+    keeps unused (`unused`: the caller knows jobs) and what to do."""
+    return (
         f"Project {project.slug} keeps {fmt_bytes(storage.used)} of code snapshots of its "
         f"{fmt_bytes(storage.quota)} quota; this archive ({fmt_bytes(size)}) does not fit in "
         f"the {fmt_bytes(storage.left)} left. {unused} Leave data and checkpoints out of the "
         "archive, or ask an administrator to raise the project's code storage quota."
     )
-    # Under the archive field whole: the API answers a 400 with its field errors only.
-    return CodeStorageRefusal(message, errors={"archive": [message]})
 
 
 def fmt_bytes(size: int) -> str:

@@ -17,9 +17,10 @@ from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
 from django.utils import timezone
 
+from jobs.errors import JobError
 from jobs.models import CodeSnapshot
 from projects.models import Project
-from projects.storage import code_storage_refusal, fmt_bytes, project_code_storage
+from projects.storage import code_storage_refusal_message, fmt_bytes, project_code_storage
 
 HASH_LENGTH = 64
 
@@ -50,6 +51,13 @@ def snapshots_unnamed() -> QuerySet[CodeSnapshot]:
     return unnamed
 
 
+class CodeQuotaRefusal(JobError):
+    """An archive that does not fit in its project's code storage quota (a job whose git
+    fetch does not fit fails with these words, as for any other code error)."""
+
+    code = "code_storage_quota"
+
+
 def code_quota_check(*, project: Project, size: int) -> None:
     """Refuse an archive of `size` new bytes past the project's code storage quota."""
     storage = project_code_storage(project=project)
@@ -64,7 +72,11 @@ def code_quota_check(*, project: Project, size: int) -> None:
         )
     else:
         words = "Every snapshot it keeps is used by a job or a sweep."
-    raise code_storage_refusal(project=project, storage=storage, size=size, unused=words)
+    message = code_storage_refusal_message(
+        project=project, storage=storage, size=size, unused=words
+    )
+    # Under the archive field whole: the API answers a 400 with its field errors only.
+    raise CodeQuotaRefusal(message, errors={"archive": [message]})
 
 
 def snapshot_keep(

@@ -6,6 +6,7 @@ Before: every upload (up to 100 MiB each) was kept with no cap per project.
 """
 
 import io
+import subprocess
 import tarfile
 import threading
 from pathlib import Path
@@ -17,10 +18,13 @@ from django.db import connection
 from django.test import Client
 
 from jobs.code.snapshots import code_inputs, snapshot_path, snapshot_store
-from jobs.models import CodeSnapshot
+from jobs.enums import State
+from jobs.models import Attempt, CodeSnapshot
+from jobs.submission import attempt_submit
 from portal_lib.errors import PortalError
 from projects.models import Membership, Project
 from projects.storage import MIB, CodeStorage, fmt_bytes
+from tests import factories
 from tests.helpers import Tokens, bearer
 
 UPLOAD = "/api/v1/projects/vision/code/"
@@ -120,6 +124,32 @@ def test_the_job_form_shows_the_refusal_under_its_archive_field(
     with pytest.raises(PortalError) as refused:
         code_inputs(user=member, project=project, archive=archive, code_from=None)
     assert "does not fit" in refused.value.errors["archive"][0]
+    assert not CodeSnapshot.objects.exists()
+
+
+def test_a_git_fetch_past_the_quota_fails_its_job_with_the_same_words(
+    settings, tmp_path: Path, member: User, project: Project
+) -> None:
+    """The quota holds for code the portal fetches too; the job says why it did not start."""
+    repo = tmp_path / "origin"
+    repo.mkdir()
+    (repo / "train.py").write_text("print('from git')\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "first"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@x", "-C", str(repo), *args],
+            check=True,
+            capture_output=True,
+        )
+    settings.CODE_GIT_ALLOW_LOCAL = True  # file:// stands in for an https server here
+    settings.CODE_QUOTA_BYTES = 100
+    cluster = factories.cluster()
+    _, attempt = factories.job(project, member, cluster, code_git_url=f"file://{repo}")
+
+    attempt_submit(attempt_id=attempt.pk)
+
+    attempt = Attempt.objects.get(pk=attempt.pk)
+    assert attempt.state == State.FAILED
+    assert attempt.reason.startswith("Project vision keeps 0 B of code snapshots of its 100 B")
     assert not CodeSnapshot.objects.exists()
 
 

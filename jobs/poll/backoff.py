@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 
 import redis
 from django.conf import settings
@@ -47,6 +48,10 @@ class Delay:
     streak: int  # notes in a row
     until: float  # Unix time its next probe is due
     reopened: bool = False
+
+    @property
+    def retry_at(self) -> datetime:
+        return datetime.fromtimestamp(self.until, tz=UTC)
 
     @property
     def skipped(self) -> bool:

@@ -1,5 +1,7 @@
 """The portal agent's client (`run_agent`) against a local shell standing in for SSH."""
 
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -15,12 +17,19 @@ from clusters.agent import (
     agent_stdin,
     run_agent,
 )
-from clusters.ssh import MAX_OUTPUT_BYTES, CommandResult, Endpoint, OutputCapExceeded
+from clusters.ssh import (
+    MAX_OUTPUT_BYTES,
+    CommandResult,
+    CommandTimedOut,
+    Endpoint,
+    OutputCapExceeded,
+)
 from tests.clusters.agent_env import PYTHON
 
 
 class LocalShell:
-    """Runs commands with sh in a fake home directory; counts them like a connection would."""
+    """Runs commands with sh in a fake home directory; counts them like a connection would,
+    and like one ends a command at its deadline or its output cap."""
 
     def __init__(self, home: Path, *, banner: str = "") -> None:
         self.home = home
@@ -37,16 +46,23 @@ class LocalShell:
         max_output: int = MAX_OUTPUT_BYTES,
     ) -> CommandResult:
         self.commands.append(command)
-        proc = subprocess.run(
+        with subprocess.Popen(
             ["sh", "-c", f"{self.banner}{command}"],
-            input=stdin,
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             cwd=self.home,
-            timeout=timeout,
-        )
-        if len(proc.stdout) + len(proc.stderr) > max_output:
+            start_new_session=True,
+        ) as proc:
+            try:
+                stdout, stderr = proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise CommandTimedOut("past its deadline", timeout=timeout) from None
+        if len(stdout) + len(stderr) > max_output:
             raise OutputCapExceeded("over the cap", cap=max_output)
-        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+        return CommandResult(proc.returncode, stdout, stderr)
 
 
 def test_each_poll_is_one_command_that_sends_the_agent_and_stores_nothing(

@@ -7,6 +7,7 @@ from django.utils import timezone
 from clusters.access import can_drain
 from jobs.access import job_for_viewer
 from jobs.models import Attempt, Job, JobEvent
+from jobs.poll.backoff import account_delay
 from monitoring.goodput.selectors import idle_ladder, job_efficiency
 from monitoring.ingest.parse import MAX_SERIES_PER_ATTEMPT
 from monitoring.ingest.worker import MAX_NAMES_PER_LINE
@@ -37,6 +38,9 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             **banner,
             "tail": banner_lines(attempt_id=attempts[-1].pk, diagnosis=banner["diagnosis"]),
         }
+    # Said while the poll still reads the attempt's files and leaves its account out.
+    latest = attempts[-1] if attempts and not attempts[-1].files_complete else None
+    delay = account_delay(account_id=latest.account_id) if latest else None
     # The sweep trial the job is, if any: read by relation name (sweeps sit above this layer).
     trial = (
         Job.objects.filter(pk=job.pk, sweep_trial__isnull=False)
@@ -51,6 +55,7 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             "trial": trial,
             "ingest": ingest if ingest is not None and ingest.has_notice else None,
             "output_in_bursts": ingest is not None and ingest.output_in_bursts,
+            "account_delay": delay,
             "series_cap": MAX_SERIES_PER_ATTEMPT,
             "names_cap": MAX_NAMES_PER_LINE,
             "events": events,

@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 VANISH_GRACE = timedelta(seconds=30)
 # sacct's window starts this long before the earliest submission (clock skew).
 SACCT_MARGIN = timedelta(minutes=5)
+# scancels one poll sends at most (one command each); the rest go with the next poll.
+MAX_CANCELS = 20
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class ClusterTruth:
     accounting: bool = False  # sacct answered for the jobs gone from squeue
     # By the attempt's recorded id, where the poll takes another job or cancels one.
     verdicts: dict[str, Verdict] = field(default_factory=dict)
-    refused: dict[str, str] = field(default_factory=dict)  # job id -> why scancel failed
+    refused: dict[str, str] = field(default_factory=dict)  # job id -> why scancel is not done
 
 
 def _is_its(attempt: Attempt, shown: SqueueRow | SacctRow) -> bool:
@@ -147,9 +149,10 @@ def truth_read(*, cluster: Cluster, attempts: list[Attempt]) -> ClusterTruth:
             named.setdefault(shown.name, []).append(shown)
         for attempt in attempts:
             row = queue.get(attempt.slurm_job_id)
-            found = row and verdict(attempt, row, named.get(attempt.slurm_job_name, []))
-            if found:
-                verdicts[attempt.slurm_job_id] = found
+            if row is not None:
+                found = verdict(attempt, row, named.get(attempt.slurm_job_name, []))
+                if found is not None:
+                    verdicts[attempt.slurm_job_id] = found
         missing = [job_id for job_id in ids if job_id not in queue]
         if missing and cluster.accounting_enabled:
             since = min(a.submitted_at or a.created_at for a in attempts) - SACCT_MARGIN
@@ -161,14 +164,13 @@ def truth_read(*, cluster: Cluster, attempts: list[Attempt]) -> ClusterTruth:
                 pass
         for attempt in attempts:
             record = history.get(attempt.slurm_job_id)
-            gone = record and _gone_yet_running(attempt, record)
-            if gone:
+            if record is not None and (gone := _gone_yet_running(attempt, record)):
                 verdicts[attempt.slurm_job_id] = gone
-        refused = {
-            job_id: error
-            for job_id in sorted({job_id for v in verdicts.values() for job_id in v.cancel})
-            if (error := _cancel(slurm, job_id))
-        }
+        condemned = sorted({job_id for v in verdicts.values() for job_id in v.cancel})
+        refused = {job_id: "left for the next poll" for job_id in condemned[MAX_CANCELS:]}
+        for job_id in condemned[:MAX_CANCELS]:
+            if error := _cancel(slurm, job_id):
+                refused[job_id] = error
     return ClusterTruth(
         queue=queue, history=history, accounting=accounting, verdicts=verdicts, refused=refused
     )
@@ -214,7 +216,7 @@ def truth_apply(
         shown = row or record
         decided = truth.verdicts.get(attempt.slurm_job_id)
         if decided is not None and decided.cancel:
-            _cancelled_by_portal(attempt, decided.cancel, truth.refused)
+            _cancelled_by_portal(attempt, decided, truth.refused)
         # (A verdict is made only of a job Slurm showed.)
         if decided is not None and decided.job_id != attempt.slurm_job_id and shown is not None:
             changed += _not_its_job(attempt, shown, decided.job_id)
@@ -239,20 +241,22 @@ def truth_apply(
     return changed
 
 
-def _cancelled_by_portal(attempt: Attempt, cancel: dict[str, str], refused: dict[str, str]) -> None:
-    """Say once on the timeline which of the attempt's jobs the portal cancelled, and why."""
+def _cancelled_by_portal(attempt: Attempt, decided: Verdict, refused: dict[str, str]) -> None:
+    """Say on the timeline which jobs the portal cancelled, and why; once where it is the
+    attempt's own job (the attempt then ends as it does, its cancel asked for)."""
     with transaction.atomic():
         now = timezone.now()
-        if not Attempt.objects.filter(pk=attempt.pk, cancel_requested_at__isnull=True).update(
-            cancel_requested_at=now
-        ):
-            return
-        attempt.cancel_requested_at = now
+        if decided.job_id in decided.cancel:
+            if not Attempt.objects.filter(pk=attempt.pk, cancel_requested_at__isnull=True).update(
+                cancel_requested_at=now
+            ):
+                return
+            attempt.cancel_requested_at = now
         said = []
-        for job_id, why in cancel.items():
+        for job_id, why in decided.cancel.items():
             outcome = (
-                f"the portal account's scancel failed ({refused[job_id][:200]}) and is sent "
-                "again each poll"
+                f"the portal account's scancel is not done ({refused[job_id][:200]}) and is "
+                "sent again each poll until it is"
                 if job_id in refused
                 else "the portal cancelled it through its own account"
             )

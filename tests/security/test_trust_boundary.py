@@ -202,7 +202,7 @@ def test_a_job_hiding_from_its_users_squeue_is_tracked_and_charged_as_sacct_says
         "the portal to follow the job of the attempt's name",
     )
     followed = JobEvent.objects.filter(attempt=attempt, reason__contains="following job").get()
-    assert f"Slurm job {decoy_id} is named" in followed.reason
+    assert f"Slurm job {decoy_id} is carol's job submitted at" in followed.reason
     wait_for(lambda: (carol_home / ATTACK_DONE).exists(), QUEUE_WAIT, "the attack to land")
     attempt.refresh_from_db()
 

@@ -208,8 +208,8 @@ def test_project_list_query_count_is_fixed(
 ) -> None:
     client.force_login(owner)
     # session, user, memberships with project and quota, then the usage selector's own
-    # fixed set (charges and reservations summed per project)
-    with django_assert_max_num_queries(6):
+    # fixed set (charges and reservations summed per project), code snapshots kept
+    with django_assert_max_num_queries(7):
         client.get("/api/v1/projects/")
 
 

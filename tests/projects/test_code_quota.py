@@ -201,6 +201,17 @@ def test_the_project_page_shows_the_bytes_kept_of_the_quota(
     assert '<span class="value" id="code-storage-left">512.0 KiB</span>' in page
 
 
+def test_the_api_gives_each_project_its_code_storage(
+    settings, tokens: Tokens, member: User, project: Project
+) -> None:
+    settings.CODE_QUOTA_BYTES = 1000
+    CodeSnapshot.objects.create(
+        project=project, sha256="a" * 64, size=300, unpacked_size=1, files=1, created_by=member
+    )
+    rows = bearer(tokens.member).get("/api/v1/projects/").json()
+    assert rows[0]["code_storage"] == {"used": 300, "quota": 1000, "left": 700}
+
+
 def test_the_admins_project_list_shows_each_projects_code_storage(
     client: Client, staff: User, member: User, project: Project, settings
 ) -> None:

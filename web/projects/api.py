@@ -1,4 +1,4 @@
-"""Projects over REST: the caller's projects, their role and the quota's usage."""
+"""Projects over REST: the caller's projects, their role, the quota's usage and the code kept."""
 
 from typing import Any
 
@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from projects.models import Membership
 from projects.selectors import Usage, projects_usage
+from projects.storage import CodeStorage, projects_code_storage
 
 
 class MeterSerializer(serializers.Serializer[Any]):
@@ -34,16 +35,24 @@ class UsageSerializer(serializers.Serializer[Usage]):
     node_hours = MeterSerializer(source="node", help_text="Node-hours.")
 
 
+class CodeStorageSerializer(serializers.Serializer[CodeStorage]):
+    used = serializers.IntegerField(help_text="Bytes of code snapshots the project keeps.")
+    quota = serializers.IntegerField(help_text="Bytes it may keep.")
+    left = serializers.IntegerField()
+
+
 class ProjectSerializer(serializers.Serializer[Any]):
     slug = serializers.SlugField()
     name = serializers.CharField()
     description = serializers.CharField()
     role = serializers.ChoiceField(choices=Membership.Role.choices, help_text="Your role.")
     usage = UsageSerializer()
+    code_storage = CodeStorageSerializer()
 
 
 def _rows(memberships: list[Membership]) -> list[dict[str, Any]]:
     usage = projects_usage(projects=[m.project for m in memberships])
+    storage = projects_code_storage(projects=[m.project for m in memberships])
     return [
         {
             "slug": m.project.slug,
@@ -51,6 +60,7 @@ def _rows(memberships: list[Membership]) -> list[dict[str, Any]]:
             "description": m.project.description,
             "role": m.role,
             "usage": usage[m.project_id],
+            "code_storage": storage[m.project_id],
         }
         for m in memberships
     ]

@@ -1,9 +1,10 @@
 """Code snapshots: stored once by content hash, checked before they are kept.
 
 An upload is streamed to a temporary file (hashed and size-capped on the way),
-checked with the same rules the cluster unpacks by (`clusters.agent.code_unpack`:
-no `../`, absolute names, links out of the directory, devices; capped unpacked
-size and file count), then recorded in its project within the project's code storage
+checked in a process of its own with the same rules the cluster unpacks by
+(`jobs.code.checker`: no `../`, absolute names, links out of the directory, devices,
+long extended headers; the unpacked size capped by the project's quota, and the file
+count), then recorded in its project within the project's code storage
 quota and moved to `<CODE_SNAPSHOT_DIR>/<aa>/<sha256>.tar` (`jobs.code.storage`). A project
 sees only its own snapshot rows.
 """
@@ -19,8 +20,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 
-from clusters.agent.code_unpack import UnsafeArchive, check_archive
 from jobs.access import code_snapshots_visible_to, job_for_viewer, require_submitter
+from jobs.code.checker import archive_check, unpacked_cap
 from jobs.code.fetch import git_fetch
 from jobs.code.storage import code_quota_check, snapshot_keep, snapshot_path, snapshot_touch
 from jobs.code.upload_rate import code_upload_admit
@@ -72,16 +73,9 @@ def snapshot_store(
             os.close(handle)
         if not CodeSnapshot.objects.filter(project=project, sha256=sha256).exists():
             code_quota_check(project=project, size=size)  # before the check's work
-        try:
-            counts = check_archive(
-                temporary,
-                max_bytes=settings.CODE_UNPACKED_MAX_BYTES,
-                max_files=settings.CODE_MAX_FILES,
-            )
-        except UnsafeArchive as exc:
-            raise JobError(
-                f"The code archive is refused: {exc}.", errors={"archive": [str(exc)]}
-            ) from exc
+        counts = archive_check(
+            temporary, max_bytes=unpacked_cap(project), max_files=settings.CODE_MAX_FILES
+        )
         return snapshot_keep(
             user=user,
             project=project,

@@ -87,3 +87,44 @@ def test_a_repository_over_the_cap_is_stopped(local_git, settings, origin) -> No
     settings.CODE_GIT_MAX_BYTES = 10
     with pytest.raises(JobError, match="passes the cap"):
         git_fetch(url=f"file://{origin[0]}", ref="main", store=lambda chunks: list(chunks))
+
+
+@pytest.fixture
+def long_link_origin(tmp_path: Path) -> Path:
+    """A repository with a symbolic link to 20,000 digits: `git archive` writes its target
+    into a pax header, which a vulnerable tarfile parses in quadratic time (issue 33).
+    Made with plumbing, as no file system holds such a link."""
+    repo = tmp_path / "hostile"
+    repo.mkdir()
+
+    def git(*args: str, data: bytes | None = None) -> str:
+        return (
+            subprocess.run(
+                ["git", "-C", str(repo), *args], input=data, check=True, capture_output=True
+            )
+            .stdout.decode()
+            .strip()
+        )
+
+    git("init", "-q", "-b", "main")
+    for mode, name, data in [("120000", "link", b"7" * 20_000), ("100644", "a.py", b"x = 1\n")]:
+        blob = git("hash-object", "-w", "--stdin", data=data)
+        git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{name}")
+    commit = git(
+        "-c", "user.name=t", "-c", "user.email=t@x", "commit-tree", git("write-tree"), "-m", "x"
+    )
+    git("update-ref", "refs/heads/main", commit)
+    return repo
+
+
+def test_a_fetched_tree_gets_the_archive_check(
+    local_git, long_link_origin, project, member, cluster
+) -> None:
+    _, attempt = factories.job(
+        project, member, cluster, code_git_url=f"file://{long_link_origin}", code_git_ref="main"
+    )
+    attempt_submit(attempt_id=attempt.pk)
+    attempt = Attempt.objects.get(pk=attempt.pk)
+    assert attempt.state == State.FAILED
+    assert "over the limit of 16384 bytes (16 KiB) for one header" in attempt.reason
+    assert not CodeSnapshot.objects.exists()

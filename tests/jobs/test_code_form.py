@@ -13,6 +13,7 @@ from django.urls import reverse
 from jobs.models import CodeSnapshot, Job
 from tests import factories
 from tests.jobs.test_views import _form
+from tests.security.archive_builders import finding_tar
 
 pytestmark = pytest.mark.usefixtures("service_account", "snapshot_dir")
 
@@ -118,3 +119,15 @@ def test_the_form_takes_a_git_url_to_fetch_at_submission(
     )
     assert refused.status_code == 200 and "https://" in refused.content.decode()
     assert Job.objects.count() == 1
+
+
+def test_the_findings_pax_archive_is_refused_under_its_field_naming_the_limit(
+    client: Client, member, project, cluster
+) -> None:
+    client.force_login(member)
+    archive = SimpleUploadedFile("code.tar", finding_tar())
+    response = client.post(reverse("job-new"), _form(cluster, project, code_archive=archive))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "of 150000 bytes, over the limit of 16384 bytes (16 KiB) for one header" in page
+    assert not Job.objects.exists() and not CodeSnapshot.objects.exists()

@@ -22,6 +22,8 @@ class PollFigures:
     seconds: float = 0.0  # their durations added up
     ssh_errors: float = 0.0  # accounts (the portal's included) that could not be reached
     failures: float = 0.0  # polls, or accounts within one, that raised
+    delayed: float = 0.0  # accounts left out for a slow or flooding login (jobs.poll.backoff)
+    capped: float = 0.0  # accounts whose reply was cut at its output cap
     last_seconds: float | None = None
     last_end: float | None = None  # Unix time the last poll ended
 
@@ -35,6 +37,8 @@ def poll_record(
         _field("seconds", cluster_id, part): seconds,
         _field("ssh_errors", cluster_id, part): float(len(result.unreachable)) if result else 0.0,
         _field("failures", cluster_id, part): float(len(result.failed)) if result else 1.0,
+        _field("delayed", cluster_id, part): float(len(result.delayed)) if result else 0.0,
+        _field("capped", cluster_id, part): float(len(result.capped)) if result else 0.0,
     }
     last = {
         _field("last_seconds", cluster_id, part): seconds,
@@ -50,6 +54,8 @@ def poll_figures(figures: dict[str, float], *, cluster_id: int, part: str = STAT
         seconds=figures.get(_field("seconds", cluster_id, part), 0.0),
         ssh_errors=figures.get(_field("ssh_errors", cluster_id, part), 0.0),
         failures=figures.get(_field("failures", cluster_id, part), 0.0),
+        delayed=figures.get(_field("delayed", cluster_id, part), 0.0),
+        capped=figures.get(_field("capped", cluster_id, part), 0.0),
         last_seconds=figures.get(_field("last_seconds", cluster_id, part)),
         last_end=figures.get(_field("last_end", cluster_id, part)),
     )

@@ -76,6 +76,18 @@ HEALTH_FAMILIES = [
         "Polls (or accounts within one) that raised.",
         CLUSTER_PART,
     ),
+    (
+        "portal_cluster_accounts_delayed",
+        "counter",
+        "Cluster accounts a poll left out: their login was slow or printed past the cap.",
+        CLUSTER_PART,
+    ),
+    (
+        "portal_cluster_output_capped",
+        "counter",
+        "Cluster accounts whose agent call a poll cut at its output cap.",
+        CLUSTER_PART,
+    ),
     ("portal_ingest_points", "counter", "Training metric points stored.", []),
     ("portal_ingest_gpu_samples", "counter", "GPU sample values stored.", []),
     ("portal_ingest_bytes", "counter", "Bytes of run-directory files stored.", []),
@@ -228,6 +240,8 @@ def _poll_part(
     )
     families["portal_cluster_ssh_errors"].add_metric(label, poll.ssh_errors)
     families["portal_cluster_poll_failures"].add_metric(label, poll.failures)
+    families["portal_cluster_accounts_delayed"].add_metric(label, poll.delayed)
+    families["portal_cluster_output_capped"].add_metric(label, poll.capped)
     if poll.last_seconds is not None:
         families["portal_cluster_last_poll_duration_seconds"].add_metric(label, poll.last_seconds)
     if poll.last_end is not None:

@@ -25,9 +25,12 @@ from jobs.enums import State
 from jobs.models import Attempt
 from jobs.poll import accounts, backoff, pipeline
 from jobs.poll import cycle as polling
+from jobs.tasks import poll_cluster
+from portal_lib.health import HEALTH_KEY, health_redis
 from projects.models import Project
 from tests import factories
 from tests.clusters.test_agent_client import LocalShell
+from tests.helpers import METRICS_TOKEN, bearer, metric_samples
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +118,10 @@ def tenants(
             backoff.probe_release(pk)
 
 
+def _values(samples: list[Any], name: str, labels: dict[str, str]) -> list[float]:
+    return [v for sample, found, v in samples if sample == name and labels.items() <= found.items()]
+
+
 def _overdue(account: ClusterAccount) -> None:
     """The account's wait is over, as it would be some minutes later."""
     delay = backoff.delays_read([account.pk])[account.pk]
@@ -160,14 +167,25 @@ def test_an_account_past_its_budget_is_left_out_and_its_jobs_pages_say_why(
     assert 'id="account-delay"' not in alice_page
 
 
-def test_a_flooding_login_shell_is_cut_at_its_cap_and_left_out(tenants: Tenants) -> None:
+def test_a_flooding_login_shell_is_cut_at_its_cap_left_out_and_counted(
+    tenants: Tenants, settings: Any
+) -> None:
     """A read that asks for no file may bring a megabyte of banner besides the reply."""
+    settings.PORTAL_METRICS_TOKEN = METRICS_TOKEN
+    health_redis().delete(HEALTH_KEY)
     tenants.homes.shells["carol"].banner = "head -c 20000000 /dev/zero; "
-    result = tenants.poll()
+    poll_cluster(tenants.alice.cluster_id, polling.FILES)
     assert tenants.recorder.reads == ["alice"]
-    assert result.capped == ["carol"]
     delay = backoff.account_delay(account_id=tenants.carol.pk)
     assert delay is not None and delay.why == "it sent more than 1 MiB, which is cut"
+    poll_cluster(tenants.alice.cluster_id, polling.FILES)
+    assert tenants.recorder.reads == ["alice", "alice"]
+
+    response = bearer(METRICS_TOKEN).get("/metrics")
+    samples = metric_samples(response.content.decode())
+    on = {"cluster": "isolation", "part": "files"}
+    assert _values(samples, "portal_cluster_output_capped_total", on) == [1.0]
+    assert _values(samples, "portal_cluster_accounts_delayed_total", on) == [1.0]
 
 
 def test_a_probe_times_the_bare_start_up_and_reopens_the_account_once_it_is_quick(
@@ -195,7 +213,7 @@ def test_a_probe_times_the_bare_start_up_and_reopens_the_account_once_it_is_quic
     assert tenants.poll().delayed == ["carol"]
     wait_until(lambda: backoff.account_delay(account_id=tenants.carol.pk) is None, 30, "reopen")
     assert tenants.poll().delayed == []
-    assert tenants.recorder.reads[-1] == "carol"
+    assert sorted(tenants.recorder.reads[-2:]) == ["alice", "carol"]
     assert backoff.delays_read([tenants.carol.pk]) == {}  # a quick read of its own clears it
 
 

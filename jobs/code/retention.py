@@ -18,20 +18,26 @@ from jobs.models import CodeSnapshot, CodeSnapshotRemoval, CodeUpload
 
 logger = logging.getLogger(__name__)
 
-# Rows removed per run: the next hourly run takes the rest.
-BATCH = 1000
+# Candidates read at a time.
+BATCH = 500
 
 
 def code_snapshots_expire() -> int:
     """Remove the snapshots unused past the retention that nothing names; how many went."""
     cutoff = timezone.now() - retention()
-    candidates = list(
-        snapshots_unnamed()
-        .filter(last_used_at__lt=cutoff)
-        .order_by("last_used_at")
-        .values_list("pk", flat=True)[:BATCH]
-    )
-    removed = sum(_remove(pk, cutoff=cutoff) for pk in candidates)
+    removed = 0
+    while True:
+        candidates = list(
+            snapshots_unnamed()
+            .filter(last_used_at__lt=cutoff)
+            .order_by("last_used_at")
+            .values_list("pk", flat=True)[:BATCH]
+        )
+        went = sum(_remove(pk, cutoff=cutoff) for pk in candidates)
+        removed += went
+        # A short batch was the last; one with none removed is another run's to finish.
+        if len(candidates) < BATCH or not went:
+            break
     window = timedelta(seconds=float(settings.CODE_UPLOAD_RATE_WINDOW))
     CodeUpload.objects.filter(at__lt=timezone.now() - window).delete()
     return removed

@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from jobs import tasks
+from jobs.code import retention
 from jobs.code.retention import code_snapshots_expire
 from jobs.code.snapshots import snapshot_bytes, snapshot_path, snapshot_store
 from jobs.code.storage import snapshot_file_release
@@ -71,6 +72,14 @@ def test_an_unnamed_snapshot_unused_past_the_retention_is_removed_and_recorded(
     assert (removal.created_by_id, removal.last_used_at) == (member.pk, old.last_used_at)
     assert removal.file_removed is True
     assert code_snapshots_expire() == 0  # nothing twice
+
+
+def test_one_run_removes_every_batch(monkeypatch, member: User, project: Project) -> None:
+    monkeypatch.setattr(retention, "BATCH", 2)
+    for n in range(5):
+        _snapshot(member, project, f"print({n})", unused_days=8)
+    assert code_snapshots_expire() == 5
+    assert not CodeSnapshot.objects.exists() and CodeSnapshotRemoval.objects.count() == 5
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from projects.models import (
 from projects.quota import fmt_hours
 from projects.reports import usage_report_view
 from projects.selectors import Usage, projects_usage
-from projects.storage import CodeStorage, projects_code_storage
+from projects.storage import CodeStorage, project_code_storage, projects_code_storage
 
 
 class MembershipInline(admin.TabularInline):
@@ -91,7 +91,7 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ["slug", "name", "slurm_account"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [QuotaInline, IdlePolicyInline, MembershipInline]
-    readonly_fields = ["slurm_mirror"]
+    readonly_fields = ["code_storage", "slurm_mirror"]
     actions = ["mirror_quota"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:
@@ -145,7 +145,10 @@ class ProjectAdmin(admin.ModelAdmin):
 
     @admin.display(description="code snapshots")
     def code_storage(self, project: Project) -> str:
+        # The list sets each row's in one query; the change form asks for its one project.
         storage: CodeStorage | None = getattr(project, "code_storage", None)
+        if storage is None and project.pk is not None:
+            storage = project_code_storage(project=project)
         return storage.summary if storage else "-"
 
     @admin.display(description="Slurm mirror (dry run)")

@@ -227,6 +227,7 @@ def test_the_admins_project_list_shows_each_projects_code_storage(
     assert '<td class="field-code_storage">0 B of 10.0 MiB (0 %)</td>' in listing
     form = client.get(f"/admin/projects/project/{project.pk}/change/").content.decode()
     assert 'name="code_quota_mib"' in form
+    assert "1.5 MiB of 2.0 GiB (0 %)" in form
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ vulnerable parser seconds is checked, another client's login page is answered.
 """
 
 import threading
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-import psutil
 import pytest
 from django.contrib.auth.models import User
 
@@ -37,17 +37,24 @@ def _upload(server: str, token: str, project: Project, data: bytes) -> httpx.Res
     )
 
 
+def _cmdline(pid: str) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+
+
+def _parent(pid: str) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+
+
 def _checking(server: str) -> bool:
     """Whether the server's process has an archive check running in a child of its own."""
     port = str(urlsplit(server).port)
-    for process in psutil.process_iter(["cmdline"]):
+    for proc in Path("/proc").iterdir():
         try:
-            if str(UNPACKER) not in (process.info["cmdline"] or []):
-                continue
-            parent = process.parent()
-            if parent is not None and port in parent.cmdline():
+            checker = proc.name.isdigit() and str(UNPACKER) in _cmdline(proc.name)
+            if checker and port in _cmdline(_parent(proc.name)):
                 return True
-        except psutil.Error:
+        except OSError:
             continue  # ended while we looked
     return False
 

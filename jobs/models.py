@@ -58,7 +58,8 @@ class CodeSnapshot(models.Model):
 
 
 class CodeSnapshotRemoval(models.Model):
-    """A snapshot the retention removed: which bytes, whose, when last used."""
+    """A snapshot removed by the retention or by its project: which bytes, whose, when last
+    used, by whom."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     sha256 = models.CharField(max_length=64)
@@ -69,6 +70,10 @@ class CodeSnapshotRemoval(models.Model):
     created_at = models.DateTimeField()
     last_used_at = models.DateTimeField()
     removed_at = models.DateTimeField()
+    # Who deleted it; blank: the retention removed it.
+    removed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Whether the file went too (no other project keeps the same bytes).
     file_removed = models.BooleanField()
 

@@ -63,12 +63,18 @@ def code_quota_check(*, project: Project, size: int) -> None:
     storage = project_code_storage(project=project)
     if storage.fits(size):
         return
-    unused = snapshots_unnamed().filter(project=project).aggregate(n=Count("pk"), size=Sum("size"))
+    unused = snapshots_unnamed().filter(project=project)
+    total = unused.aggregate(n=Count("pk"), size=Sum("size"))
     days = retention().total_seconds() / 86400
-    if unused["n"]:
+    if total["n"]:
+        largest = ", ".join(
+            f"{sha256} ({fmt_bytes(size)})"
+            for sha256, size in unused.order_by("-size", "pk").values_list("sha256", "size")[:3]
+        )
         words = (
-            f"{unused['n']} of its snapshots ({fmt_bytes(unused['size'])}) no job or sweep "
-            f"uses are removed {days:g} days after their last use."
+            f"{total['n']} of its snapshots ({fmt_bytes(total['size'])}) no job or sweep uses "
+            f"go {days:g} days after their last use, or at once with DELETE "
+            f"/api/v1/projects/{project.slug}/code/<sha256>/ (the largest: {largest})."
         )
     else:
         words = "Every snapshot it keeps is used by a job or a sweep."

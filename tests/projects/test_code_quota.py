@@ -75,8 +75,14 @@ def test_an_archive_past_the_quota_is_refused_naming_quota_usage_and_what_to_do(
         f"Project vision keeps {used} of code snapshots of its {quota} quota; this archive "
         f"({fmt_bytes(len(SECOND))}) does not fit in the {fmt_bytes(len(SECOND) - 1)} left."
     )
-    # What the project keeps unused goes by itself; what to leave out, whom to ask.
-    assert f"1 of its snapshots ({used}) no job or sweep uses are removed 7 days after" in message
+    # What the project keeps unused: when it goes, how to delete it now; what to leave out,
+    # whom to ask.
+    kept = CodeSnapshot.objects.get().sha256
+    assert (
+        f"1 of its snapshots ({used}) no job or sweep uses go 7 days after their last use, "
+        f"or at once with DELETE /api/v1/projects/vision/code/<sha256>/ (the largest: {kept} "
+        f"({used}))." in message
+    )
     assert "Leave data and checkpoints out of the archive" in message
     assert "ask an administrator to raise the project's code storage quota" in message
     # Nothing of the refused archive is kept: no row, no file, no temporary left over.

@@ -172,3 +172,49 @@ def test_beat_runs_the_removal_hourly(member: User, project: Project) -> None:
     _snapshot(member, project, "print('old')", unused_days=30)
     tasks.remove_unused_code_snapshots.apply().get()
     assert not CodeSnapshot.objects.exists() and CodeSnapshotRemoval.objects.count() == 1
+
+
+def test_a_member_deletes_an_unused_snapshot_at_once(
+    tokens: Tokens, member: User, project: Project
+) -> None:
+    snapshot = _snapshot(member, project, "print('mine')", unused_days=0)
+    url = f"/api/v1/projects/vision/code/{snapshot.sha256}/"
+
+    assert bearer(tokens.member).delete(url).status_code == 204
+
+    assert not CodeSnapshot.objects.exists()
+    assert not snapshot_path(snapshot.sha256).exists()
+    removal = CodeSnapshotRemoval.objects.get()
+    assert (removal.sha256, removal.removed_by_id, removal.file_removed) == (
+        snapshot.sha256,
+        member.pk,
+        True,
+    )
+    assert bearer(tokens.member).delete(url).status_code == 404
+
+
+def test_a_snapshot_a_job_uses_is_not_deleted_and_the_refusal_names_the_job(
+    tokens: Tokens, member: User, project: Project
+) -> None:
+    snapshot = _snapshot(member, project, "print('used')", unused_days=0)
+    job, _ = factories.job(project, member, factories.cluster(), code=snapshot)
+
+    refused = bearer(tokens.member).delete(f"/api/v1/projects/vision/code/{snapshot.sha256}/")
+
+    assert refused.status_code == 409, refused.content
+    assert refused.json()["detail"] == (
+        f"Snapshot {snapshot.sha256[:12]} is used by job {job.pk}; it stays while they exist."
+    )
+    assert snapshot_bytes(snapshot) == _tar("print('used')")
+    assert not CodeSnapshotRemoval.objects.exists()
+
+
+def test_viewers_and_outsiders_delete_nothing(
+    tokens: Tokens, member: User, project: Project
+) -> None:
+    snapshot = _snapshot(member, project, "print('kept')", unused_days=0)
+    url = f"/api/v1/projects/vision/code/{snapshot.sha256}/"
+    assert bearer(tokens.viewer).delete(url).status_code == 403
+    assert bearer(tokens.outsider).delete(url).status_code == 404
+    assert bearer(None).delete(url).status_code == 401
+    assert CodeSnapshot.objects.filter(pk=snapshot.pk).exists()

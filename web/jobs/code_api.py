@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from jobs.code.retention import code_snapshot_delete
 from jobs.code.snapshots import snapshot_for, snapshot_store
 from jobs.code.upload_rate import code_upload_admit
 from jobs.models import CodeSnapshot
@@ -77,6 +78,16 @@ class CodeDetailView(APIView):
         if snapshot is None:
             raise NotFound()
         return Response(CodeSnapshotSerializer(snapshot).data)
+
+    @extend_schema(operation_id="code_destroy", responses={204: None})
+    def delete(self, request: Request, slug: str, sha256: str) -> Response:
+        """Delete the project's snapshot now (409 while a job or a sweep uses it)."""
+        project = _project_or_404(request, slug)
+        snapshot = snapshot_for(user=request.user, project=project, sha256=sha256)
+        if snapshot is None:
+            raise NotFound()
+        code_snapshot_delete(user=request_user(request), project=project, snapshot=snapshot)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 def code_in_project(*, user: User, project: Project, sha256: str) -> CodeSnapshot:

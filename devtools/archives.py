@@ -1,4 +1,5 @@
-"""Hostile tar archives built block by block, as an attacker would write them (issue 33)."""
+"""Hostile tar archives built block by block, as an attacker would write them (issue 33):
+for the tests of the archive check and bench/hostile.py alike."""
 
 import io
 import lzma

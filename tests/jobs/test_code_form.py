@@ -13,7 +13,7 @@ from django.urls import reverse
 from jobs.models import CodeSnapshot, Job
 from tests import factories
 from tests.jobs.test_views import _form
-from tests.security.archive_builders import finding_tar
+from devtools.archives import finding_tar
 
 pytestmark = pytest.mark.usefixtures("service_account", "snapshot_dir")
 

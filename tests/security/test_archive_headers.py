@@ -22,7 +22,7 @@ from clusters.agent.code_unpack import (
     scan_headers,
     unpack,
 )
-from tests.security.archive_builders import (
+from devtools.archives import (
     BLOCK,
     END,
     FINDING_DIGITS,

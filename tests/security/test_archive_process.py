@@ -19,7 +19,7 @@ from jobs.errors import JobError
 from jobs.models import CodeSnapshot
 from portal_lib.sandboxed import Limits, run_limited
 from projects.models import Project
-from tests.security.archive_builders import END, finding_tar, regular, slow_pax_tar, xz_bomb
+from devtools.archives import END, finding_tar, regular, slow_pax_tar, xz_bomb
 
 MIB = 1024 * 1024
 TIGHT = Limits(cpu_seconds=1, memory_bytes=256 * MIB, wall_seconds=30.0)

@@ -20,7 +20,7 @@ from jobs.code.checker import UNPACKER
 from jobs.models import CodeSnapshot
 from projects.models import Project
 from tests.helpers import wait_for
-from tests.security.archive_builders import finding_tar, slow_pax_tar
+from devtools.archives import finding_tar, slow_pax_tar
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

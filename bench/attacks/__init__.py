@@ -1,0 +1,1 @@
+"""The attacks bench/hostile.py runs beside its hostile log lines, one module each."""

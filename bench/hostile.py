@@ -9,6 +9,9 @@ once a second (hostile account first, as the poll's account order may put it)
 and ingesting them. Latency is from a MARK line written to it being stored.
 The agent's SSH round trip is not in these figures (bench/latency.py has it).
 
+Then a slow account beside the second tenant, through the real files poll
+(bench/attacks/slow_account.py).
+
 Then hostile code archives uploaded to a real daphne, beside another client's login
 page (bench/attacks/pax.py).
 
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal_bench_hostile")
 
 from attacks.pax import pax_case  # noqa: E402
+from attacks.slow_account import slow_account_case  # noqa: E402
 from benchdb import QUICK, ensure_database  # noqa: E402 - after the path is set
 
 SECONDS = 2.0 if QUICK else 20.0  # per adversarial line
@@ -199,6 +203,7 @@ def main() -> None:
         )
     worst = max(float(row["p95"]) for row in rows)
     print(f"worst p95 {worst:.3f} s (goal < {GOAL_P95} s)")
+    slow_account_case()
     pax_case()
 
 

@@ -27,7 +27,9 @@ class LocalCluster:
         self.endpoint = Endpoint("local", "localhost", 22, "ssh-ed25519 AAAA", "mia", "")
         self.uploads: list[str] = []
 
-    def run(self, command: str, *, stdin: bytes = b"", timeout: float = 30) -> CommandResult:
+    def run(
+        self, command: str, *, stdin: bytes = b"", timeout: float = 30, max_output: int = 0
+    ) -> CommandResult:
         proc = subprocess.run(
             ["sh", "-c", command], input=stdin, capture_output=True, timeout=timeout
         )

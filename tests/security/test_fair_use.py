@@ -160,6 +160,7 @@ def test_sacct_charges_the_cpus_and_nodes_slurm_allocated(
     )
     (row,) = parse_sacct(SACCT_TWO_NODES, fields=SACCT_FIELDS_2026_12_01)
     # Captured before sacct was asked for the user and submit time: the attempt's own.
+    assert attempt.account is not None
     row = replace(row, user=attempt.account.username, submit_time=timezone.now())
     monkeypatch.setattr(accounting, "job_accounting", lambda *args, **kwargs: [row])
 

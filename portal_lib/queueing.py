@@ -8,6 +8,7 @@ autodiscovery loads every app's `tasks` module once.
 """
 
 import logging
+import threading
 from typing import Any
 
 from celery import current_app
@@ -20,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 # Seconds `queue_check` waits for the broker to answer.
 CHECK_TIMEOUT = 2
+_TASKS_LOADING = threading.Lock()
 
 
 class QueueUnavailable(PortalError):
@@ -30,9 +32,16 @@ class QueueUnavailable(PortalError):
 
 
 def task_named(name: str) -> Any:
-    """The registered task called `name` (every installed app's tasks module is loaded)."""
+    """The registered task called `name` (every installed app's tasks module is loaded).
+
+    A web server's threads may ask at once, and a thread that loaded while another was
+    part-way through found no task (NotRegistered: 2 of 20 submissions at once to a
+    fresh server were 500s); one loads at a time, and the others then find the task.
+    """
     if name not in current_app.tasks:
-        current_app.loader.import_default_modules()
+        with _TASKS_LOADING:
+            if name not in current_app.tasks:
+                current_app.loader.import_default_modules()
     return current_app.tasks[name]
 
 

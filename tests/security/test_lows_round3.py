@@ -36,6 +36,8 @@ from portal_lib.csv_cells import SafeCsvWriter, csv_cell
 from projects.models import Project, Quota
 from projects.quota import QuotaRequest
 from tests import factories
+from web.api_errors import SERVER_ERROR
+from web.jobs.api import JobListCreateView
 
 NINES_30 = "9" * 30
 NINES_26 = "9" * 26
@@ -280,3 +282,29 @@ def test_a_cpu_only_job_on_the_sandbox_costs_something_and_meets_a_cpu_budget() 
     )
     refused = request_estimate(request=large, room=room)
     assert not refused.fits and "CPU-h" in refused.message
+
+
+# --- errors for API clients ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_api_error_is_json_with_debug_on(
+    member: User, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.DEBUG = True
+    client = Client(raise_request_exception=False)
+    client.force_login(member)
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("secret detail of the failure")
+
+    monkeypatch.setattr(JobListCreateView, "get", fails)
+    failed = client.get("/api/v1/jobs/", HTTP_ACCEPT="text/html,*/*")
+    assert failed.status_code == 500
+    assert failed["Content-Type"] == "application/json"
+    assert failed.json() == {"detail": SERVER_ERROR}
+    missing = client.get("/api/v1/no-such-endpoint/", HTTP_ACCEPT="text/html")
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Not Found."})
+    # DRF's own errors keep their bodies; pages keep theirs.
+    assert client.get("/api/v1/jobs/999/").json() == {"detail": "Not found."}
+    assert "text/html" in client.get("/no-such-page/")["Content-Type"]

@@ -1,0 +1,171 @@
+"""`make run`'s embedded SQLite holds a few people at once (issue 33, point 5).
+
+The real stack of a local run: daphne with `portal.settings.local` (DEBUG on) on a
+SQLite file of its own. Before: of 20 submissions at once some were an HTTP 500
+"database is locked", with Django's debug page as the body; a 30-digit id in a
+query was an OverflowError (a 500). The Slurm side is left out: a submission is
+done, for this test, once its job, first attempt and event are recorded and its
+submission queued (the Celery worker and Slurm are the e2e tests' part); the queued
+tasks are purged from this run's Redis database afterwards.
+"""
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from devtools import servers
+from devtools.servers import ROOT, Daphne
+from portal_lib.bounds import BIGINT_MAX
+from tests.helpers import run_tag
+
+SUBMISSIONS = 20
+
+# Run in the server's own settings: the demo people and project, a cluster whose
+# partitions are cached (no SSH), alice's account on it, a submit token for her and a
+# signed-in session of hers.
+SETUP = """
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+from django.core.cache import cache
+from accounts.services import token_issue
+from projects.services import demo_data_create
+from tests import factories
+
+demo_data_create(password="not-used-here-7")
+alice = User.objects.get(username="alice")
+cluster = factories.cluster("local")
+factories.account(cluster, alice)
+cache.set(f"clusters:partitions:{cluster.pk}", {"gpu": factories.GPU_PARTITION}, 3600)
+print(token_issue(user=alice, name="sqlite test", scope="submit").text)
+browser = Client()
+browser.force_login(alice)
+print(browser.cookies[settings.SESSION_COOKIE_NAME].value)
+"""
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture
+def sqlite_portal(tmp_path: Path) -> Iterator[tuple[str, str, str, Path]]:
+    """A local run's web server on a fresh SQLite file: its URL, alice's submit token and
+    session cookie, the file."""
+    database = tmp_path / "db.sqlite3"
+    env = servers.server_env(
+        database_url=f"sqlite:///{database}",
+        redis_url=settings.REDIS_URL,
+        tag=run_tag(),
+        extra={
+            "DJANGO_SETTINGS_MODULE": "portal.settings.local",
+            "DJANGO_DEBUG": "true",
+            # One person sends all 20; the per-person rate is tested in test_fair_use.py.
+            "SUBMIT_RATE_LIMIT": "1000",
+        },
+    )
+    _manage(env, "migrate", "--no-input", "-v", "0")
+    token, session = _manage(env, "shell", "-c", SETUP).strip().splitlines()[-2:]
+    try:
+        with servers.running(Daphne(env, tmp_path)) as (daphne,):
+            assert isinstance(daphne, Daphne)
+            yield daphne.url, token, session, database
+    finally:
+        servers.purge_queue(env)
+
+
+def _submit_together(url: str, token: str) -> list[httpx.Response]:
+    """SUBMISSIONS POSTs of a CPU job, sent at the same moment from as many threads."""
+    start = threading.Barrier(SUBMISSIONS)
+    responses: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def submit(number: int) -> None:
+        body = {
+            "project": "vision",
+            "cluster": "local",
+            "name": f"together-{number:02d}",
+            "command": "python train.py",
+            "partition": "gpu",
+            "nodes": 1,
+            "gpus_per_node": 0,
+            "cpus_per_task": 1,
+            "time_limit": "00:10:00",
+        }
+        with httpx.Client(base_url=url, timeout=60) as client:
+            start.wait()
+            response = client.post(
+                "/api/v1/jobs/", json=body, headers={"Authorization": f"Bearer {token}"}
+            )
+            response.read()
+        with lock:
+            responses.append(response)
+
+    threads = [threading.Thread(target=submit, args=(n,)) for n in range(SUBMISSIONS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return responses
+
+
+def test_twenty_submissions_at_once_each_make_one_job(
+    sqlite_portal: tuple[str, str, str, Path],
+) -> None:
+    url, token, _, database = sqlite_portal
+    responses = _submit_together(url, token)
+    assert len(responses) == SUBMISSIONS  # all answered
+    failed = [(r.status_code, r.text[:300]) for r in responses if r.status_code != 201]
+    assert failed == []
+    ids = sorted(r.json()["id"] for r in responses)
+    assert len(set(ids)) == SUBMISSIONS
+    with sqlite3.connect(database) as db:
+        jobs = db.execute("SELECT id, name FROM jobs_job ORDER BY id").fetchall()
+        attempts = db.execute("SELECT job_id, number, state FROM jobs_attempt").fetchall()
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert [pk for pk, _ in jobs] == ids
+    assert sorted(name for _, name in jobs) == [f"together-{n:02d}" for n in range(SUBMISSIONS)]
+    # Exactly one attempt each, queued for its one submission.
+    assert sorted((job, number, state) for job, number, state in attempts) == [
+        (pk, 1, "QUEUED") for pk in ids
+    ]
+    assert mode == "wal"
+
+
+def test_errors_are_json_for_the_api_and_ids_past_a_column_a_400(
+    sqlite_portal: tuple[str, str, str, Path],
+) -> None:
+    url, token, session, _ = sqlite_portal
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, timeout=30) as client:
+        missing = client.get("/api/v1/no-such-endpoint/", headers=auth)
+        job = client.get(f"/api/v1/jobs/{'9' * 30}/", headers=auth)
+        client.cookies.set(settings.SESSION_COOKIE_NAME, session)
+        states = client.get("/jobs/states/", params={"ids": "9" * 30})
+        compare = client.get("/projects/vision/compare/", params={"runs": "9" * 26})
+    # Django's technical 404 page (every route of the portal) before.
+    assert missing.status_code == 404
+    assert missing.headers["Content-Type"] == "application/json"
+    assert missing.json() == {"detail": "Not Found."}
+    assert job.status_code == 404 and job.headers["Content-Type"] == "application/json"
+    # SQLite's OverflowError (a 500, the debug page) before; the 400 naming the range now.
+    assert states.status_code == 400
+    assert states.json()["ids"] == [f"Ids are whole numbers up to {BIGINT_MAX}."]
+    assert compare.status_code == 400 and "runs: 999" in compare.text

@@ -78,8 +78,16 @@ class CodeSnapshotAdmin(RecordAdmin):
 
 @admin.register(CodeSnapshotRemoval)
 class CodeSnapshotRemovalAdmin(RecordAdmin):
-    list_display = ["removed_at", "sha256", "project", "size", "last_used_at", "file_removed"]
+    list_display = [
+        "removed_at",
+        "sha256",
+        "project",
+        "size",
+        "last_used_at",
+        "removed_by",
+        "file_removed",
+    ]
     list_filter = ["project", "file_removed"]
     search_fields = ["sha256", "project__slug"]
-    list_select_related = ["project"]
+    list_select_related = ["project", "removed_by"]
     date_hierarchy = "removed_at"

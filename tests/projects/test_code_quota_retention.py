@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs import tasks
 from jobs.code import retention
-from jobs.code.retention import code_snapshots_expire
+from jobs.code.retention import code_snapshot_delete, code_snapshots_expire
 from jobs.code.snapshots import snapshot_bytes, snapshot_path, snapshot_store
 from jobs.code.storage import snapshot_file_release
 from jobs.enums import State
@@ -218,3 +218,18 @@ def test_viewers_and_outsiders_delete_nothing(
     assert bearer(tokens.outsider).delete(url).status_code == 404
     assert bearer(None).delete(url).status_code == 401
     assert CodeSnapshot.objects.filter(pk=snapshot.pk).exists()
+
+
+def test_the_admin_lists_removals_with_who_removed_them(
+    client, staff: User, member: User, project: Project
+) -> None:
+    by_hand = _snapshot(member, project, "print('by hand')", unused_days=0)
+    expired = _snapshot(member, project, "print('expired')", unused_days=30)
+    code_snapshot_delete(user=member, project=project, snapshot=by_hand)
+    code_snapshots_expire()
+    client.force_login(staff)
+    page = client.get("/admin/jobs/codesnapshotremoval/").content.decode()
+    assert by_hand.sha256 in page and expired.sha256 in page
+    assert '<td class="field-removed_by nowrap">mia</td>' in page
+    assert '<td class="field-removed_by nowrap">-</td>' in page
+    assert client.get("/admin/jobs/codesnapshot/").status_code == 200

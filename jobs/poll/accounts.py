@@ -137,11 +137,10 @@ def _judge(outcome: ReadOutcome) -> Delay | None:
         return delay_note(pk, f"its read did not finish within {error.timeout:.0f} s")
     if isinstance(error, OutputCapExceeded):
         return delay_note(pk, f"it sent more than {error.cap / MIB:.0f} MiB, which is cut")
-    if outcome.reply is None:
-        return None
-    # The commands' own time (a user's squeue) is the controller's, not the account's.
-    own = outcome.seconds - sum(c.seconds for c in outcome.reply.commands.values())
-    if own > SLOW_READ:
+    # Its commands (a user's squeue) may take their timeouts: the controller's time, not the
+    # account's. (Not the times the reply gives: a login shell can print any reply.)
+    allowed = SLOW_READ + sum(c.timeout for c in outcome.read.request.commands)
+    if outcome.reply is not None and outcome.seconds > allowed:
         return delay_note(pk, f"its last read took {outcome.seconds:.0f} s")
     return None
 

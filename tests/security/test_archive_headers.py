@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from portal_client.packing import pack
 
 from clusters.agent.code_unpack import (
     MAX_HEADER_BYTES,
@@ -106,22 +107,35 @@ def _gnu_tar(tmp_path: Path, fmt: str, compress: str) -> bytes:
     return out.read_bytes()
 
 
-@pytest.mark.parametrize("fmt", ["pax", "gnu", "ustar"])
+@pytest.mark.parametrize("fmt", ["pax", "gnu", "oldgnu", "ustar", "v7"])
 @pytest.mark.parametrize("compress", ["--gzip", "--xz", "--bzip2"])
 def test_real_tars_pass(tmp_path: Path, fmt: str, compress: str) -> None:
-    if fmt == "ustar":  # ustar cannot hold a 280-character link target
+    short = fmt in ("ustar", "v7")  # no room for a 280-character link target
+    if short:
         tree = tmp_path / "plain"
-        tree.mkdir()
-        (tree / "train.py").write_text("print('hi')\n")
+        (tree / "pkg").mkdir(parents=True)
+        (tree / "pkg" / "train.py").write_text("print('hi')\n")
         out = tmp_path / "plain.tar"
-        subprocess.run(["tar", "--format=ustar", compress, "-cf", str(out), "-C", str(tree), "."])
+        subprocess.run(
+            ["tar", f"--format={fmt}", compress, "-cf", str(out), "-C", str(tree), "."],
+            check=True,
+        )
         data = out.read_bytes()
     else:
         data = _gnu_tar(tmp_path, fmt, compress)
     path = tmp_path / "code"
     path.write_bytes(data)
     counts = check_archive(str(path), **CAPS)
-    assert counts["files"] == (1 if fmt == "ustar" else 2)
+    assert counts["files"] == (1 if short else 2)
+
+
+def test_the_python_clients_archive_passes(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / ("long_" * 40 + ".py")).write_text("x = 1\n")
+    (tmp_path / "ünïcode.py").write_text("y = 2\n")
+    path = tmp_path / "code.tar.gz"
+    path.write_bytes(pack(tmp_path).data)
+    assert check_archive(str(path), **CAPS) == {"files": 2, "bytes": 12}
 
 
 def test_python_tarfiles_pax_and_gnu_headers_pass(tmp_path: Path) -> None:

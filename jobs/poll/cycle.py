@@ -105,7 +105,8 @@ def _each_account(
     """Each account's agent call with `request`, in parallel; `handle` takes each outcome in
     this thread as it comes (the accounts left out for a while are counted, not read)."""
     roster = accounts_roster(_by_account(attempts), _ask)
-    result.delayed += [account.username for account, _ in roster.left_out]
+    # A sliced poll meets a left-out account once a slice: counted once.
+    result.delayed += [a.username for a, _ in roster.left_out if a.username not in result.delayed]
     reads = []
     for account, group in roster.due:
         try:

@@ -10,10 +10,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
+from devtools.archives import finding_tar
 from jobs.models import CodeSnapshot, Job
 from tests import factories
 from tests.jobs.test_views import _form
-from devtools.archives import finding_tar
 
 pytestmark = pytest.mark.usefixtures("service_account", "snapshot_dir")
 

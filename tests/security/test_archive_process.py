@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from devtools.archives import END, finding_tar, regular, slow_pax_tar, xz_bomb
 from jobs.code import checker
 from jobs.code.checker import archive_check, unpacked_cap
 from jobs.code.snapshots import snapshot_store
@@ -19,7 +20,6 @@ from jobs.errors import JobError
 from jobs.models import CodeSnapshot
 from portal_lib.sandboxed import Limits, run_limited
 from projects.models import Project
-from devtools.archives import END, finding_tar, regular, slow_pax_tar, xz_bomb
 
 MIB = 1024 * 1024
 TIGHT = Limits(cpu_seconds=1, memory_bytes=256 * MIB, wall_seconds=30.0)

@@ -16,11 +16,11 @@ import pytest
 from django.contrib.auth.models import User
 
 from accounts.services import token_issue
+from devtools.archives import finding_tar, slow_pax_tar
 from jobs.code.checker import UNPACKER
 from jobs.models import CodeSnapshot
 from projects.models import Project
 from tests.helpers import wait_for
-from devtools.archives import finding_tar, slow_pax_tar
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -232,7 +232,9 @@ def test_parse_sacct_states_exit_codes_and_gpus() -> None:
 
 
 def test_sacct_row_as_squeue_row() -> None:
-    row = by_id(parse_sacct(fixture("sacct_finished.txt"), fields=SACCT_FIELDS_2026_12_01))["10"].as_squeue_row()
+    row = by_id(parse_sacct(fixture("sacct_finished.txt"), fields=SACCT_FIELDS_2026_12_01))[
+        "10"
+    ].as_squeue_row()
     assert (row.job_id, row.state, row.exit_code, row.reason) == ("10", "FAILED", 3, None)
 
 
@@ -277,7 +279,9 @@ def test_a_time_limit_past_any_duration_is_a_value_error(text: str) -> None:
 
 def test_parse_squeue_reads_slurms_start_estimate_of_a_job_waiting_on_resources() -> None:
     # squeue_start_estimate.txt: 809 waits behind 808, which holds every GPU until 21:05:13.
-    rows = by_id(parse_squeue(fixture("squeue_start_estimate.txt"), fields=SQUEUE_FIELDS_2026_12_01))
+    rows = by_id(
+        parse_squeue(fixture("squeue_start_estimate.txt"), fields=SQUEUE_FIELDS_2026_12_01)
+    )
     waiting, blocker = rows["809"], rows["808"]
     assert (waiting.state, waiting.reason, waiting.node_list) == ("PENDING", "Resources", "")
     assert waiting.start_time == at(21, 5, 13) == blocker.end_time

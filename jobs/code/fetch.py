@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from jobs.errors import JobError
+from portal_lib.addresses import is_public
 
 _REF = re.compile(r"^[A-Za-z0-9._/+-]{1,255}$")
 _HOST = re.compile(r"^[A-Za-z0-9.-]{1,253}$")
@@ -70,7 +71,7 @@ def _public_address(host: str, port: int) -> str:
         raise JobError(f"The git host {host} cannot be resolved: {exc.strerror}.") from exc
     addresses = [str(info[4][0]) for info in found]
     for address in addresses:
-        if not ipaddress.ip_address(address).is_global:
+        if not is_public(ipaddress.ip_address(address)):
             raise JobError(
                 f"The git host {host} resolves to {address}, a private or local address; "
                 "the portal fetches from public hosts only."

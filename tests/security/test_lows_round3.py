@@ -25,7 +25,9 @@ from django.test import Client
 
 from clusters.models import Cluster
 from clusters.services import cluster_register_sandbox
+from jobs.code.fetch import git_fetch
 from jobs.enums import State
+from jobs.errors import JobError
 from jobs.estimate import project_room, request_estimate
 from monitoring.alerts.delivery import WebhookRefused, webhook_check
 from monitoring.models import AlertKind, AlertRule
@@ -308,3 +310,17 @@ def test_an_api_error_is_json_with_debug_on(
     # DRF's own errors keep their bodies; pages keep theirs.
     assert client.get("/api/v1/jobs/999/").json() == {"detail": "Not found."}
     assert "text/html" in client.get("/no-such-page/")["Content-Type"]
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::7f00:1", "2002:a00:1::"])
+def test_a_git_host_resolving_to_an_embedded_private_ipv4_is_not_fetched(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    settings.CODE_GIT_ALLOW_LOCAL = False
+
+    def resolve(host: str, port: int, **kwargs: object) -> list[Any]:
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    with pytest.raises(JobError, match="private or local address"):
+        git_fetch(url="https://git.example.org/repo.git", ref="main", store=lambda chunks: None)

@@ -39,8 +39,8 @@ BANNER_BYTES = 1024 * 1024
 # A listing entry's room in the reply: a name of a few dozen characters, its size, time
 # and kind (a directory of long or escaped names is cut, and only its account is late).
 ENTRY_BYTES = 200
-# However many files and listings a request names: a poll's read of one account.
-MAX_REPLY_BYTES = 64 * 1024 * 1024
+# All of a request's listings together, however many it names (a poll's hundreds).
+MAX_LISTINGS_BYTES = 16 * 1024 * 1024
 
 
 class AgentError(SSHError):
@@ -132,18 +132,18 @@ class AgentRequest:
 
     @property
     def reply_limit(self) -> int:
-        """What the gateway reads of the reply to this request (`MAX_REPLY_BYTES` at most).
+        """What the gateway reads of the reply to this request, and no more.
 
         Files in base64; each command's two streams at most 6 bytes a byte (json.dumps's
-        escapes); each listing at the agent's cap on entries; a banner's room.
+        escapes); each listing at the agent's cap on entries (`MAX_LISTINGS_BYTES` in
+        all); a banner's room.
         """
         wanted = sum(f.limit or self.max_bytes_per_file for f in self.files)
         files = -(-min(wanted, self.max_bytes) // 3) * 4 + 512 * len(self.files)
         commands = 2 * 6 * self.max_output_bytes * len(self.commands)
-        listings = ENTRY_BYTES * sum(
-            MAX_FOUND if x.patterns else MAX_ENTRIES for x in self.listings
-        )
-        return min(files + commands + listings + BANNER_BYTES, MAX_REPLY_BYTES)
+        entries = sum(MAX_FOUND if x.patterns else MAX_ENTRIES for x in self.listings)
+        listings = min(ENTRY_BYTES * entries, MAX_LISTINGS_BYTES)
+        return files + commands + listings + BANNER_BYTES
 
 
 @dataclass(frozen=True)

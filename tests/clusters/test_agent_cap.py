@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from clusters.agent import AgentCommand, AgentRequest, FileRead, ListingRead, run_agent
-from clusters.agent.client import BANNER_BYTES, MAX_REPLY_BYTES
+from clusters.agent.client import BANNER_BYTES, MAX_LISTINGS_BYTES
 from clusters.ssh import OutputCapExceeded
 from tests.clusters.agent_env import PYTHON
 from tests.clusters.test_agent_client import LocalShell
@@ -23,7 +23,7 @@ def test_the_cap_is_the_largest_reply_the_request_can_bring_and_a_banner() -> No
     squeue = AgentRequest(commands=[AgentCommand("squeue", ["squeue"])])
     assert squeue.reply_limit == BANNER_BYTES + 2 * 6 * 4 * MIB  # two streams, each escaped
     listings = AgentRequest(listings=[ListingRead(f"d{i}", f"/x/{i}") for i in range(1000)])
-    assert listings.reply_limit == MAX_REPLY_BYTES
+    assert listings.reply_limit == BANNER_BYTES + MAX_LISTINGS_BYTES  # however many
 
 
 def test_a_login_that_prints_past_the_cap_fails_the_call(tmp_path: Path) -> None:

@@ -245,6 +245,12 @@ def describe() -> str:
     jump = next((line for line in rules if "skuid" in line and "jump tenant" in line), "")
     allow = next((line for line in rules if "dport" in line and line.endswith("return")), "")
     if not (jump and allow):
+        older = next((line for line in rules if "skuid" in line), "")
+        if older:
+            return (
+                f"PARTIAL (an older deny-list: {older}; `sandbox up` replaces it): "
+                "tenants can reach every local service it does not name"
+            )
         return f"OFF (the table {TABLE} has no allow-list): {OFF_MEANS}"
     return f"on: {jump}; on this machine only {allow.removesuffix(' return')}"
 

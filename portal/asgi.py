@@ -2,6 +2,7 @@
 
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
@@ -11,12 +12,13 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from portal_lib.body_limit import BodyLimit  # noqa: E402
 from portal_lib.origins import OriginValidator  # noqa: E402
 from web.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app, limit=lambda: settings.REQUEST_BODY_MAX_BYTES),
         "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -290,6 +290,11 @@ RUN_DIR_FILES: dict[str, Path] = {
 # records, and fetching a git URL (jobs.code.fetch: seconds, bytes of the fetched repository).
 CODE_SNAPSHOT_DIR = Path(env("CODE_SNAPSHOT_DIR", default=str(BASE_DIR / ".state" / "code")))
 CODE_UPLOAD_MAX_BYTES: int = env.int("CODE_UPLOAD_MAX_BYTES", default=100 * 1024 * 1024)
+# Any HTTP request's body (portal_lib.body_limit, before Django spools it to disk): the
+# largest archive and its form around it.
+REQUEST_BODY_MAX_BYTES: int = env.int(
+    "REQUEST_BODY_MAX_BYTES", default=CODE_UPLOAD_MAX_BYTES + 1024 * 1024
+)
 CODE_UNPACKED_MAX_BYTES: int = env.int("CODE_UNPACKED_MAX_BYTES", default=1024 * 1024 * 1024)
 CODE_MAX_FILES: int = env.int("CODE_MAX_FILES", default=50_000)
 CODE_DIFF_MAX_BYTES: int = env.int("CODE_DIFF_MAX_BYTES", default=1024 * 1024)

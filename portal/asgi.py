@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels."""
 
 import os
+from functools import partialmethod
 
 from django.conf import settings
 from django.core.asgi import get_asgi_application
@@ -11,10 +12,16 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from daphne.http_protocol import WebRequest  # noqa: E402
 
 from portal_lib.body_limit import BodyLimit  # noqa: E402
 from portal_lib.origins import OriginValidator  # noqa: E402
 from web.live.routing import websocket_urlpatterns  # noqa: E402
+
+# Twisted parses a multipart or form POST body into request.args, in daphne's one event
+# loop and before any login check (about 1 s per MiB of small parts: every user waited
+# behind one anonymous request); daphne never reads those args, it hands the body on.
+WebRequest.__init__ = partialmethod(WebRequest.__init__, parsePOSTFormSubmission=False)
 
 application = ProtocolTypeRouter(
     {

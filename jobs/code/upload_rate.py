@@ -1,5 +1,6 @@
 """How much code one person may upload: CODE_UPLOAD_RATE_LIMIT archives and
-CODE_UPLOAD_RATE_BYTES bytes in a sliding CODE_UPLOAD_RATE_WINDOW (0 switches a limit off).
+CODE_UPLOAD_RATE_BYTES bytes in a sliding CODE_UPLOAD_RATE_WINDOW (a bytes cap of 0 counts
+archives only; an archive limit of 0 switches the rate off).
 
 Counted on upload records written as each upload is admitted, whether it is then kept,
 found there already or refused, so that the same bytes sent again and again count too.
@@ -9,6 +10,7 @@ does (`jobs.submit_rate`), so parallel uploads are counted one after the other.
 
 import math
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -75,7 +77,7 @@ def _bytes_wait(
     return recent[0][0] + window - now  # when the newest leaves, the window is empty
 
 
-def _refuse(what: str, wait: timedelta, window: timedelta) -> None:
+def _refuse(what: str, wait: timedelta, window: timedelta) -> NoReturn:
     seconds = max(math.ceil(wait.total_seconds()), 1)
     raise CodeUploadRateExceeded(
         f"You may upload {what} in {window_words(window.total_seconds())}; "

@@ -303,8 +303,9 @@ CODE_GIT_MAX_BYTES: int = env.int("CODE_GIT_MAX_BYTES", default=500 * 1024 * 102
 # file:// URLs, for the tests' local repositories only; never in a deployment.
 CODE_GIT_ALLOW_LOCAL = False
 # What code snapshots may cost: a project's archives kept (its own quota, else this), each
-# person's uploads in a sliding window (0 switches a limit off), and how long a snapshot no
-# job or sweep names is kept after its last use (jobs.code.retention, run hourly by beat).
+# person's uploads in a sliding window (bytes 0: archives counted only; archives 0: no rate),
+# and how long a snapshot no job or sweep names is kept after its last use
+# (jobs.code.retention, run hourly by beat).
 CODE_QUOTA_BYTES: int = env.int("CODE_QUOTA_BYTES", default=2 * 1024 * 1024 * 1024)
 CODE_UPLOAD_RATE_LIMIT: int = env.int("CODE_UPLOAD_RATE_LIMIT", default=30)
 CODE_UPLOAD_RATE_BYTES: int = env.int("CODE_UPLOAD_RATE_BYTES", default=1024 * 1024 * 1024)

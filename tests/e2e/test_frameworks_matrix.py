@@ -27,7 +27,7 @@ from jobs.models import Attempt
 from jobs.services import job_submit
 from monitoring.series.read import series_names, series_read
 from tests.factories import spec
-from tests.helpers import QUEUE_WAIT, wait_for
+from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -65,6 +65,8 @@ class Case:
     # The record holds every value the run prints (no bar shows values between records):
     # a charted point the record lacks is a value at a wrong step.
     exact: bool = True
+    # Also open the job page in Chromium: its loss chart, named by its source, and a picture.
+    page: bool = False
 
 
 CASES = [
@@ -73,6 +75,7 @@ CASES = [
         "hf_trainer.py",
         record="trainer_state",
         required=("loss", "grad_norm", "learning_rate", "eval_loss"),
+        page=True,
     ),
     Case(
         "hf-trainer-no-bars",
@@ -230,9 +233,30 @@ def _save(row: Row) -> None:
     ARTIFACT.write_text(json.dumps(rows, indent=1, sort_keys=True))
 
 
+def _page_shows(request: pytest.FixtureRequest, job_id: int, loss: int) -> None:
+    """The job page as its owner sees it once the run ended: every loss point on the loss
+    chart, under the name of the file it came from."""
+    page, server = request.getfixturevalue("page"), request.getfixturevalue("asgi_server")
+    researcher = request.getfixturevalue("researcher")
+    researcher.set_password(PASSWORD)
+    researcher.save()
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{server}/login/?next=/jobs/{job_id}/")
+    page.get_by_label("User name").fill(researcher.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    shown = """() => (document.getElementById('chart-loss')?.data || [])
+        .map((d) => [d.name, d.x.length])"""
+    try:
+        wait_for(lambda: [n for _, n in page.evaluate(shown)][:1] == [loss], 60, "the chart")
+    finally:
+        screenshot(page, "frameworks-hf-trainer")
+    assert page.evaluate(shown)[0][0] == "loss (from trainer_state.json)", page.evaluate(shown)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_framework_run_charts_its_own_record(
-    case: Case, celery_worker, researcher, project, sandbox_cluster, alice
+    case: Case, request, celery_worker, researcher, project, sandbox_cluster, alice
 ) -> None:
     alice.run(f"mkdir -p -m 700 {REMOTE}")
     alice.upload(f"{REMOTE}/{case.script}", (TRAINERS / case.script).read_bytes(), mode=0o600)
@@ -290,3 +314,5 @@ def test_framework_run_charts_its_own_record(
     assert not (case.exact and row.extra), row
     assert row.share >= 0.95, row
     assert row.live_points >= 2, row
+    if case.page:
+        _page_shows(request, job.pk, sum(1 for name, _, _ in record if name == "loss"))

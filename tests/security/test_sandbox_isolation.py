@@ -16,6 +16,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -113,6 +114,81 @@ def test_nftables_takes_the_rules() -> None:
         ["nft", "-c", "-f", "-"], input=script, capture_output=True, text=True, check=False
     )
     assert checked.returncode == 0, checked.stderr
+
+
+# Run as root in a network namespace of its own: listeners on some ports, then the same
+# connections as root and as `nobody`. Nothing it does reaches the host's network.
+NETNS_PROBE = r"""
+import json, os, socket, sys
+ports = json.loads(sys.argv[1])
+servers = []
+for port in ports:
+    server = socket.socket()
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    servers.append(server)
+
+def attempt(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return "open"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return type(exc).__name__
+
+seen = {"root": {port: attempt(port) for port in ports}}
+read, write = os.pipe()
+if os.fork() == 0:
+    os.setgid(65534)
+    os.setuid(65534)
+    os.write(write, json.dumps({port: attempt(port) for port in ports}).encode())
+    os._exit(0)
+os.wait()
+os.close(write)
+seen["tenant"] = json.loads(os.read(read, 65536))
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in ("nft", "unshare", "ip")) or os.geteuid() != 0,
+    reason="needs root, nft, unshare and ip",
+)
+def test_in_a_network_namespace_a_tenant_reaches_only_the_allowed_ports() -> None:
+    """The rules themselves, in the kernel, on a loopback of their own (no sandbox needed)."""
+    script = isolation.ruleset(
+        [65534], frozenset({16306}), [(2222, 2222), (15000, 29999), (32768, 60999)]
+    )
+    # sshd's port, a rendezvous port, MariaDB's (inside the range but closed), another
+    # local service's outside every range.
+    ports = [2222, 20000, 16306, 12000]
+    done = subprocess.run(
+        [
+            "unshare",
+            "-n",
+            "sh",
+            "-c",
+            'ip link set lo up && nft -f - && exec "$0" -c "$1" "$2"',
+            sys.executable,
+            NETNS_PROBE,
+            json.dumps(ports),
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["root"] == {str(port): "open" for port in ports}
+    assert seen["tenant"] == {
+        "2222": "open",
+        "20000": "open",
+        "16306": "refused",
+        "12000": "refused",
+    }
 
 
 def test_ports_others_listen_on_are_read_from_proc(tmp_path: Path) -> None:

@@ -21,9 +21,15 @@ NODE = f"n-activity-{uuid.uuid4().hex[:8]}"
 
 @contextmanager
 def bound_process(code: str, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process bound to the node's GPUs as `env` says, yielded once it runs `code`: its
+    interpreter's start-up (seconds on a busy machine) is no part of a measured window."""
     environ = {**os.environ, "SLURMD_NODENAME": NODE, "SLURM_JOB_ID": "4242", **env}
-    proc = subprocess.Popen([sys.executable, "-c", code], env=environ)
+    started = "import sys; sys.stdout.write('started\\n'); sys.stdout.flush()\n"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", started + code], env=environ, stdout=subprocess.PIPE
+    )
     try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
         yield proc
     finally:
         proc.kill()

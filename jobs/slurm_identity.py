@@ -27,15 +27,19 @@ def is_attempts_job(attempt: Attempt, *, user: str, submitted: datetime | None) 
     return user == attempt.account.username and submitted >= attempt.created_at - CLOCK_SKEW
 
 
-def tampering(attempt: Attempt, *, name: str, submitted: datetime | None) -> str:
+def tampering(
+    attempt: Attempt, *, name: str, submitted: datetime | None, waiting: bool = False
+) -> str:
     """What the attempt's own job changed of what the portal set, in words; blank: nothing.
 
-    A job is submitted before it starts, so a submit time after the start the portal saw
-    is a requeue (the portal submits with --no-requeue).
+    The portal submits with --no-requeue, so a job it saw start that waits again
+    (`waiting`), or was submitted after that start (a requeue resets the submit time),
+    was requeued.
     """
     changes = []
     if name != attempt.slurm_job_name:
         changes.append(f"is named {name[:80]!r}, not as the portal named it")
-    if attempt.started_at is not None and submitted is not None and submitted > attempt.started_at:
+    started = attempt.started_at
+    if started is not None and (waiting or (submitted is not None and submitted > started)):
         changes.append("was requeued after it started (submitted with --no-requeue)")
     return " and ".join(changes)

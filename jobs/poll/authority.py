@@ -91,7 +91,8 @@ def verdict(attempt: Attempt, row: SqueueRow, named: list[SqueueRow]) -> Verdict
     own = _is_its(attempt, row)
     cancel: dict[str, str] = {}
     if own and _live(row):
-        changed = tampering(attempt, name=row.name, submitted=row.submit_time)
+        waiting = portal_state(row.state) == State.PENDING
+        changed = tampering(attempt, name=row.name, submitted=row.submit_time, waiting=waiting)
         if changed:
             cancel[given] = changed
     if not _in_doubt(attempt, row):

@@ -76,9 +76,10 @@ def test_accounting_cluster_charges_sacct_elapsed_and_nothing_for_a_cancelled_pe
     assert charge.gpu_hours == (Decimal(2 * charge.elapsed_seconds) / 3600).quantize(
         Decimal("0.0001"), ROUND_HALF_UP
     )
-    assert charge.cost == (charge.gpu_hours * Decimal("2.50")).quantize(
-        Decimal("0.0001"), ROUND_HALF_UP
-    )
+    # The sandbox prices a GPU-hour at 2.50 and a CPU-hour at 0.05.
+    assert charge.cost == (
+        charge.gpu_hours * Decimal("2.50") + charge.cpu_hours * Decimal("0.05")
+    ).quantize(Decimal("0.0001"), ROUND_HALF_UP)
     # The cancelled pending job is charged nothing (sacct says it never started), and
     # nothing stays reserved once sacct has answered for it.
     wait_for(
@@ -147,11 +148,12 @@ def test_connection_check_and_quota_mirror_on_the_sandbox(
         second = alice.run(shlex.join(argv)).text.splitlines()
     finally:
         _sacctmgr("delete", "user", "name=bob")
+    # A new project's quota has a CPU-hour budget (16,000 h: 960,000 CPU-minutes).
     assert commands[-1] == (
         "sacctmgr --immediate modify account where name=vision set "
-        "GrpTRESMins=cpu=-1,node=-1,gres/gpu=6000 GrpTRES=gres/gpu=8 GrpSubmitJobs=-1"
+        "GrpTRESMins=cpu=960000,node=-1,gres/gpu=6000 GrpTRES=gres/gpu=8 GrpSubmitJobs=-1"
     )
-    assert "vision||gres/gpu=6000|gres/gpu=8|" in first, first
+    assert "vision||cpu=960000,gres/gpu=6000|gres/gpu=8|" in first, first
     assert "vision||cpu=3000,gres/gpu=6000|gres/gpu=8|30" in second, second
 
 

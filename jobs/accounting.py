@@ -11,7 +11,7 @@ from clusters.slurm.accounting import job_accounting
 from clusters.ssh import SSHError, pool
 from jobs.billing import attempt_charge
 from jobs.models import Attempt
-from jobs.slurm_identity import CLOCK_SKEW, is_attempts_job
+from jobs.identity import CLOCK_SKEW, is_attempts_job
 from projects.models import UsageCharge
 from projects.services import Measured
 

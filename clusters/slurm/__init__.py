@@ -22,20 +22,17 @@ from clusters.slurm.parsers import (
     FIELD_SEP,
     SACCT_FIELDS,
     SQUEUE_FIELDS,
-    Node,
-    Partition,
     SacctRow,
     SqueueRow,
     gpus_from_gres,
     gpus_from_tres,
     normalise_state,
-    parse_nodes,
-    parse_partitions,
     parse_sacct,
     parse_squeue,
     parse_time,
     parse_time_limit,
 )
+from clusters.slurm.scontrol import Node, Partition, parse_nodes, parse_partitions
 from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 
 __all__ = [

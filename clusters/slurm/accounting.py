@@ -22,7 +22,7 @@ def job_accounting(
     """sacct's records of one job id since `since`, oldest first: each run of a requeued
     job is a record of its own (--duplicates), as is a job of a reused id.
 
-    Which of them are the attempt's is the caller's rule (`jobs.slurm_identity`); none
+    Which of them are the attempt's is the caller's rule (`jobs.identity`); none
     while slurmdbd has not got the job yet. Raises AccountingDisabled when the cluster
     keeps no accounting.
     """

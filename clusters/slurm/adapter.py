@@ -25,14 +25,8 @@ from clusters.slurm.commands import (
     squeue_result,
 )
 from clusters.slurm.errors import AccountingDisabled
-from clusters.slurm.parsers import (
-    Node,
-    Partition,
-    SacctRow,
-    SqueueRow,
-    parse_nodes,
-    parse_partitions,
-)
+from clusters.slurm.parsers import SacctRow, SqueueRow
+from clusters.slurm.scontrol import Node, Partition, parse_nodes, parse_partitions
 from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 from clusters.ssh import CommandResult, Connection
 

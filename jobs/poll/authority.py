@@ -7,7 +7,7 @@ state, and a job is final only once one of them shows it so; a job that left squ
 without a record in sacct yet stays live (UNKNOWN) and keeps its reservation.
 
 Which job is the attempt's is decided by what its tenant cannot change: the id, the
-user it runs as and its submit time (`jobs.slurm_identity`), never its name. The id
+user it runs as and its submit time (`jobs.identity`), never its name. The id
 came back from sbatch through the user's session, so a job under it run by another
 user, or submitted before the attempt was made, is another job's; the portal then
 looks for the attempt's own by its name among its user's jobs. A job that is the
@@ -30,7 +30,7 @@ from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SlurmError, Sque
 from clusters.ssh import SSHError, pool
 from jobs.enums import FINAL_STATES, State
 from jobs.models import MAX_SLURM_REASON, Attempt
-from jobs.slurm_identity import is_attempts_job, tampering
+from jobs.identity import is_attempts_job, tampering
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_note, attempt_transition
 

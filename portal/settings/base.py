@@ -151,7 +151,7 @@ CACHES = {
 CACHE_JSON_TYPES = [
     "clusters.status.ClusterStatus",
     "clusters.status.PartitionStatus",
-    "clusters.slurm.parsers.Node",
+    "clusters.slurm.scontrol.Node",
     "clusters.inventory.PartitionLimits",
 ]
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from accounts.services import token_issue
 from clusters import status as cluster_status_module
 from clusters.models import Cluster
-from clusters.slurm.parsers import Node
+from clusters.slurm.scontrol import Node
 from clusters.status import ClusterStatus, cluster_status
 from jobs.enums import State
 from jobs.models import Attempt

@@ -25,7 +25,7 @@ from jobs.enums import State
 from jobs.models import Attempt, JobEvent
 from jobs.poll import authority
 from jobs.poll.authority import ClusterTruth, Verdict, truth_apply, truth_read, verdict
-from jobs.slurm_identity import CLOCK_SKEW, is_attempts_job, tampering
+from jobs.identity import CLOCK_SKEW, is_attempts_job, tampering
 from projects.models import Reservation
 from tests import factories
 from tests.clusters.slurm_output import fixture

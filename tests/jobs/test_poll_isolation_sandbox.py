@@ -9,7 +9,6 @@ the sshd settings docs/operations.md asks of a site (a port of the portal's own)
 carol's ~/.bashrc from running before the agent at all.
 """
 
-import fcntl
 import itertools
 import os
 import pwd
@@ -23,7 +22,6 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from clusters.models import ClusterAccount
-from devtools.sandbox_turns import locked
 from devtools.servers import Server
 from jobs.models import Attempt
 from jobs.poll import accounts, backoff
@@ -31,7 +29,7 @@ from jobs.services import job_submit
 from monitoring.models import LogFile
 from projects.models import Membership
 from tests.factories import spec
-from tests.fixtures.sandbox import PrivateSshd, descendants
+from tests.fixtures.sandbox import PrivateSshd, descendants, tenant_turn
 from tests.helpers import QUEUE_WAIT, Printer, wait_for, worker_tag
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
@@ -52,15 +50,13 @@ def carol_user(transactional_db: None, sandbox_cluster, project) -> User:
 def carol_bashrc(sandbox_cluster) -> Iterator[Path]:
     """carol's ~/.bashrc, as it was again (as root) whatever happens; then, once no read of
     her account is in flight, her account is read as usual again for the tests after."""
-    # One test at a time turns carol hostile, across xdist workers.
-    turn = locked(Path(settings.SANDBOX_STATE_DIR) / "test-locks" / "carol", fcntl.LOCK_EX)
-    entry = pwd.getpwnam("carol")
-    bashrc = Path(entry.pw_dir) / ".bashrc"
-    saved = bashrc.read_bytes() if bashrc.exists() else None
-    try:
-        yield bashrc
-    finally:
+    with tenant_turn("carol"):  # one test at a time turns carol hostile
+        entry = pwd.getpwnam("carol")
+        bashrc = Path(entry.pw_dir) / ".bashrc"
+        saved = bashrc.read_bytes() if bashrc.exists() else None
         try:
+            yield bashrc
+        finally:
             if saved is None:
                 bashrc.unlink(missing_ok=True)
             else:
@@ -70,8 +66,6 @@ def carol_bashrc(sandbox_cluster) -> Iterator[Path]:
             wait_for(lambda: backoff.probe_claim(account.pk, 60), 60, "carol's probe to end")
             backoff.delay_clear([account.pk])
             backoff.probe_release(account.pk)
-        finally:
-            os.close(turn)
 
 
 def _hostile(bashrc: Path, line: str) -> None:

@@ -28,7 +28,7 @@ from jobs.poll.authority import VANISH_GRACE
 from jobs.services import job_submit
 from projects.models import Membership, Reservation, UsageCharge
 from tests.factories import spec
-from tests.fixtures.sandbox import _slurm
+from tests.fixtures.sandbox import _slurm, tenant_turn
 from tests.helpers import QUEUE_WAIT, slurm_name, wait_for, worker_tag
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(600)]
@@ -111,7 +111,13 @@ def hostile(transactional_db: None, sandbox_cluster, project) -> User:
 
 @pytest.fixture
 def carol_home() -> Iterator[Path]:
-    """carol's home, with her ~/.bashrc and ~/.portal restored (as root) whatever happens."""
+    """carol's home, with her ~/.bashrc and ~/.portal restored (as root) whatever happens;
+    one test at a time changes her start-up files."""
+    with tenant_turn("carol"):
+        yield from _carol_home()
+
+
+def _carol_home() -> Iterator[Path]:
     home = Path(pwd.getpwnam("carol").pw_dir)
     bashrc = home / ".bashrc"
     saved = bashrc.read_bytes() if bashrc.exists() else None

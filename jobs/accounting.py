@@ -10,8 +10,8 @@ from clusters.slurm import AccountingDisabled, SlurmError
 from clusters.slurm.accounting import job_accounting
 from clusters.ssh import SSHError, pool
 from jobs.billing import attempt_charge
-from jobs.models import Attempt
 from jobs.identity import CLOCK_SKEW, is_attempts_job
+from jobs.models import Attempt
 from projects.models import UsageCharge
 from projects.services import Measured
 

@@ -29,8 +29,8 @@ from clusters.selectors import portal_endpoint
 from clusters.slurm import AccountingDisabled, SacctRow, Slurm, SlurmError, SqueueRow
 from clusters.ssh import SSHError, pool
 from jobs.enums import FINAL_STATES, State
-from jobs.models import MAX_SLURM_REASON, Attempt
 from jobs.identity import is_attempts_job, tampering
+from jobs.models import MAX_SLURM_REASON, Attempt
 from jobs.slurm_states import portal_state
 from jobs.states import attempt_note, attempt_transition
 

@@ -22,10 +22,10 @@ from clusters.ssh import CommandResult
 from jobs.accounting import measured_by_sacct
 from jobs.billing import attempt_reserve
 from jobs.enums import State
+from jobs.identity import CLOCK_SKEW, is_attempts_job, tampering
 from jobs.models import Attempt, JobEvent
 from jobs.poll import authority
 from jobs.poll.authority import ClusterTruth, Verdict, truth_apply, truth_read, verdict
-from jobs.identity import CLOCK_SKEW, is_attempts_job, tampering
 from projects.models import Reservation
 from tests import factories
 from tests.clusters.slurm_output import fixture

@@ -223,7 +223,10 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "# --- environment set-up (from the job spec) ---",
         *job.setup.strip().splitlines(),
         "",
-        f'printf "%s\\n" "$PWD" > "$PORTAL_RUN_DIR/{WORKDIR_FILE}"',
+        "# Where trainers' own files (TensorBoard events, metrics.csv) are looked for; not the",
+        "# account's home, which every job of the account shares: its files are no one job's.",
+        f'if [ "$PWD" != "$HOME" ]; then printf "%s\\n" "$PWD"; else echo; fi'
+        f' > "$PORTAL_RUN_DIR/{WORKDIR_FILE}"',
         "# --- the command (from the job spec) ---",
         *_command_lines(job),
         ") &",

@@ -77,7 +77,8 @@ def test_staff_sees_usage_columns_edits_a_quota_and_exports_the_report(
 
     page.goto(f"{live_server.url}/admin/projects/project/{project.pk}/change/")
     dry_run = page.locator(".field-slurm_mirror").inner_text()
-    assert "set GrpTRESMins=cpu=-1,node=-1,gres/gpu=7200 " in dry_run  # 120 GPU-h in minutes
+    # 120 GPU-h in minutes, and the default 16,000 CPU-h budget
+    assert "set GrpTRESMins=cpu=960000,node=-1,gres/gpu=7200 " in dry_run
     assert "No cluster has quota mirroring switched on" in dry_run
     screenshot(page, "admin-project-mirror-dry-run")
 

@@ -87,7 +87,7 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     assert page.locator("#est-left-before").inner_text() == "100.00 GPU-h"
     # One node's CPUs for five minutes; the project has no CPU-hour budget.
     assert re.fullmatch(r"0\.\d\d \(\d+ CPUs?\)", page.locator("#est-cpu-hours").inner_text())
-    assert page.locator("#est-cpu-left").inner_text() == "unlimited"
+    assert page.locator("#est-cpu-left").inner_text() == "16,000.00 CPU-h"  # the default budget
     for_docs(screenshot(page, "submit-form"), "submit-form.png")
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("heading", name="hello-form").wait_for()

@@ -235,9 +235,10 @@ def test_with_the_sites_sshd_settings_a_bashrc_never_runs_before_the_agent(
     try:
         alice_gaps = _refresh_gaps(alice, 20.0)
         carol_size = _stored(carol)
-        wait_for(lambda: _stored(carol) > carol_size, 10, "carol's own log to grow")
+        wait_for(lambda: _stored(carol) > carol_size, 60, "carol's own log to grow")
         assert not ran.exists()  # no poll of carol ran her ~/.bashrc
     finally:
         ran.unlink(missing_ok=True)
-    assert max(alice_gaps) <= max(usual) + 1.0
+    # Nothing held alice's reads: no gap near the 10 s a first slow read of carol would cost.
+    assert max(alice_gaps) <= max(usual) + 5.0
     assert backoff.account_delay(account_id=carol.account_id) is None

@@ -2,6 +2,7 @@ import re
 import shlex
 import subprocess
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -93,13 +94,13 @@ def test_the_job_records_its_slurm_id_before_the_users_part(member, project) -> 
     assert record < script.index("python train.py")
 
 
-def _python_after_exports(script: str, env: dict[str, str]) -> str:
+def _python_after_exports(script: str, env: dict[str, str], where: Path) -> str:
     """What a Python started after the script's exports says of its stdout, into a file."""
     exports = [line for line in script.splitlines() if line.startswith("export ")]
     probe = "import sys; print(sys.stdout.write_through)"
     shell = "\n".join([*exports, f"python3 -c {shlex.quote(probe)} > out; cat out"])
     result = subprocess.run(
-        ["bash", "-c", shell], env=env, text=True, capture_output=True, cwd="/tmp", check=True
+        ["bash", "-c", shell], env=env, text=True, capture_output=True, cwd=where, check=True
     )
     return result.stdout.strip()
 
@@ -109,15 +110,32 @@ def _python_after_exports(script: str, env: dict[str, str]) -> str:
     [({}, "True"), ({"PYTHONUNBUFFERED": ""}, "False")],
     ids=["unbuffered by default", "the job's own choice kept"],
 )
-def test_python_writes_through_into_the_log(member, project, env, write_through) -> None:
+def test_python_writes_through_into_the_log(
+    member, project, env, write_through, tmp_path: Path
+) -> None:
     """Block-buffered stdout reaches the log in 8 KB bursts: every record of a burst would take
     the step of the latest bar. The script makes Python unbuffered unless the job chose."""
     script = _render(member, project, command="python train.py")
-    assert _python_after_exports(script, {"PATH": "/usr/bin:/bin", **env}) == write_through
+    assert (
+        _python_after_exports(script, {"PATH": "/usr/bin:/bin", **env}, tmp_path) == write_through
+    )
     assert 'export SLURM_UNBUFFEREDIO="${SLURM_UNBUFFEREDIO-1}"' in script
 
 
 def test_the_working_directory_is_recorded_before_the_command(member, project) -> None:
     script = _render(member, project, command="python train.py", setup="cd /tmp/elsewhere")
-    record = script.index('printf "%s\\n" "$PWD" > "$PORTAL_RUN_DIR/workdir"')
+    record = script.index('printf "%s\\n" "$PWD"; else echo; fi > "$PORTAL_RUN_DIR/workdir"')
     assert script.index("cd /tmp/elsewhere") < record < script.index("python train.py")
+
+
+def test_the_accounts_home_is_no_jobs_working_tree(member, project, tmp_path: Path) -> None:
+    """Every job of the account starts in its home without code: the trainers' files found
+    there could be any of its jobs', so the run's own tree is looked for only elsewhere."""
+    script = _render(member, project, command="python train.py")
+    (line,) = [x for x in script.splitlines() if x.startswith('if [ "$PWD" != "$HOME" ]')]
+    project_dir = tmp_path / "project"
+    project_dir.mkdir()
+    for cwd, written in ((tmp_path, "\n"), (project_dir, f"{project_dir}\n")):
+        env = {"HOME": str(tmp_path), "PORTAL_RUN_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["bash", "-c", line], env=env, cwd=cwd, check=True)
+        assert (tmp_path / "workdir").read_text() == written

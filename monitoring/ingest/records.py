@@ -93,7 +93,8 @@ class RecordsWatcher:
                 )
             since = attempt.started_at.timestamp()
             if search is not None and _find_due(attempt, search, since=since, now=now):
-                roots = [attempt.run_dir, *([search.workdir] if search.workdir else [])]
+                own = search.workdir and search.workdir != attempt.run_dir
+                roots = [attempt.run_dir, *([search.workdir] if own else [])]
                 listings += [
                     ListingRead(
                         _key(attempt, f"find{at}"),
@@ -253,7 +254,9 @@ def _searches(
         if chunk is not None and chunk.error is None and b"\n" in chunk.data:
             workdir = chunk.data.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
             search = search or RecordSearch(attempt=attempt)
-            search.workdir = workdir if workdir.startswith("/") else ""
+            # The account's home (an empty line) is no job's own tree: the run directory
+            # alone, and the file is not asked for again each poll.
+            search.workdir = workdir if workdir.startswith("/") else attempt.run_dir
             searches[attempt.pk] = search
             changed.append(search)
         elif search is None and attempt.started_at is not None:

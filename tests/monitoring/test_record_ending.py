@@ -249,3 +249,17 @@ def test_record_points_go_out_on_the_live_stream(
             "nonfinite": {"loss": [4.0]},
         }
     ]
+
+
+def test_a_job_started_in_the_accounts_home_is_searched_in_its_run_directory_only(
+    attempt: Attempt, tmp_path: Path
+) -> None:
+    """The batch script writes an empty line for the account's home (every job's): only the
+    run directory is searched, and the working-directory file is not read again each poll."""
+    (Path(attempt.run_dir) / WORKDIR_FILE).write_text("\n")
+    watcher = RecordsWatcher()
+    poll(attempt, tmp_path, watcher)
+    assert RecordSearch.objects.get(attempt=attempt).workdir == attempt.run_dir
+    reads, listings = watcher.requests([attempt])
+    assert not [r for r in reads if r.path.endswith(WORKDIR_FILE)]
+    assert {listing.path for listing in listings} <= {attempt.run_dir}

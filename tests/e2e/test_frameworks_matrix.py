@@ -29,7 +29,7 @@ from monitoring.series.read import series_names, series_read
 from tests.factories import spec
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, wait_for
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).with_name("trainers") / "real"
@@ -299,7 +299,15 @@ def test_framework_run_charts_its_own_record(
             row.live_points = max(row.live_points, points)
         return current.state in FINAL_STATES and current.files_complete
 
-    wait_for(live, QUEUE_WAIT + 300, f"{case.name} to end and its files to be read")
+    try:
+        wait_for(live, QUEUE_WAIT + 300, f"{case.name} to end and its files to be read")
+    except TimeoutError as waited:
+        # Name where it stood: queued behind other tests' GPUs, running, or ended unread.
+        current = Attempt.objects.get(pk=attempt.pk)
+        raise AssertionError(
+            f"{waited}: state {current.state}, slurm id {current.slurm_job_id}, "
+            f"files complete {current.files_complete}, started {current.started_at}"
+        ) from waited
     row.seconds = round(time.monotonic() - started, 1)
     attempt.refresh_from_db()
     assert attempt.state == State.COMPLETED, attempt.state

@@ -40,8 +40,15 @@ def _refused(message: str) -> JobError:
 
 def archive_check(path: Path | str, *, max_bytes: int, max_files: int) -> dict[str, int]:
     """The archive's file count and unpacked size ({files, bytes}); a JobError under the
-    `archive` field naming the rule or the limit it broke."""
-    request = {"archive": str(path), "max_bytes": max_bytes, "max_files": max_files}
+    `archive` field naming the rule or the limit it broke. Past the byte cap, it may unpack
+    to CODE_UNPACKED_MAX_RATIO times its size, or CODE_UNPACKED_RATIO_FLOOR_BYTES."""
+    request = {
+        "archive": str(path),
+        "max_bytes": max_bytes,
+        "max_files": max_files,
+        "max_ratio": settings.CODE_UNPACKED_MAX_RATIO,
+        "ratio_floor": settings.CODE_UNPACKED_RATIO_FLOOR_BYTES,
+    }
     outcome = run_limited(
         # -I: no user site, no PYTHON* variables; -B: nothing written.
         [sys.executable, "-I", "-B", str(UNPACKER)],

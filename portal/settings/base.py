@@ -296,6 +296,12 @@ REQUEST_BODY_MAX_BYTES: int = env.int(
     "REQUEST_BODY_MAX_BYTES", default=CODE_UPLOAD_MAX_BYTES + 1024 * 1024
 )
 CODE_UNPACKED_MAX_BYTES: int = env.int("CODE_UNPACKED_MAX_BYTES", default=1024 * 1024 * 1024)
+# An archive may unpack to this many times its own size, or to the floor at any ratio:
+# code compresses 3-10x, a compression bomb thousands of times (0 turns the rule off).
+CODE_UNPACKED_MAX_RATIO: int = env.int("CODE_UNPACKED_MAX_RATIO", default=100)
+CODE_UNPACKED_RATIO_FLOOR_BYTES: int = env.int(
+    "CODE_UNPACKED_RATIO_FLOOR_BYTES", default=64 * 1024 * 1024
+)
 CODE_MAX_FILES: int = env.int("CODE_MAX_FILES", default=50_000)
 CODE_DIFF_MAX_BYTES: int = env.int("CODE_DIFF_MAX_BYTES", default=1024 * 1024)
 CODE_GIT_TIMEOUT: float = env.float("CODE_GIT_TIMEOUT", default=120.0)

@@ -98,3 +98,36 @@ def test_the_unpacked_size_is_capped_by_the_projects_code_quota(
     assert f"the files pass the cap of {64 * MIB} bytes" in refused.value.errors["archive"][0]
     assert not CodeSnapshot.objects.exists()
     assert not [p for p in Path(settings.CODE_SNAPSHOT_DIR).rglob("*") if p.is_file()]
+
+
+@pytest.mark.django_db
+def test_the_findings_bomb_is_refused_by_its_ratio_under_the_default_caps(
+    settings, tmp_path: Path, project: Project, member: User
+) -> None:
+    """The pen test's 152 KiB xz of 1 GiB fits the site's cap and the project's quota, so
+    only its ratio refuses it: nothing kept, nothing written per job."""
+    settings.CODE_SNAPSHOT_DIR = tmp_path / "snapshots"
+    bomb = xz_bomb(1024 * MIB)
+    assert unpacked_cap(project) >= 1024 * MIB  # the byte cap alone would take it
+    with pytest.raises(JobError) as refused:
+        snapshot_store(user=member, project=project, chunks=[bomb])
+    said = refused.value.errors["archive"][0]
+    assert f"over 100 times the archive's {len(bomb)} bytes" in said
+    assert "compression bomb" in said
+    assert not CodeSnapshot.objects.exists()
+    assert not [p for p in Path(settings.CODE_SNAPSHOT_DIR).rglob("*") if p.is_file()]
+
+
+@pytest.mark.django_db
+def test_a_small_archive_may_unpack_to_the_floor_at_any_ratio(
+    settings, tmp_path: Path, project: Project, member: User
+) -> None:
+    """Under CODE_UNPACKED_RATIO_FLOOR_BYTES the ratio is no rule: 8 MiB of zeros (a few
+    KiB of xz) is kept; with the floor lowered the same archive is refused."""
+    settings.CODE_SNAPSHOT_DIR = tmp_path / "snapshots"
+    zeros = xz_bomb(8 * MIB)
+    snapshot, created = snapshot_store(user=member, project=project, chunks=[zeros])
+    assert created and snapshot.unpacked_size == 8 * MIB
+    settings.CODE_UNPACKED_RATIO_FLOOR_BYTES = MIB
+    with pytest.raises(JobError, match="compression bomb"):
+        snapshot_store(user=member, project=project, chunks=[xz_bomb(4 * MIB)])

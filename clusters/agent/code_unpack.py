@@ -7,11 +7,9 @@ agent) and unpacks into the attempt's run directory with `unpack`, checking
 again: the rules live here once. Refused: absolute names, `..` components,
 links (symbolic or hard) that point out of the directory or that a later member
 would be written through, devices, FIFOs, duplicate names; capped: the
-unpacked size and the file count, and at the portal's check the unpacked size
-against the archive's own (`Ratio`: a small archive that unpacks to gigabytes).
-Before tarfile parses anything, `scan_headers` walks the headers as tarfile
-will, refusing an extended header past MAX_HEADER_BYTES and stopping at the
-size, ratio and file caps as it decompresses.
+unpacked size and the file count. Before tarfile parses anything, `scan_headers`
+walks the headers as tarfile will, refusing an extended header past
+MAX_HEADER_BYTES and stopping at the size and file caps as it decompresses.
 The portal runs the check in a process of its own with limits
 (`jobs.code.checker`). Standalone, stdlib-only, Python 3.8.
 """
@@ -49,25 +47,6 @@ FILE_MODES = (0o644, 0o755)
 
 class UnsafeArchive(Exception):
     """The archive is refused; the message names the member and the rule."""
-
-
-class Ratio:
-    """How far an archive of `packed` bytes may unpack: `limit` times its size, and up to
-    `floor` bytes at any ratio. Source code compresses three to ten times; a bomb (zeros
-    behind xz) thousands of times, so it is refused long before the byte cap."""
-
-    def __init__(self, *, limit: int, floor: int, packed: int) -> None:
-        self.limit = limit
-        self.floor = floor
-        self.packed = packed
-        self.cap = max(floor, limit * packed)
-
-    def over(self) -> UnsafeArchive:
-        return UnsafeArchive(
-            f"unpacked, the files pass {self.cap} bytes: over {self.limit} times the "
-            f"archive's {self.packed} bytes (any archive may unpack to {self.floor} bytes). "
-            "That is a compression bomb, or data that belongs outside the code archive"
-        )
 
 
 def _clean_name(name: str) -> str:
@@ -135,7 +114,7 @@ def check_members(
             raise UnsafeArchive(f"member {name!r}: a device, FIFO or other special file")
         total += max(member.size, 0) if member.isfile() else 0
         if total > max_bytes:
-            raise UnsafeArchive(f"unpacked, the files pass the cap of {max_bytes} bytes")
+            raise bytes_over(max_bytes)
         seen.add(name)
         checked.append((member, name))
     for member, name in checked:
@@ -148,7 +127,8 @@ def _files_over(max_files: int) -> UnsafeArchive:
     return UnsafeArchive(f"more than {max_files} members, over the cap of {max_files} files")
 
 
-def _bytes_over(max_bytes: int) -> UnsafeArchive:
+def bytes_over(max_bytes: int) -> UnsafeArchive:
+    """The refusal of an archive past the byte cap (the portal's check words its own caps)."""
     return UnsafeArchive(f"unpacked, the files pass the cap of {max_bytes} bytes")
 
 
@@ -210,10 +190,9 @@ def _pax_records(data: bytes, where: str) -> dict[bytes, bytes]:
 class _Walk:
     """Where the walk through one archive's headers stands."""
 
-    def __init__(self, max_bytes: int, max_files: int, ratio: Ratio | None) -> None:
+    def __init__(self, max_bytes: int, max_files: int) -> None:
         self.max_bytes = max_bytes
         self.max_files = max_files
-        self.ratio = ratio
         self.members = 0
         self.total = 0
         self.pending: set[bytes] = set()  # extended headers read for the next member
@@ -264,25 +243,20 @@ class _Walk:
         if kind in REGULAR_TYPES and not header[:100].split(b"\x00", 1)[0].endswith(b"/"):
             self.total += size
             if self.total > self.max_bytes:
-                raise _bytes_over(self.max_bytes)
-            if self.ratio is not None and self.total > self.ratio.cap:
-                raise self.ratio.over()
+                raise bytes_over(self.max_bytes)
             if len(_read(stream, _padded(size))) < _padded(size):
                 raise UnsafeArchive(f"{where}: the archive ends inside a file")
             return _padded(size)
         return 0
 
 
-def scan_headers(
-    stream: io.BufferedIOBase, *, max_bytes: int, max_files: int, ratio: Ratio | None = None
-) -> None:
+def scan_headers(stream: io.BufferedIOBase, *, max_bytes: int, max_files: int) -> None:
     """Walk a tar stream's headers as tarfile will read them, in one pass and linear
     time: UnsafeArchive for an extended header past MAX_HEADER_BYTES (before its bytes
-    are read), for a member past the file, byte or ratio cap (before its data is
-    decompressed),
+    are read), for a member past the file or byte cap (before its data is decompressed),
     and for anything tarfile could read differently (sparse files, a pax `size` it
     would apply elsewhere, a damaged header)."""
-    walk = _Walk(max_bytes, max_files, ratio)
+    walk = _Walk(max_bytes, max_files)
     offset = 0
     while True:
         header = _read(stream, BLOCK)
@@ -320,10 +294,10 @@ def _decompressed(raw: io.BufferedReader) -> io.BufferedIOBase:
     return raw
 
 
-def _scan(path: str, *, max_bytes: int, max_files: int, ratio: Ratio | None = None) -> None:
+def _scan(path: str, *, max_bytes: int, max_files: int) -> None:
     with open(path, "rb") as raw, _decompressed(raw) as stream:
         try:
-            scan_headers(stream, max_bytes=max_bytes, max_files=max_files, ratio=ratio)
+            scan_headers(stream, max_bytes=max_bytes, max_files=max_files)
         except STREAM_ERRORS as exc:
             raise UnsafeArchive(f"a damaged archive: {exc}") from exc
 
@@ -347,19 +321,9 @@ def _members(archive: tarfile.TarFile, max_files: int) -> list[tarfile.TarInfo]:
     return members
 
 
-def check_archive(
-    path: str, *, max_bytes: int, max_files: int, max_ratio: int = 0, ratio_floor: int = 0
-) -> dict[str, int]:
-    """The archive's file count and unpacked size; UnsafeArchive if it breaks a rule.
-
-    With `max_ratio`, it may unpack to that many times its own size, or `ratio_floor` bytes.
-    """
-    ratio = (
-        Ratio(limit=max_ratio, floor=ratio_floor, packed=os.path.getsize(path))
-        if max_ratio > 0
-        else None
-    )
-    _scan(path, max_bytes=max_bytes, max_files=max_files, ratio=ratio)
+def check_archive(path: str, *, max_bytes: int, max_files: int) -> dict[str, int]:
+    """The archive's file count and unpacked size; UnsafeArchive if it breaks a rule."""
+    _scan(path, max_bytes=max_bytes, max_files=max_files)
     with _open(path) as archive:
         checked = check_members(
             _members(archive, max_files), max_bytes=max_bytes, max_files=max_files
@@ -415,19 +379,14 @@ def unpack(path: str, dest: str, *, max_bytes: int, max_files: int) -> dict[str,
 def main(stdin: IO[bytes], stdout: IO[str]) -> int:
     """One JSON request ({archive, dest, max_bytes, max_files}), one JSON reply line.
 
-    With `"check": true` (the portal's own check, with `max_ratio` and `ratio_floor`) the
-    archive is only checked, and kept.
+    With `"check": true` (the portal's own check) the archive is only checked, and kept.
     """
     try:
         request: Any = json.loads(stdin.read().decode())
         caps = {"max_bytes": int(request["max_bytes"]), "max_files": int(request["max_files"])}
         archive = str(request["archive"])
         if request.get("check"):
-            ratio = {
-                "max_ratio": int(request.get("max_ratio", 0)),
-                "ratio_floor": int(request.get("ratio_floor", 0)),
-            }
-            result = check_archive(archive, **caps, **ratio)
+            result = check_archive(archive, **caps)
         else:
             result = unpack(archive, str(request["dest"]), **caps)
             os.unlink(archive)

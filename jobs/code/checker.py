@@ -38,17 +38,34 @@ def _refused(message: str) -> JobError:
     return JobError(f"The code archive is refused: {message}.", errors={"archive": [message]})
 
 
+def ratio_cap(packed: int) -> int | None:
+    """How far an archive of `packed` bytes may unpack: CODE_UNPACKED_MAX_RATIO times its
+    size, or CODE_UNPACKED_RATIO_FLOOR_BYTES at any ratio (None: no ratio rule). Code
+    compresses three to ten times; a compression bomb (zeros behind xz) thousands."""
+    limit = settings.CODE_UNPACKED_MAX_RATIO
+    return max(settings.CODE_UNPACKED_RATIO_FLOOR_BYTES, limit * packed) if limit > 0 else None
+
+
+def _ratio_words(packed: int, cap: int) -> str:
+    return (
+        f"unpacked, the files pass {cap} bytes: over {settings.CODE_UNPACKED_MAX_RATIO} times "
+        f"the archive's {packed} bytes (any archive may unpack to "
+        f"{settings.CODE_UNPACKED_RATIO_FLOOR_BYTES} bytes). That is a compression bomb, or "
+        "data that belongs outside the code archive"
+    )
+
+
 def archive_check(path: Path | str, *, max_bytes: int, max_files: int) -> dict[str, int]:
     """The archive's file count and unpacked size ({files, bytes}); a JobError under the
-    `archive` field naming the rule or the limit it broke. Past the byte cap, it may unpack
-    to CODE_UNPACKED_MAX_RATIO times its size, or CODE_UNPACKED_RATIO_FLOOR_BYTES."""
-    request = {
-        "archive": str(path),
-        "max_bytes": max_bytes,
-        "max_files": max_files,
-        "max_ratio": settings.CODE_UNPACKED_MAX_RATIO,
-        "ratio_floor": settings.CODE_UNPACKED_RATIO_FLOOR_BYTES,
-    }
+    `archive` field naming the rule or the limit it broke. Within `max_bytes`, the archive
+    may unpack as far as `ratio_cap` of its own size."""
+    packed = Path(path).stat().st_size
+    by_ratio = ratio_cap(packed)
+    if by_ratio is not None and by_ratio < max_bytes:
+        max_bytes = by_ratio  # the lower cap; its refusal is worded as the ratio below
+    else:
+        by_ratio = None
+    request = {"archive": str(path), "max_bytes": max_bytes, "max_files": max_files}
     outcome = run_limited(
         # -I: no user site, no PYTHON* variables; -B: nothing written.
         [sys.executable, "-I", "-B", str(UNPACKER)],
@@ -74,5 +91,8 @@ def archive_check(path: Path | str, *, max_bytes: int, max_files: int) -> dict[s
         )
         raise _refused("it could not be checked (the failure is logged for the administrators)")
     if not reply.get("ok"):
-        raise _refused(str(reply.get("error")))
+        error = str(reply.get("error"))
+        if by_ratio is not None and error == str(code_unpack.bytes_over(by_ratio)):
+            error = _ratio_words(packed, by_ratio)
+        raise _refused(error)
     return {"files": int(reply["files"]), "bytes": int(reply["bytes"])}

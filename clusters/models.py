@@ -178,3 +178,31 @@ class ClusterAccount(models.Model):
     @property
     def is_service_account(self) -> bool:
         return self.user_id is None
+
+
+class ReadinessReport(models.Model):
+    """One run of a cluster's readiness checks (clusters.onboarding); the newest is shown."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="readiness")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    # [{"name", "passed", "detail", "fix"}, ...] in the order the checks ran.
+    checks = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"readiness of {self.cluster} at {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def passed(self) -> bool:
+        return self.state == self.State.DONE and all(check["passed"] for check in self.checks)

@@ -30,6 +30,7 @@ from jobs.rundir import (
     WORKDIR_FILE,
     RunDir,
 )
+from portal_lib.rendezvous import master_port_shell
 
 GPU_SAMPLE_SECONDS = 1
 _NODE_LIST = re.compile(r"^[A-Za-z0-9_.\[\],-]+$")
@@ -205,7 +206,7 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         'export SLURM_UNBUFFEREDIO="${SLURM_UNBUFFEREDIO-1}"',
         'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         "# Below the usual ephemeral range (32768+), so no client socket holds it.",
-        "MASTER_PORT=$((15000 + SLURM_JOB_ID % 15000))",
+        f"MASTER_PORT={master_port_shell()}",
         "export MASTER_ADDR MASTER_PORT",
         f'printf "%s\\n" "$SLURM_JOB_ID" > "$PORTAL_RUN_DIR/{SLURM_JOB_ID_FILE}"',
         'mkdir -p -- "$PORTAL_CHECKPOINT_DIR"',

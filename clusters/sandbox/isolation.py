@@ -38,6 +38,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from portal_lib.rendezvous import RENDEZVOUS_PORTS
+
 from .config import MARIADB_PORT, SANDBOX, SECOND, SLURMDBD_PORT, USERS, Layout
 from .system import SandboxError, run
 
@@ -47,9 +49,8 @@ TABLE = "portal_sandbox"
 # PostgreSQL's and Redis's usual ports: closed even where the portal runs on SQLite.
 USUAL_PORTS = frozenset({5432, 6379})
 SOCKET_DIRS = (Path("/run/postgresql"), Path("/run/redis"), Path("/run/mysqld"))
-# Where a job's MASTER_PORT comes from: 15000 + its Slurm job id modulo 15000
-# (jobs.scripts, the DDP example).
-JOB_RENDEZVOUS_PORTS = (15000, 29999)
+# Where a job's MASTER_PORT comes from (jobs.scripts, the DDP example).
+JOB_RENDEZVOUS_PORTS = RENDEZVOUS_PORTS
 # Linux's default ephemeral range, when /proc does not say.
 EPHEMERAL_PORTS = (32768, 60999)
 PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")

@@ -41,3 +41,34 @@ class PersonalToken(models.Model):
     @property
     def can_submit(self) -> bool:
         return self.scope == self.Scope.SUBMIT
+
+
+class ExternalIdentity(models.Model):
+    """A portal user as a single sign-on provider knows them: its issuer and their subject.
+
+    The pair is the match at every sign-in (never the user name or the address, which a
+    directory may reuse); the cluster user name is read from the provider each time.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
+    # An OpenID provider's issuer URL, or `ldap:<user base DN>` for a directory.
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    # From the configured claim or attribute (SSO_USERNAME_CLAIM, LDAP_USERNAME_ATTRIBUTE);
+    # empty when the provider gave none a cluster would take.
+    cluster_username = models.CharField(max_length=32, blank=True)
+    # The groups the provider gave at the last sign-in.
+    groups = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-last_sign_in_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="external_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

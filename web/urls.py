@@ -5,11 +5,11 @@ when a view moves.
 """
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from web import views
+from web.accounts import sessions
 from web.accounts import views as account_views
 from web.alerts import views as alert_views
 from web.attempts import api as attempt_api
@@ -78,8 +78,15 @@ api: list[URLPattern | URLResolver] = [
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sessions.LoginPage.as_view(), name="login"),
+    path("logout/", sessions.LogoutPage.as_view(), name="logout"),
+    # Single sign-on through an OpenID provider (docs/sso.md); 404 until configured.
+    path("sso/oidc/start/", sessions.OIDCStart.as_view(), name="oidc_authentication_init"),
+    path(
+        "sso/oidc/callback/",
+        sessions.OIDCCallback.as_view(),
+        name="oidc_authentication_callback",
+    ),
     path("healthz", views.healthz, name="healthz"),
     # Jobs: the list, the submit form and its live preview (with a plan), a job's page.
     path("jobs/", job_views.job_list, name="job-list"),

@@ -103,6 +103,9 @@ AUTHENTICATION_BACKENDS = [
     # First: refuses a username and address with too many failures before any check.
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (portal/settings/sso.py, docs/sso.md): each answers only once set.
+    "web.accounts.backends.DirectoryBackend",
+    "web.accounts.backends.OIDCBackend",
 ]
 AXES_FAILURE_LIMIT: int = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
@@ -112,6 +115,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False  # no banner on every start; lockouts are still logged
+from .sso import *  # noqa: E402, F403
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -346,6 +351,13 @@ METRICS_SAMPLE_MAX_AGE: float = env.float("METRICS_SAMPLE_MAX_AGE", default=300.
 # Private keys of cluster accounts are encrypted with these Fernet keys; the
 # first encrypts, all decrypt, so a key can be rotated without a migration.
 FIELD_ENCRYPTION_KEYS: list[str] = env.list("FIELD_ENCRYPTION_KEYS")
+
+# SSH logins without stored keys (docs/ssh-certificates.md): how long a certificate the
+# portal signs is valid for a login (a pooled connection outlives it), and the portal's
+# addresses as the login nodes see its connections (a certificate's source-address, the
+# self-service key's from="...").
+SSH_CERTIFICATE_MINUTES: int = env.int("SSH_CERTIFICATE_MINUTES", default=5)
+SSH_PORTAL_ADDRESSES: list[str] = env.list("SSH_PORTAL_ADDRESSES", default=["127.0.0.1", "::1"])
 
 # Where `manage.py sandbox` keeps the sandbox cluster's state.
 SANDBOX_STATE_DIR = Path(env("SANDBOX_STATE_DIR", default=str(BASE_DIR / ".sandbox")))

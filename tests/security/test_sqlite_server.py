@@ -3,16 +3,20 @@
 The real stack of a local run: daphne with `portal.settings.local` (DEBUG on) on a
 SQLite file of its own. Before: of 20 submissions at once some were an HTTP 500
 "database is locked", with Django's debug page as the body; a 30-digit id in a
-query was an OverflowError (a 500). The Slurm side is left out: a submission is
-done, for this test, once its job, first attempt and event are recorded and its
-submission queued (the Celery worker and Slurm are the e2e tests' part); the queued
-tasks are purged from this run's Redis database afterwards.
+query was an OverflowError (a 500). The first tests stop where the web's part ends
+(the job, its first attempt and event recorded, its submission queued); the last
+runs `make run`'s whole shape, a Celery worker with beat on the same file and the
+sandbox cluster, and counts the Slurm jobs. Queued tasks are purged from this run's
+Redis database afterwards.
 """
 
+import dataclasses
+import json
 import sqlite3
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,9 +25,10 @@ import pytest
 from django.conf import settings
 
 from devtools import servers
-from devtools.servers import ROOT, Daphne
+from devtools.servers import ROOT, Daphne, celery_worker, wait_until
 from portal_lib.bounds import BIGINT_MAX
-from tests.helpers import run_tag
+from tests.fixtures.sandbox import _slurm, cancel_jobs, run_jobs
+from tests.helpers import run_tag, worker_tag
 
 SUBMISSIONS = 20
 
@@ -65,12 +70,21 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-@pytest.fixture
-def sqlite_portal(tmp_path: Path) -> Iterator[tuple[str, str, str, Path]]:
-    """A local run's web server on a fresh SQLite file: its URL, alice's submit token and
-    session cookie, the file."""
-    database = tmp_path / "db.sqlite3"
-    env = servers.server_env(
+# The sandbox recorded as `make run`'s `sandbox up` records it, with this worker's run
+# directories (so that the suite's clean-up finds its jobs).
+SANDBOX_SETUP = """
+import json, os
+from clusters.sandbox.cluster import SandboxInfo
+from clusters.services import cluster_register_sandbox
+info = SandboxInfo(**json.loads(open(os.environ["SANDBOX_INFO_FILE"]).read()))
+cluster = cluster_register_sandbox(info=info)
+cluster.base_run_dir = os.environ["SANDBOX_RUN_DIR"]
+cluster.save(update_fields=["base_run_dir"])
+"""
+
+
+def _local_env(database: Path) -> dict[str, str]:
+    return servers.server_env(
         database_url=f"sqlite:///{database}",
         redis_url=settings.REDIS_URL,
         tag=run_tag(),
@@ -81,8 +95,22 @@ def sqlite_portal(tmp_path: Path) -> Iterator[tuple[str, str, str, Path]]:
             "SUBMIT_RATE_LIMIT": "1000",
         },
     )
+
+
+def _prepared(env: dict[str, str], setup: str = "") -> tuple[str, str]:
+    """Migrate and seed the file: alice's submit token and session cookie."""
     _manage(env, "migrate", "--no-input", "-v", "0")
-    token, session = _manage(env, "shell", "-c", SETUP).strip().splitlines()[-2:]
+    token, session = _manage(env, "shell", "-c", SETUP + setup).strip().splitlines()[-2:]
+    return token, session
+
+
+@pytest.fixture
+def sqlite_portal(tmp_path: Path) -> Iterator[tuple[str, str, str, Path]]:
+    """A local run's web server on a fresh SQLite file: its URL, alice's submit token and
+    session cookie, the file."""
+    database = tmp_path / "db.sqlite3"
+    env = _local_env(database)
+    token, session = _prepared(env)
     try:
         with servers.running(Daphne(env, tmp_path)) as (daphne,):
             assert isinstance(daphne, Daphne)
@@ -91,7 +119,9 @@ def sqlite_portal(tmp_path: Path) -> Iterator[tuple[str, str, str, Path]]:
         servers.purge_queue(env)
 
 
-def _submit_together(url: str, token: str) -> list[httpx.Response]:
+def _submit_together(
+    url: str, token: str, *, cluster: str = "local", partition: str = "gpu"
+) -> list[httpx.Response]:
     """SUBMISSIONS POSTs of a CPU job, sent at the same moment from as many threads."""
     start = threading.Barrier(SUBMISSIONS)
     responses: list[httpx.Response] = []
@@ -100,10 +130,10 @@ def _submit_together(url: str, token: str) -> list[httpx.Response]:
     def submit(number: int) -> None:
         body = {
             "project": "vision",
-            "cluster": "local",
+            "cluster": cluster,
             "name": f"together-{number:02d}",
-            "command": "python train.py",
-            "partition": "gpu",
+            "command": "sleep 600",
+            "partition": partition,
             "nodes": 1,
             "gpus_per_node": 0,
             "cpus_per_task": 1,
@@ -169,3 +199,63 @@ def test_errors_are_json_for_the_api_and_ids_past_a_column_a_400(
     assert states.status_code == 400
     assert states.json()["ids"] == [f"Ids are whole numbers up to {BIGINT_MAX}."]
     assert compare.status_code == 400 and "runs: 999" in compare.text
+
+
+def _attempts(database: Path) -> list[tuple[str, str, str]]:
+    """(Slurm job name, Slurm job id, state) of every attempt in the file."""
+    with sqlite3.connect(database, timeout=30) as db:
+        rows = db.execute("SELECT uuid, slurm_job_id, state FROM jobs_attempt").fetchall()
+    return [(f"portal-{uuid.UUID(str(u))}", job_id, state) for u, job_id, state in rows]
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(600)
+def test_twenty_submissions_at_once_reach_slurm_once_each(tmp_path: Path, sandbox_info) -> None:
+    """`make run`'s shape: daphne, a Celery worker with beat and the sandbox on one SQLite
+    file. All 20 are answered 201, and each attempt is exactly one Slurm job."""
+    state_dir = settings.SANDBOX_STATE_DIR
+    database = tmp_path / "db.sqlite3"
+    info_file = tmp_path / "sandbox.json"
+    info_file.write_text(json.dumps(dataclasses.asdict(sandbox_info)))
+    info_file.chmod(0o600)
+    env = {
+        **_local_env(database),
+        "SANDBOX_INFO_FILE": str(info_file),
+        "SANDBOX_RUN_DIR": f"{sandbox_info.base_run_dir.rstrip('/')}/{worker_tag()}",
+    }
+    token, _ = _prepared(env, SANDBOX_SETUP)
+    worker = celery_worker(env, tmp_path, name=f"sqlite-{worker_tag()}", concurrency=4)
+    try:
+        with servers.running(Daphne(env, tmp_path), worker) as (daphne, _):
+            assert isinstance(daphne, Daphne)
+            responses = _submit_together(
+                daphne.url, token, cluster="sandbox", partition=sandbox_info.partition
+            )
+            assert len(responses) == SUBMISSIONS
+            assert [(r.status_code, r.text[:300]) for r in responses if r.status_code != 201] == []
+            wait_until(
+                lambda: all(job_id for _, job_id, _ in _attempts(database)),
+                240,
+                "every attempt's Slurm job id",
+            )
+        attempts = _attempts(database)
+        assert len(attempts) == SUBMISSIONS
+        # Every job Slurm holds or held by an attempt's name: exactly one each, the one
+        # the attempt records (a retried sbatch would show as a second).
+        listed = _slurm(
+            state_dir, "squeue", "--noheader", "--states=all", "-O", "JobID:30,Name:200"
+        )
+        assert listed.returncode == 0, listed.stderr
+        by_name: dict[str, list[str]] = {}
+        for line in listed.stdout.splitlines():
+            job_id, _, name = line.strip().partition(" ")
+            name = name.strip()
+            by_name.setdefault(name, []).append(job_id)
+        assert {name: by_name.get(name) for name, _, _ in attempts} == {
+            name: [job_id] for name, job_id, _ in attempts
+        }
+    finally:
+        ids = {job_id for _, job_id, _ in _attempts(database) if job_id}
+        ids |= {line.split()[0] for line in run_jobs(state_dir, worker_tag())}
+        cancel_jobs(state_dir, sorted(ids))
+        servers.purge_queue(env)

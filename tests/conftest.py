@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.clusters",
     "tests.fixtures.jobs",
     "tests.fixtures.browser",
+    "tests.fixtures.sso",
     # The run as a whole: its tag, the order tests start in, `--fast`, the recorded
     # durations, and the check at the end that nothing the run started is left. After
     # the fixtures it imports, so that pytest rewrites their asserts.

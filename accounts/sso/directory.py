@@ -9,6 +9,7 @@ provider's subject. Pure Python: nothing to build on a fresh machine.
 """
 
 import logging
+import math
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -66,7 +67,8 @@ def _connection(config: DirectoryConfig, server: Server, dn: str, password: str)
         server,
         user=dn or None,
         password=password or None,
-        receive_timeout=config.timeout,
+        # Whole seconds: ldap3 packs it into a socket option as an integer.
+        receive_timeout=max(1, math.ceil(config.timeout)),
         raise_exceptions=False,
     )
     connection.open()

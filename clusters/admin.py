@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from clusters.models import Cluster, ClusterAccount
+from clusters.models import Authentication, CertificateAuthority, Cluster, ClusterAccount
 from clusters.slurm.health import cluster_connection_check
 
 
@@ -115,31 +115,50 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 class ClusterAccountForm(forms.ModelForm):
-    """The private key can be replaced but is never sent back to the browser."""
+    """How the account logs in; a pasted key is never sent back to the browser.
+
+    Only a stored-key account keeps a pasted key: switching to a certificate or to a key
+    the user installs deletes it.
+    """
 
     new_private_key = forms.CharField(
         label="Private key",
         required=False,
         strip=False,
         widget=WriteOnlyTextarea(attrs={"rows": 6, "autocomplete": "off", "spellcheck": "false"}),
-        help_text="Paste an unencrypted OpenSSH private key. It is stored encrypted and never "
-        "shown again; leave blank to keep the current key.",
+        help_text="Stored key only: paste an unencrypted OpenSSH private key. It is stored "
+        "encrypted and never shown again; leave blank to keep the current key.",
     )
 
     class Meta:
         model = ClusterAccount
-        fields = ["cluster", "user", "username"]
+        fields = ["cluster", "user", "username", "authentication"]
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        key = data.get("new_private_key", "")
+        how = data.get("authentication")
+        if how == Authentication.STORED_KEY:
+            was_stored = self.instance.authentication == Authentication.STORED_KEY
+            if not key and not (self.instance.pk and was_stored and self.instance.private_key):
+                self.add_error("new_private_key", "A stored-key account needs its private key.")
+        elif key:
+            self.add_error(
+                "new_private_key",
+                "Only a stored-key account takes a pasted key: leave this blank, or choose "
+                "'private key pasted by an admin'.",
+            )
+        return data
 
     def clean_new_private_key(self) -> str:
         key: str = self.cleaned_data["new_private_key"].strip()
-        if not key:
-            if self.instance.pk is None:
-                raise forms.ValidationError("A new account needs its private key.")
-            return ""
-        return _checked_private_key(key)
+        return _checked_private_key(key) if key else ""
 
     def save(self, commit: bool = True) -> ClusterAccount:
         account: ClusterAccount = super().save(commit=False)
+        if "authentication" in self.changed_data:
+            account.private_key = ""  # no key outlives the way in it was made for
+            account.key_made_at = None
         if self.cleaned_data.get("new_private_key"):
             account.private_key = self.cleaned_data["new_private_key"]
         if commit:
@@ -150,12 +169,12 @@ class ClusterAccountForm(forms.ModelForm):
 @admin.register(ClusterAccount)
 class ClusterAccountAdmin(admin.ModelAdmin):
     form = ClusterAccountForm
-    list_display = ["username", "cluster", "user", "kind", "updated_at"]
-    list_filter = ["cluster"]
+    list_display = ["username", "cluster", "user", "kind", "authentication", "updated_at"]
+    list_filter = ["cluster", "authentication"]
     search_fields = ["username", "user__username", "cluster__name"]
     list_select_related = ["cluster", "user"]
     autocomplete_fields = ["user"]
-    fields = ["cluster", "user", "username", "new_private_key", "key_status"]
+    fields = ["cluster", "user", "username", "authentication", "new_private_key", "key_status"]
     readonly_fields = ["key_status"]
 
     @admin.display(description="kind")
@@ -164,4 +183,28 @@ class ClusterAccountAdmin(admin.ModelAdmin):
 
     @admin.display(description="key on file")
     def key_status(self, account: ClusterAccount) -> str:
-        return "stored (encrypted)" if account.pk and account.private_key else "not set"
+        if account.authentication == Authentication.CERTIFICATE:
+            return "none: a certificate is signed for each connection"
+        if not (account.pk and account.private_key):
+            return "not set"
+        if account.authentication == Authentication.INSTALLED_KEY:
+            return f"made by the portal for the user on {account.key_made_at:%Y-%m-%d %H:%M}"
+        return "stored (encrypted)"
+
+
+@admin.register(CertificateAuthority)
+class CertificateAuthorityAdmin(admin.ModelAdmin):
+    """Shown, never edited here: `manage.py ssh_ca` creates, rotates and retires them."""
+
+    list_display = ["id", "fingerprint", "created_at", "retired_at"]
+    fields = ["fingerprint", "public_key", "created_at", "retired_at"]
+    readonly_fields = ["fingerprint", "public_key", "created_at", "retired_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from clusters.hostkeys import fingerprint, parse_host_key, validate_host_key
 from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR, SlurmTools
@@ -136,6 +137,14 @@ class Cluster(models.Model):
         )
 
 
+class Authentication(models.TextChoices):
+    """How the portal logs in to a cluster account, the first that a site allows."""
+
+    CERTIFICATE = "certificate", "certificate signed by the portal's CA (no stored key)"
+    INSTALLED_KEY = "installed_key", "key made by the portal, installed by the user"
+    STORED_KEY = "stored_key", "private key pasted by an admin (last resort)"
+
+
 class ClusterAccount(models.Model):
     """A login on a cluster; a job runs as its submitter's account, else the shared one."""
 
@@ -153,7 +162,23 @@ class ClusterAccount(models.Model):
         validators=[POSIX_USER_NAME],
         help_text="The user name on the cluster.",
     )
-    private_key = EncryptedTextField(help_text="OpenSSH private key; encrypted at rest.")
+    authentication = models.CharField(
+        max_length=16,
+        choices=Authentication.choices,
+        default=Authentication.STORED_KEY,
+        help_text="Certificate: the login node trusts the portal's CA (sshd's "
+        "TrustedUserCAKeys) and nothing is stored. Installed key: the user adds the line "
+        "from their cluster logins page to ~/.ssh/authorized_keys. Stored key: an admin "
+        "pastes a private key below.",
+    )
+    private_key = EncryptedTextField(
+        blank=True,
+        help_text="OpenSSH private key (pasted, or made by the portal for the user to "
+        "install); encrypted at rest; empty for certificates.",
+    )
+    key_made_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the portal made the installed key."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -206,3 +231,29 @@ class ReadinessReport(models.Model):
     @property
     def passed(self) -> bool:
         return self.state == self.State.DONE and all(check["passed"] for check in self.checks)
+
+
+class CertificateAuthority(models.Model):
+    """A key the portal signs users' SSH certificates with; login nodes trust its public half.
+
+    At most two are valid at once, during a rotation; the older one signs until it is
+    retired (every login node already trusts it).
+    """
+
+    private_key = EncryptedTextField(help_text="The CA's OpenSSH private key; encrypted at rest.")
+    public_key = models.TextField(help_text="The line for sshd's TrustedUserCAKeys file.")
+    created_at = models.DateTimeField(default=timezone.now)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name = "SSH certificate authority"
+        verbose_name_plural = "SSH certificate authorities"
+
+    def __str__(self) -> str:
+        state = "retired" if self.retired_at else "valid"
+        return f"CA {self.pk} ({state}, {self.public_key.split()[0]})"
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(*parse_host_key(self.public_key))

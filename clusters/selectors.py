@@ -1,21 +1,26 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Q
 
+from clusters.certificates.logins import account_login
 from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Endpoint
 
 
 def account_endpoint(*, account: ClusterAccount) -> Endpoint:
-    """The SSH endpoint of a cluster account (decrypts its private key)."""
+    """The SSH endpoint of a cluster account, checked now: a revoked user's is refused.
+
+    Its login is a certificate signed at each new connection, the key the user installed,
+    or the stored key (clusters.certificates.logins). Build it again for each use.
+    """
     cluster = account.cluster
-    return Endpoint(
+    where = Endpoint(
         cluster_name=cluster.name,
         host=cluster.ssh_host,
         port=cluster.ssh_port,
         host_key=cluster.host_key,
         username=account.username,
-        private_key=account.private_key,
     )
+    return account_login(account=account, endpoint=where)
 
 
 def portal_endpoint(*, cluster: Cluster) -> Endpoint | None:

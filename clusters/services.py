@@ -4,7 +4,7 @@ from typing import Protocol
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from clusters.models import Cluster, ClusterAccount
+from clusters.models import Authentication, Cluster, ClusterAccount
 from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
 
 SANDBOX_CLUSTER_NAME = "sandbox"
@@ -41,9 +41,15 @@ class SandboxDescription(Protocol):
 
 @transaction.atomic
 def cluster_register_sandbox(
-    *, info: SandboxDescription, name: str = SANDBOX_CLUSTER_NAME
+    *,
+    info: SandboxDescription,
+    name: str = SANDBOX_CLUSTER_NAME,
+    authentication: Authentication = Authentication.STORED_KEY,
 ) -> Cluster:
     """Record the sandbox cluster, its portal account and one personal account per user.
+
+    The personal accounts log in with the sandbox's keys, or by `authentication`
+    certificate, holding no key (the login node trusts the portal's CAs).
 
     Portal users of the same names are created without a usable password when
     missing, so that each sandbox login belongs to someone. Another `name` records the
@@ -74,9 +80,14 @@ def cluster_register_sandbox(
         if created:
             user.set_unusable_password()
             user.save(update_fields=["password"])
+        by_certificate = authentication == Authentication.CERTIFICATE
         ClusterAccount.objects.update_or_create(
             cluster=cluster,
             user=user,
-            defaults={"username": username, "private_key": private_key},
+            defaults={
+                "username": username,
+                "authentication": authentication,
+                "private_key": "" if by_certificate else private_key,
+            },
         )
     return cluster

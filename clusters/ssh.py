@@ -11,9 +11,9 @@ import os
 import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn, Self
 
 import paramiko
@@ -74,15 +74,32 @@ stats = GatewayStats()
 
 
 @dataclass(frozen=True)
+class LoginKey:
+    """A key made for one connection, held in memory only, and its OpenSSH certificate line."""
+
+    private_key: str = field(repr=False)
+    certificate: str
+
+
+@dataclass(frozen=True)
 class Endpoint:
-    """Where and as whom to connect; built from a Cluster and a ClusterAccount."""
+    """Where and as whom to connect; built from a Cluster and a ClusterAccount.
+
+    The login is a stored private key, or `issuer`: called at each new connection for a
+    fresh key and its short-lived certificate. An endpoint with a `refusal` (a revoked user)
+    gets no connection, not even a pooled one. Neither takes part in the pool's key.
+    """
 
     cluster_name: str
     host: str
     port: int
     host_key: str
     username: str
-    private_key: str
+    private_key: str = field(default="", repr=False)
+    issuer: Callable[[], LoginKey] | None = field(default=None, compare=False, repr=False)
+    refusal: str = field(default="", compare=False)
+    # What to fix when the server refuses the login, said after the refusal.
+    refused_help: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -118,6 +135,19 @@ def _load_private_key(text: str) -> paramiko.PKey:
         "ed25519, ECDSA or RSA key); replace it in the admin page.",
         retryable=False,
     )
+
+
+def _login_key(endpoint: Endpoint) -> paramiko.PKey:
+    if endpoint.issuer is None:
+        return _load_private_key(endpoint.private_key)
+    issued = endpoint.issuer()
+    key = _load_private_key(issued.private_key)
+    key.load_certificate(issued.certificate)
+    return key
+
+
+def _refused(endpoint: Endpoint) -> SSHError:
+    return SSHError(endpoint.refusal, retryable=False)
 
 
 def _mismatch(endpoint: Endpoint, presented: paramiko.PKey) -> HostKeyMismatch:
@@ -161,6 +191,8 @@ class Connection:
     """One authenticated SSH connection to a cluster login node."""
 
     def __init__(self, endpoint: Endpoint, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        if endpoint.refusal:
+            raise _refused(endpoint)
         self.endpoint = endpoint
         self._client = paramiko.SSHClient()
         # No system or user known_hosts: the pinned key is the only trusted one.
@@ -175,7 +207,7 @@ class Connection:
                 endpoint.host,
                 port=endpoint.port,
                 username=endpoint.username,
-                pkey=_load_private_key(endpoint.private_key),
+                pkey=_login_key(endpoint),
                 timeout=connect_timeout,
                 banner_timeout=connect_timeout,
                 auth_timeout=connect_timeout,
@@ -190,10 +222,12 @@ class Connection:
             raise _mismatch(endpoint, exc.key) from exc
         except paramiko.AuthenticationException as exc:
             self._client.close()
+            help_text = endpoint.refused_help or (
+                "check that its public key is in that user's ~/.ssh/authorized_keys."
+            )
             raise SSHError(
                 f"Cluster {endpoint.cluster_name!r} refused the key of account "
-                f"{endpoint.username!r}: check that its public key is in that user's "
-                "~/.ssh/authorized_keys.",
+                f"{endpoint.username!r}: {help_text}",
                 retryable=False,
             ) from exc
         except (OSError, paramiko.SSHException, EOFError) as exc:
@@ -326,6 +360,10 @@ class _Pool:
         self._pid = os.getpid()
 
     def get(self, endpoint: Endpoint) -> Connection:
+        if endpoint.refusal:
+            # A revoked login's open connection is closed, never handed out again.
+            self.discard(endpoint)
+            raise _refused(endpoint)
         with self._lock:
             if self._pid != os.getpid():
                 # A forked worker child must not share its parent's sockets.

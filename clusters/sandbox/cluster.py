@@ -94,6 +94,8 @@ def prepare_host(paths: Paths) -> None:
     ensure_munge_key(paths)
     ensure_gpu_devices(paths, paths.layout.nodes, GPUS_PER_NODE)
     ensure_ssh_key(paths.host_key, f"{paths.layout.name}-sshd")
+    if not paths.trusted_user_ca_keys.exists():  # the portal writes its CAs' lines there
+        write_if_changed(paths.trusted_user_ca_keys, "", 0o644)
     install_nvidia_smi(paths)
     try:
         ensure_node_names(paths.layout.nodes)
@@ -191,7 +193,7 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
         for daemon in reversed(slurm):
             d.stop(daemon)
     if paths.sshd_config in changed:
-        d.stop(sshd)
+        d.reload_sshd(sshd, paths)  # the open sessions of other tests and workers go on
 
     start_stopped(all_daemons, paths)
     if reconfigure:

@@ -107,6 +107,10 @@ class Paths:
         return self.etc / "sshd_config"
 
     @property
+    def trusted_user_ca_keys(self) -> Path:  # the portal's CAs, written by the portal
+        return self.etc / "trusted_user_ca_keys"
+
+    @property
     def task_prolog(self) -> Path:
         return self.etc / "task_prolog.sh"
 
@@ -366,6 +370,10 @@ UsePAM no
 PermitRootLogin no
 AllowUsers {users}
 AuthorizedKeysFile .ssh/authorized_keys
+# Certificates signed by the portal's CAs (`manage.py ssh_ca public-keys`, re-read at each
+# login) log in as their one principal, the user's name (docs/ssh-certificates.md).
+TrustedUserCAKeys {paths.trusted_user_ca_keys}
+AuthorizedPrincipalsFile none
 X11Forwarding no
 PrintMotd no
 # Client commands (sbatch, squeue, nvidia-smi) must find the sandbox config

@@ -180,6 +180,47 @@ def stop(daemon: Daemon, timeout: float = 10) -> bool:
     return True
 
 
+def reload_sshd(daemon: Daemon, paths: Paths, timeout: float = 15) -> bool:
+    """Make a running sshd re-read its config; False if it was not running.
+
+    SIGHUP: sshd re-executes itself with the same arguments and pid, and the sessions it
+    already forked go on; only logins in the instant of the re-execution wait or retry.
+    The config is checked first (`sshd -t`): a bad one would stop the listener.
+    """
+    pid = running_pid(daemon)
+    if pid is None:
+        return False
+    checked = subprocess.run(
+        ["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if checked.returncode != 0:
+        raise SandboxError(
+            f"{paths.sshd_config} is not a valid sshd config, sshd keeps its old one: "
+            f"{(checked.stderr or checked.stdout).strip()}"
+        )
+    before = _listening_lines(daemon.log_file)
+    os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _listening_lines(daemon.log_file) > before and running_pid(daemon) == pid:
+            return True
+        time.sleep(0.1)
+    raise SandboxError(
+        f"sshd did not listen again within {timeout:.0f}s of its reload. Log tail of "
+        f"{daemon.log_file}:\n{log_tail(daemon.log_file)}"
+    )
+
+
+def _listening_lines(log_file: Path) -> int:
+    try:
+        return log_file.read_text(errors="replace").count("Server listening on")
+    except OSError:
+        return 0
+
+
 def process_start(pid: int) -> str | None:
     """When `pid` started (clock ticks since boot), None once it has exited: with the pid,
     it names one process, where a pid alone can be another's after the numbers wrap (32,768

@@ -24,10 +24,13 @@ def up(state_dir: Path, timeout: float = 60) -> SandboxInfo:
     keys, portal_key = tenant_keys(paths)  # before anything starts: the sandbox made them
     prepare_host(paths)
     everything = d.daemons(paths)
-    if write_config(paths, accounting=False):
+    changed = write_config(paths, accounting=False)
+    if changed - {paths.sshd_config}:
         # A test's cluster, without jobs of its own between tests: all of it restarts.
         for daemon in reversed(everything):
             d.stop(daemon)
+    elif changed:  # sshd's config alone: re-read without dropping the sessions of others
+        d.reload_sshd(next(x for x in everything if x.binary == "sshd"), paths)
     start_stopped(everything, paths)
     d.wait_idle(paths, timeout)
     return describe(paths, keys, portal_key)

@@ -2,6 +2,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from clusters.certificates.authorities import authority_create
 from clusters.models import Cluster, ClusterAccount
 from devtools.keys import new_key_pair
 
@@ -68,6 +69,7 @@ def _account_form(obj: ClusterAccount, key: str) -> dict[str, object]:
         "cluster": obj.cluster_id,
         "user": "",
         "username": obj.username,
+        "authentication": "stored_key",
         "new_private_key": key,
     }
 
@@ -111,7 +113,13 @@ def test_new_account_needs_a_key(client: Client, staff, cluster) -> None:
     client.force_login(staff)
     response = client.post(
         reverse("admin:clusters_clusteraccount_add"),
-        {"cluster": cluster.pk, "user": "", "username": "svc", "new_private_key": ""},
+        {
+            "cluster": cluster.pk,
+            "user": "",
+            "username": "svc",
+            "authentication": "stored_key",
+            "new_private_key": "",
+        },
     )
     assert b"needs its private key" in response.content
     assert not ClusterAccount.objects.exists()
@@ -123,7 +131,13 @@ def test_second_service_account_on_a_cluster_is_refused(client: Client, staff, a
     client.force_login(staff)
     response = client.post(
         reverse("admin:clusters_clusteraccount_add"),
-        {"cluster": obj.cluster_id, "user": "", "username": "other", "new_private_key": key},
+        {
+            "cluster": obj.cluster_id,
+            "user": "",
+            "username": "other",
+            "authentication": "stored_key",
+            "new_private_key": key,
+        },
     )
     assert response.status_code == 200
     assert ClusterAccount.objects.count() == 1
@@ -171,3 +185,47 @@ def test_admin_pages_refuse_non_staff(client: Client, outsider, member, name: st
         response = client.get(reverse(name))
         assert response.status_code == 302
         assert reverse("admin:login") in response["Location"]
+
+
+def test_a_certificate_account_needs_no_key_and_switching_to_it_deletes_the_stored_one(
+    client: Client, staff, account, cluster
+) -> None:
+    obj, _ = account
+    client.force_login(staff)
+    form = {**_account_form(obj, ""), "authentication": "certificate"}
+    response = client.post(reverse("admin:clusters_clusteraccount_change", args=[obj.pk]), form)
+    assert response.status_code == 302
+    switched = ClusterAccount.objects.get(pk=obj.pk)
+    assert (switched.authentication, switched.private_key) == ("certificate", "")
+    page = client.get(reverse("admin:clusters_clusteraccount_change", args=[obj.pk]))
+    assert b"a certificate is signed for each connection" in page.content
+    listing = client.get(reverse("admin:clusters_clusteraccount_changelist"))
+    assert b"certificate signed by the portal" in listing.content
+
+
+def test_a_certificate_account_refuses_a_pasted_key(client: Client, staff, cluster) -> None:
+    key, _ = new_key_pair()
+    client.force_login(staff)
+    response = client.post(
+        reverse("admin:clusters_clusteraccount_add"),
+        {
+            "cluster": cluster.pk,
+            "user": "",
+            "username": "svc",
+            "authentication": "certificate",
+            "new_private_key": key,
+        },
+    )
+    assert b"Only a stored-key account takes a pasted key" in response.content
+    assert not ClusterAccount.objects.exists()
+
+
+def test_the_cas_are_shown_and_never_edited_in_the_admin(client: Client, staff) -> None:
+    ca = authority_create()
+    client.force_login(staff)
+    listing = client.get(reverse("admin:clusters_certificateauthority_changelist"))
+    assert ca.fingerprint.encode() in listing.content
+    page = client.get(reverse("admin:clusters_certificateauthority_change", args=[ca.pk]))
+    assert page.status_code == 200
+    assert b"PRIVATE KEY" not in page.content
+    assert client.get(reverse("admin:clusters_certificateauthority_add")).status_code == 403

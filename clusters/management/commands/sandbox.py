@@ -7,7 +7,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters import sandbox
+from clusters.certificates.authorities import (
+    authorities_publish,
+    authority_create,
+    authority_signing,
+    sandbox_trust_path,
+)
 from clusters.examples import examples_install
+from clusters.models import Authentication
 from clusters.sandbox import second as second_cluster
 from clusters.sandbox.config import SECOND
 from clusters.services import SANDBOX_CLUSTER_NAME, cluster_register_sandbox
@@ -31,9 +38,21 @@ class Command(BaseCommand):
             help=f"The second cluster ({SECOND.name}: nodes {', '.join(SECOND.nodes)}, sshd "
             f"on {SECOND.ssh_port}) beside the sandbox; `down` stops it in any case.",
         )
+        parser.add_argument(
+            "--certificates",
+            action="store_true",
+            help="The users' accounts log in by certificates of the portal's CA (made if "
+            "missing), holding no private key.",
+        )
 
     def handle(
-        self, *args: Any, action: str, no_register: bool, second: bool, **options: Any
+        self,
+        *args: Any,
+        action: str,
+        no_register: bool,
+        second: bool,
+        certificates: bool,
+        **options: Any,
     ) -> None:
         state_dir = settings.SANDBOX_STATE_DIR
         try:
@@ -41,7 +60,14 @@ class Command(BaseCommand):
                 info = second_cluster.up(state_dir) if second else sandbox.up(state_dir)
                 if not no_register:
                     registered = SECOND.name if second else SANDBOX_CLUSTER_NAME
-                    cluster = cluster_register_sandbox(info=info, name=registered)
+                    if certificates and authority_signing() is None:
+                        authority_create()
+                    # The login node trusts this portal's CAs (kept up to date by ssh_ca).
+                    authorities_publish(path=sandbox_trust_path(second=second))
+                    how = Authentication.CERTIFICATE if certificates else Authentication.STORED_KEY
+                    cluster = cluster_register_sandbox(
+                        info=info, name=registered, authentication=how
+                    )
                     self.stdout.write(
                         f"Registered cluster {cluster.name!r} "
                         f"(host key {cluster.host_key_fingerprint}) with accounts "

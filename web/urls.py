@@ -22,6 +22,7 @@ from web.jobs import code_api
 from web.jobs import views as job_views
 from web.jobs.page import job_page
 from web.jobs.plan import job_preview
+from web.keys import views as key_views
 from web.live import streams
 from web.metrics import metrics_view
 from web.projects import api as project_api
@@ -140,6 +141,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         account_views.token_revoke_view,
         name="account-token-revoke",
     ),
+    # The user's cluster logins, and the self-service key for a cluster that trusts no CA.
+    path("account/cluster-logins/", key_views.login_list, name="login-list"),
+    path("account/cluster-logins/<slug:cluster>/", key_views.login_key, name="login-key"),
     # Prometheus's scrape, with the metrics token.
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),

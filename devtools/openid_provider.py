@@ -1,0 +1,117 @@
+"""The single sign-on tests' OpenID provider (devtools/oidc_provider/provider.mjs), run here.
+
+panva's oidc-provider (OpenID Certified) on Node.js, its people and groups read from a
+directory (devtools.ldap_server), with one client: the portal at `portal_url`. Started on
+a free loopback port and stopped when the block ends, whatever happens inside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from devtools.ldap_server import Directory
+from devtools.servers import answers, free_port, wait_until
+
+FOLDER = Path(__file__).resolve().parent / "oidc_provider"
+SCRIPT = FOLDER / "provider.mjs"
+CLIENT_ID = "portal"
+CLIENT_SECRET = "portal-client-secret-for-the-tests"  # noqa: S105 - a throwaway provider's
+CALLBACK_PATH = "/sso/oidc/callback/"
+LOGIN_PATH = "/login/"
+
+
+def provider_installed() -> bool:
+    return shutil.which("node") is not None and (FOLDER / "node_modules" / "oidc-provider").exists()
+
+
+@dataclass(frozen=True)
+class OpenIDProvider:
+    issuer: str
+
+    def settings(self) -> dict[str, str]:
+        """The portal's OpenID Connect settings (portal/settings/sso.py) for this provider."""
+        return {
+            "OIDC_RP_CLIENT_ID": CLIENT_ID,
+            "OIDC_RP_CLIENT_SECRET": CLIENT_SECRET,
+            "OIDC_OP_ISSUER": self.issuer,
+            "OIDC_OP_AUTHORIZATION_ENDPOINT": f"{self.issuer}/auth",
+            "OIDC_OP_TOKEN_ENDPOINT": f"{self.issuer}/token",
+            "OIDC_OP_USER_ENDPOINT": f"{self.issuer}/me",
+            "OIDC_OP_JWKS_ENDPOINT": f"{self.issuer}/jwks",
+            "OIDC_OP_END_SESSION_ENDPOINT": f"{self.issuer}/session/end",
+            "OIDC_RP_SCOPES": "openid email profile groups",
+        }
+
+
+@contextmanager
+def running_openid_provider(
+    state: Path,
+    *,
+    directory: Directory,
+    portal_url: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+) -> Iterator[OpenIDProvider]:
+    if not provider_installed():
+        raise FileNotFoundError(f"node or {FOLDER}/node_modules is missing: run bin/dev install")
+    port = free_port()
+    issuer = f"http://127.0.0.1:{port}"
+    config = state / "provider.json"
+    config.write_text(
+        json.dumps(
+            {
+                "port": port,
+                "issuer": issuer,
+                "client": {
+                    "client_id": CLIENT_ID,
+                    "client_secret": CLIENT_SECRET,
+                    "redirect_uris": [f"{portal_url}{CALLBACK_PATH}"],
+                    "post_logout_redirect_uris": [f"{portal_url}{LOGIN_PATH}"],
+                },
+                "ldap": {
+                    "url": directory.url,
+                    "bind_dn": directory.admin_dn,
+                    "bind_password": directory.admin_password,
+                    "user_base": directory.people,
+                    "group_base": directory.groups,
+                },
+            }
+        )
+    )
+    log_path = state / "provider.log"
+    log = log_path.open("ab")
+    proc = subprocess.Popen(
+        ["node", str(SCRIPT), str(config)],
+        cwd=FOLDER,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    try:
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the OpenID provider exited {proc.returncode}; see {log_path}")
+            return answers(port)
+
+        wait_until(up, timeout, f"the OpenID provider on port {port}")
+        yield OpenIDProvider(issuer=issuer)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=20)
+        log.close()

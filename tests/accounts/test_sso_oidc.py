@@ -11,7 +11,6 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import httpx
 import pytest
 from django.contrib.auth.models import User
-from django.http import HttpResponse
 from django.test import Client
 
 from accounts.models import ExternalIdentity
@@ -60,7 +59,7 @@ def _at_provider(auth_url: str, username: str, password: str) -> str | httpx.Res
         return answer
 
 
-def _sign_in(client: Client, username: str, password: str, *, next_url: str = "/") -> HttpResponse:
+def _sign_in(client: Client, username: str, password: str, *, next_url: str = "/"):
     """The portal's start, the provider's form, and the portal's callback: its answer."""
     start = client.get("/sso/oidc/start/", {"next": next_url})
     assert start.status_code == 302, start

@@ -5,8 +5,7 @@ The portal's side runs in Django's test client; the provider's pages are driven 
 httpx, as a browser without JavaScript would (the browser test is tests/e2e).
 """
 
-import re
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -17,62 +16,12 @@ from accounts.models import ExternalIdentity
 from accounts.selectors import cluster_username_for
 from devtools.ldap_server import PASSWORDS
 from devtools.openid_provider import OpenIDProvider
-from projects.models import Membership, Project
+from projects.models import Membership
+from tests.accounts.sso_flow import at_provider, sign_in, signed_in_as
+from tests.fixtures.sso import SITE
 from tests.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
-
-SITE = "Example GPU centre"
-
-
-@pytest.fixture
-def oidc_on(settings, openid_provider: OpenIDProvider, project: Project) -> OpenIDProvider:
-    for name, value in openid_provider.settings().items():
-        setattr(settings, name, value)
-    settings.SSO_SITE_NAME = SITE
-    settings.SSO_GROUP_PROJECTS = {"ml-team": {"project": "vision", "role": "member"}}
-    settings.SSO_STAFF_GROUP = "hpc-staff"
-    return openid_provider
-
-
-def _at_provider(auth_url: str, username: str, password: str) -> str | httpx.Response:
-    """Sign in on the provider's own form; the URL it sends the browser back to the portal
-    with, or its page when it did not let the person in."""
-    with httpx.Client(timeout=30) as browser:
-        answer = browser.get(auth_url)
-        while answer.status_code in (302, 303) and "/interaction/" in answer.headers["location"]:
-            answer = browser.get(urljoin(auth_url, answer.headers["location"]))
-        if answer.status_code != 200 or "<form" not in answer.text:
-            return answer
-        action = re.search(r'action="([^"]+)"', answer.text)
-        assert action is not None, answer.text
-        answer = browser.post(
-            urljoin(auth_url, action.group(1)), data={"username": username, "password": password}
-        )
-        if answer.status_code == 200:
-            return answer  # the form again, with its error
-        while answer.status_code in (302, 303):
-            location = urljoin(auth_url, answer.headers["location"])
-            if not location.startswith(auth_url.split("/auth")[0]):
-                return location  # back to the portal
-            answer = browser.get(location)
-        return answer
-
-
-def _sign_in(client: Client, username: str, password: str, *, next_url: str = "/"):
-    """The portal's start, the provider's form, and the portal's callback: its answer."""
-    start = client.get("/sso/oidc/start/", {"next": next_url})
-    assert start.status_code == 302, start
-    back = _at_provider(start["Location"], username, password)
-    assert isinstance(back, str), getattr(back, "text", back)
-    parts = urlsplit(back)
-    assert parts.netloc == "testserver" and parts.path == "/sso/oidc/callback/", back
-    return client.get(f"{parts.path}?{parts.query}")
-
-
-def _signed_in_as(client: Client) -> User | None:
-    user = client.get("/").wsgi_request.user
-    return user if isinstance(user, User) and user.is_authenticated else None
 
 
 def test_the_login_page_offers_the_provider_only_once_configured(settings, oidc_on) -> None:
@@ -99,9 +48,9 @@ def test_the_start_asks_for_the_code_with_pkce(oidc_on: OpenIDProvider) -> None:
 
 def test_an_ldap_person_signs_in_through_the_provider(oidc_on: OpenIDProvider) -> None:
     client = Client()
-    answer = _sign_in(client, "bob", PASSWORDS["bob"], next_url="/jobs/")
+    answer = sign_in(client, "bob", PASSWORDS["bob"], next_url="/jobs/")
     assert (answer.status_code, answer["Location"]) == (302, "/jobs/")
-    bob = _signed_in_as(client)
+    bob = signed_in_as(client)
     assert bob is not None and bob.username == "bob" and bob.email == "bob@example.org"
     identity = ExternalIdentity.objects.get(user=bob)
     assert identity.issuer == oidc_on.issuer
@@ -112,13 +61,13 @@ def test_an_ldap_person_signs_in_through_the_provider(oidc_on: OpenIDProvider) -
     assert Membership.objects.get(user=bob, project__slug="vision").role == "member"
     # Again: the same portal user.
     again = Client()
-    _sign_in(again, "bob", PASSWORDS["bob"])
-    assert _signed_in_as(again) == bob
+    sign_in(again, "bob", PASSWORDS["bob"])
+    assert signed_in_as(again) == bob
 
 
 def test_the_provider_refuses_a_wrong_password(oidc_on: OpenIDProvider) -> None:
     start = Client().get("/sso/oidc/start/")
-    page = _at_provider(start["Location"], "alice", "not-her-password")
+    page = at_provider(start["Location"], "alice", "not-her-password")
     assert isinstance(page, httpx.Response) and "Wrong user name or password." in page.text
     assert not ExternalIdentity.objects.exists()
 
@@ -134,19 +83,19 @@ def test_the_provider_refuses_a_request_without_pkce(settings, oidc_on: OpenIDPr
     assert parse_qs(back.query)["error"] == ["invalid_request"]
     assert "requires PKCE" in parse_qs(back.query)["error_description"][0]
     answer = client.get(f"{back.path}?{back.query}")
-    assert answer["Location"] == "/login/" and _signed_in_as(client) is None
+    assert answer["Location"] == "/login/" and signed_in_as(client) is None
 
 
 def test_a_person_disabled_in_the_portal_is_refused(oidc_on: OpenIDProvider) -> None:
     client = Client()
-    _sign_in(client, "alice", PASSWORDS["alice"])
-    alice = _signed_in_as(client)
+    sign_in(client, "alice", PASSWORDS["alice"])
+    alice = signed_in_as(client)
     assert alice is not None
     User.objects.filter(pk=alice.pk).update(is_active=False)
-    assert _signed_in_as(client) is None  # the open session is over too
+    assert signed_in_as(client) is None  # the open session is over too
     again = Client()
-    answer = _sign_in(again, "alice", PASSWORDS["alice"])
-    assert answer["Location"] == "/login/" and _signed_in_as(again) is None
+    answer = sign_in(again, "alice", PASSWORDS["alice"])
+    assert answer["Location"] == "/login/" and signed_in_as(again) is None
     page = again.get("/login/").content.decode()
     assert f"Signing in with {SITE} did not work" in page
 
@@ -154,17 +103,17 @@ def test_a_person_disabled_in_the_portal_is_refused(oidc_on: OpenIDProvider) -> 
 def test_a_token_from_another_issuer_is_refused(settings, oidc_on: OpenIDProvider) -> None:
     settings.OIDC_OP_ISSUER = "https://another.example.org"
     client = Client()
-    answer = _sign_in(client, "alice", PASSWORDS["alice"])
-    assert answer["Location"] == "/login/" and _signed_in_as(client) is None
+    answer = sign_in(client, "alice", PASSWORDS["alice"])
+    assert answer["Location"] == "/login/" and signed_in_as(client) is None
     assert not ExternalIdentity.objects.exists()
 
 
 def test_log_out_ends_the_session_and_goes_on_to_the_provider(oidc_on: OpenIDProvider) -> None:
     client = Client()
-    _sign_in(client, "alice", PASSWORDS["alice"])
-    assert _signed_in_as(client) is not None
+    sign_in(client, "alice", PASSWORDS["alice"])
+    assert signed_in_as(client) is not None
     out = client.post("/logout/")
-    assert _signed_in_as(client) is None
+    assert signed_in_as(client) is None
     target = urlsplit(out["Location"])
     assert f"{target.scheme}://{target.netloc}{target.path}" == f"{oidc_on.issuer}/session/end"
     query = parse_qs(target.query)
@@ -179,7 +128,7 @@ def test_log_out_ends_the_session_and_goes_on_to_the_provider(oidc_on: OpenIDPro
 def test_log_out_of_a_local_session_stays_in_the_portal(oidc_on, member: User) -> None:
     client = Client()
     assert client.post("/login/", {"username": "mia", "password": PASSWORD}).status_code == 302
-    assert _signed_in_as(client) == member
+    assert signed_in_as(client) == member
     out = client.post("/logout/")
-    assert out["Location"] == "/login/" and _signed_in_as(client) is None
+    assert out["Location"] == "/login/" and signed_in_as(client) is None
     assert client.get("/logout/").status_code == 405  # a link cannot log anyone out

@@ -3,7 +3,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.models import PersonalToken
+from accounts.models import ExternalIdentity, PersonalToken
 
 
 @admin.register(PersonalToken)
@@ -32,3 +32,27 @@ class PersonalTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[PersonalToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         messages.success(request, f"Revoked {count} token(s); requests with them are refused.")
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Who signed in through single sign-on, as their provider knows them (read only: each
+    sign-in writes it; disable the portal user to refuse them)."""
+
+    list_display = ["user", "cluster_username", "issuer", "subject", "last_sign_in_at"]
+    list_filter = ["issuer"]
+    search_fields = ["user__username", "cluster_username", "subject"]
+    list_select_related = ["user"]
+    fields = (
+        "user",
+        "issuer",
+        "subject",
+        "cluster_username",
+        "groups",
+        "created_at",
+        "last_sign_in_at",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

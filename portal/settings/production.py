@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import PORTAL_METRICS_TOKEN, REDIS_URL, SECRET_KEY, env
+from .base import PORTAL_METRICS_TOKEN, REDIS_URL, SECRET_KEY, SSO_FORM_ACTION_ORIGINS, env
 
 # Values that must never reach production: the test settings' and the image build's.
 KNOWN_DEFAULTS = {"test-secret-key-not-for-production", "build", "portal", "postgres", ""}
@@ -79,7 +79,8 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": ["'self'"],
         "frame-ancestors": ["'none'"],
         "base-uri": ["'self'"],
-        "form-action": ["'self'"],
+        # Log-out's answer may send the browser on to the OpenID provider (docs/sso.md).
+        "form-action": ["'self'", *SSO_FORM_ACTION_ORIGINS],
         "object-src": ["'none'"],
     },
 }

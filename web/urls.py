@@ -16,6 +16,7 @@ from web.attempts import api as attempt_api
 from web.clusters import api as cluster_api
 from web.clusters import views as cluster_views
 from web.clusters.drain import node_drain_view
+from web.clusters.readiness import cluster_readiness_view
 from web.goodput import api as goodput_api
 from web.jobs import api as job_api
 from web.jobs import code_api
@@ -116,6 +117,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="cluster-status",
     ),
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
+    path("clusters/<slug:name>/readiness/", cluster_readiness_view, name="cluster-readiness"),
     # A project: its page, runs table, compare view and sweeps.
     path("projects/<slug:slug>/", views.project_page, name="project-page"),
     path("projects/<slug:slug>/runs/", runs_views.runs_table, name="project-runs"),

@@ -10,7 +10,10 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from clusters.access import can_check_readiness
 from clusters.models import Cluster
+from clusters.onboarding.checks import Check
+from clusters.onboarding.services import latest_readiness
 from clusters.status import cached_cluster_status, cluster_status
 from jobs.queue.cluster import MAX_QUEUE_ROWS, cluster_queue
 from projects.access import clusters_for_user
@@ -39,6 +42,8 @@ def cluster_page(request: HttpRequest, name: str) -> HttpResponse:
     cluster = _cluster_for(request, name)
     status = cluster_status(cluster=cluster)
     queue, more = cluster_queue(user=request.user, cluster=cluster)
+    staff = can_check_readiness(user=request.user)
+    readiness = latest_readiness(cluster=cluster) if staff else None
     return render(
         request,
         "clusters/detail.html",
@@ -48,6 +53,9 @@ def cluster_page(request: HttpRequest, name: str) -> HttpResponse:
             "queue": queue,
             "queue_more": more,
             "queue_cap": MAX_QUEUE_ROWS,
+            "can_check_readiness": staff,
+            "readiness": readiness,
+            "readiness_checks": [Check.from_json(c) for c in readiness.checks] if readiness else [],
         },
     )
 

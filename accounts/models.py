@@ -66,6 +66,7 @@ class ExternalIdentity(models.Model):
 
     class Meta:
         ordering = ["-last_sign_in_at", "-id"]
+        verbose_name_plural = "external identities"
         constraints = [
             models.UniqueConstraint(fields=["issuer", "subject"], name="external_identity_unique")
         ]

@@ -28,6 +28,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'ordering': ['-last_sign_in_at', '-id'],
+                'verbose_name_plural': 'external identities',
                 'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='external_identity_unique')],
             },
         ),

@@ -24,6 +24,7 @@ from clusters.certificates.authorities import (
     authority_retire,
     authority_rotate,
     authority_signing,
+    sandbox_trust_path,
     trust_owner,
     trusted_lines,
 )
@@ -122,7 +123,13 @@ def test_one_ca_then_a_rotation_of_two_and_the_older_signs_until_retired(db: Non
     load_private_text(second.private_key)
 
 
-def test_ssh_ca_command_creates_rotates_retires_and_prints_the_trusted_lines(db: None) -> None:
+def test_ssh_ca_command_creates_rotates_retires_and_prints_the_trusted_lines(
+    db: None, settings, tmp_path
+) -> None:
+    settings.SANDBOX_STATE_DIR = tmp_path  # a local run's sandbox, not the shared one
+    trusted = sandbox_trust_path()
+    trusted.parent.mkdir(parents=True)
+    trusted.write_text("")
     out = StringIO()
     call_command("ssh_ca", "create", stdout=out)
     assert "signs from now on" in out.getvalue()
@@ -136,6 +143,8 @@ def test_ssh_ca_command_creates_rotates_retires_and_prints_the_trusted_lines(db:
     retired = StringIO()
     call_command("ssh_ca", "retire", stdout=retired)
     assert f"CA {authority_signing().pk} signs now." in retired.getvalue()
+    # A local run's sandbox trusts the valid CAs at once.
+    assert trusted.read_text().splitlines() == trusted_lines()
 
 
 def test_public_keys_write_keeps_other_portals_and_the_sites_own_lines(db: None, tmp_path) -> None:

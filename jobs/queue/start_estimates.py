@@ -12,6 +12,7 @@ from django.core.cache import cache
 
 from clusters.slurm import SqueueRow
 from jobs.enums import State
+from jobs.identity import is_attempts_job
 from jobs.models import Attempt
 from jobs.slurm_states import portal_state
 
@@ -27,12 +28,14 @@ def estimates_due(*, cluster_id: int) -> bool:
 def record_estimates(attempts: list[Attempt], queue: dict[str, SqueueRow]) -> int:
     """Store the portal account's squeue StartTime of each pending attempt; returns how many moved.
 
-    A row under the attempt's id but of another job's name says nothing of this attempt.
+    A row under the attempt's id that is another job's (another user's, or submitted
+    before the attempt was made: `jobs.identity`) says nothing of this attempt. A job
+    its tenant renamed is still the attempt's, and waits as Slurm says.
     """
     moved = []
     for attempt in attempts:
         row = queue.get(attempt.slurm_job_id) if attempt.slurm_job_id else None
-        if row is None or row.name != attempt.slurm_job_name:
+        if row is None or not is_attempts_job(attempt, user=row.user, submitted=row.submit_time):
             continue
         if portal_state(row.state) != State.PENDING:
             continue

@@ -12,7 +12,7 @@ import pytest
 from django.core.cache import cache
 from django.test import override_settings
 
-from clusters.models import Cluster
+from clusters.models import Cluster, ClusterAccount
 from clusters.slurm import parse_squeue
 from jobs.enums import State
 from jobs.models import Attempt
@@ -26,11 +26,19 @@ ROWS = by_id(parse_squeue(fixture("squeue_start_estimate.txt"), fields=SQUEUE_FI
 NOW = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)
 
 
-def _as(attempt: Attempt, row_id: str) -> dict:
-    """The fixture row as the attempt's own job (the portal names jobs by attempt)."""
-    Attempt.objects.filter(pk=attempt.pk).update(slurm_job_id=row_id, state=State.PENDING)
+def _as(attempt: Attempt, row_id: str, **changed: object) -> dict:
+    """The fixture row as the attempt's own job: its account's, submitted after it was made."""
+    job = attempt.job
+    account = ClusterAccount.objects.filter(cluster=job.cluster, user=job.user).first()
+    Attempt.objects.filter(pk=attempt.pk).update(
+        slurm_job_id=row_id,
+        state=State.PENDING,
+        account=account or factories.account(job.cluster, job.user),
+    )
     attempt.refresh_from_db()
-    return {row_id: dataclasses.replace(ROWS[row_id], name=attempt.slurm_job_name)}
+    assert attempt.account is not None
+    own = {"user": attempt.account.username, "submit_time": attempt.created_at}
+    return {row_id: dataclasses.replace(ROWS[row_id], **{**own, **changed})}
 
 
 def test_a_pending_attempt_stores_slurms_estimate(project, member, cluster: Cluster) -> None:
@@ -41,15 +49,22 @@ def test_a_pending_attempt_stores_slurms_estimate(project, member, cluster: Clus
     assert record_estimates([attempt], _as(attempt, "809")) == 0  # unchanged: no write
 
 
-def test_no_estimate_from_a_running_row_or_another_jobs_name(project, member, cluster) -> None:
+def test_no_estimate_from_a_running_row_or_another_users_job(project, member, cluster) -> None:
     _, running = factories.job(project, member, cluster)
-    _, misnamed = factories.job(project, member, cluster)
+    _, other = factories.job(project, member, cluster)
     queue = _as(running, "808")
-    Attempt.objects.filter(pk=misnamed.pk).update(slurm_job_id="809", state=State.PENDING)
-    misnamed.refresh_from_db()
-    queue["809"] = ROWS["809"]  # named portal-ceee0104-...: not this attempt's job
-    assert record_estimates([running, misnamed], queue) == 0
+    queue |= _as(other, "809", user="mallory")  # the id came back for someone else's job
+    assert record_estimates([running, other], queue) == 0
+    Attempt.objects.filter(pk=other.pk).update(slurm_job_id="810")
+    other.refresh_from_db()
+    queue["810"] = ROWS["809"]  # as the fixture has it: submitted days before the attempt
+    assert record_estimates([running, other], queue) == 0
     assert not Attempt.objects.filter(expected_start_at__isnull=False).exists()
+
+
+def test_a_job_its_tenant_renamed_still_has_its_estimate(project, member, cluster) -> None:
+    _, attempt = factories.job(project, member, cluster)
+    assert record_estimates([attempt], _as(attempt, "809", name="innocent")) == 1
 
 
 def test_an_estimate_slurm_withdraws_is_cleared(project, member, cluster) -> None:

@@ -107,3 +107,14 @@ def provider_logout_url(request: HttpRequest) -> str:
         }
     )
     return f"{endpoint}?{query}"
+
+
+def not_a_password_guess(request: HttpRequest | None, credentials: dict[str, Any] | None) -> bool:
+    """AXES_WHITELIST_CALLABLE: a sign-in without a user name is the OpenID callback's code
+    exchange, no password guess; django-axes neither counts nor refuses it.
+
+    Counted, five failed callbacks from one address (a lab behind one NAT, a provider's
+    bad minute) locked every OpenID sign-in from there out; the provider throttles its
+    own password form.
+    """
+    return not (credentials or {}).get("username")

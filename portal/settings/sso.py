@@ -80,3 +80,6 @@ def _origin(url: str) -> list[str]:
 
 # Log-out is a form whose answer redirects to the provider: the CSP's form-action must let it.
 SSO_FORM_ACTION_ORIGINS: list[str] = _origin(OIDC_OP_END_SESSION_ENDPOINT)
+
+# django-axes counts password guesses only, not the OpenID callback's code exchange.
+AXES_WHITELIST_CALLABLE = "accounts.sso.oidc.not_a_password_guess"

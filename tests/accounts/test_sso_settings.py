@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from axes.models import AccessAttempt
+from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
+from django.test import RequestFactory
 
 from accounts.selectors import cluster_username_for
 from accounts.sso.checks import sso_settings_check
@@ -112,3 +116,25 @@ def test_the_admin_lists_identities_in_fixed_queries_and_only_to_staff(
         response = client.get(url)
     assert response.status_code == 200 and b"user29" in response.content
     assert client.get(f"{url}add/").status_code == 403  # each sign-in writes them
+
+
+@pytest.mark.django_db
+def test_failed_code_exchanges_lock_no_address_out_but_passwords_still_count(settings) -> None:
+    settings.OIDC_RP_CLIENT_ID = "portal"
+    for name in (
+        "OIDC_OP_ISSUER",
+        "OIDC_OP_AUTHORIZATION_ENDPOINT",
+        "OIDC_OP_TOKEN_ENDPOINT",
+        "OIDC_OP_USER_ENDPOINT",
+        "OIDC_OP_JWKS_ENDPOINT",
+    ):
+        setattr(settings, name, "http://127.0.0.1:9/nothing-listens")
+    for _ in range(settings.AXES_FAILURE_LIMIT + 2):
+        request = RequestFactory().get("/sso/oidc/callback/", {"code": "c", "state": "s"})
+        request.session = SessionStore()
+        assert authenticate(request=request, nonce="n", code_verifier="v") is None
+    assert not AccessAttempt.objects.exists()
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        request = RequestFactory().post("/login/")
+        assert authenticate(request=request, username="mia", password="guess") is None
+    assert AccessAttempt.objects.get(username="mia").failures_since_start == 5

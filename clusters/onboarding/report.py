@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 
+from clusters.errors import ClusterError
 from clusters.models import Cluster
 from clusters.onboarding.checks import Check, failed
 from clusters.onboarding.login import (
@@ -54,11 +55,11 @@ def readiness_report(
         add(login_check(cluster, connection))
         try:
             _slurm_checks(cluster, Slurm(connection, tools=cluster.slurm_tools), wait, add)
-        except SSHError as exc:
+        except ClusterError as exc:  # the connection, or Slurm, failed between two checks
             add(
                 failed(
-                    "Connection",
-                    f"the connection failed while checking: {exc}",
+                    "Check stopped",
+                    f"the check could not go on: {exc}",
                     "Run the check again; the checks after this one did not run.",
                 )
             )

@@ -132,16 +132,20 @@ def readiness_check_run(*, report_id: int) -> None:
     _finish(report, readiness_report(cluster=report.cluster))
 
 
+def readiness_check_abandon(*, report_id: int, why: str) -> None:
+    """A queued report that could not finish: it says so instead of running for ever."""
+    report = ReadinessReport.objects.get(pk=report_id)
+    if report.state == ReadinessReport.State.RUNNING:
+        fix = "Run the check again; its test jobs were cancelled."
+        _finish(report, [Check(name="Check stopped", passed=False, detail=why, fix=fix)])
+
+
 def _finish(report: ReadinessReport, checks: list[Check]) -> ReadinessReport:
     report.checks = [check.as_json() for check in checks]
     report.state = ReadinessReport.State.DONE
     report.finished_at = timezone.now()
     report.save(update_fields=["checks", "state", "finished_at"])
     return report
-
-
-def latest_readiness(*, cluster: Cluster) -> ReadinessReport | None:
-    return ReadinessReport.objects.filter(cluster=cluster).first()
 
 
 def cluster_accounting_adopt(*, cluster: Cluster, report: ReadinessReport) -> bool:

@@ -27,6 +27,8 @@ from clusters.onboarding.services import (
     OnboardingError,
     cluster_add,
     cluster_name_for,
+    readiness_check_abandon,
+    readiness_check_request,
 )
 from clusters.onboarding.verdicts import python_check, run_dir_check, sampler_check
 from clusters.slurm import Node
@@ -229,3 +231,20 @@ def test_the_admins_cluster_page_links_to_the_check(
     page = client.get(reverse("admin:clusters_cluster_change", args=[cluster.pk])).content.decode()
     link = reverse("cluster-page", args=[cluster.name]) + "#readiness"
     assert f'href="{link}" id="check-readiness-link"' in page
+
+
+def test_a_second_press_while_a_check_runs_starts_no_second_one(
+    staff: User, cluster: Cluster, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks() as queued:
+        first = readiness_check_request(cluster=cluster, user=staff)
+        again = readiness_check_request(cluster=cluster, user=staff)
+    assert again == first and len(queued) == 1 and first.requested_by == staff
+
+
+def test_a_check_that_ran_out_of_time_says_so(cluster: Cluster) -> None:
+    report = ReadinessReport.objects.create(cluster=cluster)
+    readiness_check_abandon(report_id=report.pk, why="the check took longer than 300 s")
+    report.refresh_from_db()
+    assert report.state == ReadinessReport.State.DONE and not report.passed
+    assert report.checks[0]["detail"] == "the check took longer than 300 s"

@@ -21,7 +21,8 @@ from devtools.servers import wait_until
 from tests.fixtures.sandbox import PrivateSshd
 from tests.helpers import worker_tag
 
-pytestmark = pytest.mark.sandbox
+# A report's test jobs may queue behind other tests' jobs for up to WAIT, twice in one test.
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(900)]
 
 CHECKS = (
     "Login node",
@@ -194,6 +195,13 @@ def test_a_wrong_fingerprint_is_refused_and_nothing_is_recorded(
     assert f"not the expected {wrong}" in output and "Nothing was recorded" in output
     assert _sha256(sandbox_info) in output  # what the server did present
     assert not Cluster.objects.filter(name="onb-wrong").exists()
+    # Neither given nor asked (no terminal): refused, not taken on trust.
+    out = StringIO()
+    with pytest.raises(CommandError, match="Not confirmed, nothing recorded"):
+        call_command("cluster", "add", sandbox_info.ssh_host, "--port", str(sandbox_info.ssh_port),
+                     "--name", "onb-unconfirmed", stdout=out)  # fmt: skip
+    assert _sha256(sandbox_info) in out.getvalue()
+    assert not Cluster.objects.filter(name__startswith="onb-").exists()
     assert not ReadinessReport.objects.exists()
 
 

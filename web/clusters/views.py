@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from clusters.access import can_check_readiness
 from clusters.models import Cluster
 from clusters.onboarding.checks import Check
-from clusters.onboarding.services import latest_readiness
+from clusters.onboarding.selectors import latest_readiness
 from clusters.status import cached_cluster_status, cluster_status
 from jobs.queue.cluster import MAX_QUEUE_ROWS, cluster_queue
 from projects.access import clusters_for_user

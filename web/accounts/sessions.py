@@ -28,12 +28,6 @@ class LoginPage(auth_views.LoginView):
 class OIDCStart(OIDCAuthenticationRequestView):
     """To the provider, with state, nonce and the PKCE challenge; 404 when it is not set."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if oidc_enabled():
-            super().__init__(*args, **kwargs)
-        else:
-            super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
-
     def get(self, request: HttpRequest) -> HttpResponse:
         if not oidc_enabled():
             raise Http404("Single sign-on is not configured.")

@@ -28,8 +28,22 @@ CALLBACK_PATH = "/sso/oidc/callback/"
 LOGIN_PATH = "/login/"
 
 
+# oidc-provider 9 and ldapts 8 run on Node.js 20 and later (Debian 12's own nodejs is 18).
+NODE_MAJOR_MIN = 20
+
+
 def provider_installed() -> bool:
     return shutil.which("node") is not None and (FOLDER / "node_modules" / "oidc-provider").exists()
+
+
+def _check_node() -> None:
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    major = int(version.lstrip("v").split(".")[0] or 0) if version else 0
+    if major < NODE_MAJOR_MIN:
+        raise RuntimeError(
+            f"the tests' OpenID provider needs Node.js {NODE_MAJOR_MIN} or later; "
+            f"`node --version` says {version or 'nothing'}"
+        )
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,7 @@ def running_openid_provider(
 ) -> Iterator[OpenIDProvider]:
     if not provider_installed():
         raise FileNotFoundError(f"node or {FOLDER}/node_modules is missing: run bin/dev install")
+    _check_node()
     port = free_port()
     issuer = f"http://127.0.0.1:{port}"
     config = state / "provider.json"

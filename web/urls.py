@@ -26,6 +26,7 @@ from web.jobs.plan import job_preview
 from web.keys import views as key_views
 from web.live import streams
 from web.metrics import metrics_view
+from web.outbox import outbox_page
 from web.projects import api as project_api
 from web.runs import api as runs_api
 from web.runs import views as runs_views
@@ -98,6 +99,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/states/", job_views.job_states, name="job-states"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("jobs/<int:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
+    path("mail/", outbox_page, name="outbox"),
     # Alerts and their rules.
     path("alerts/", alert_views.alerts_page, name="alerts"),
     path("alerts/read/", alert_views.alerts_read, name="alerts-read"),

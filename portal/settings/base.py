@@ -69,6 +69,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "web.outbox.outbox_enabled",
             ],
         },
     },
@@ -274,6 +275,8 @@ EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="portal@localhost")
+# A local run's mail as files, shown to each person on /mail/ (portal_lib.outbox); off: "".
+OUTBOX_DIR: str = env("OUTBOX_DIR", default="")
 # Where people reach the portal: links in mails (the weekly goodput digest) start with it.
 PORTAL_URL: str = env("PORTAL_URL", default="http://127.0.0.1:8000")
 QUOTA_ALERT_THRESHOLDS = (80, 100)
@@ -290,38 +293,9 @@ RUN_DIR_FILES: dict[str, Path] = {
     "portal_metrics.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_metrics.py",
     "sitecustomize.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_sitecustomize.py",
 }
-# Code snapshots (jobs.code.snapshots): where archives are kept (one file per content hash), the
-# largest upload, what one may hold unpacked (bytes, files), the uncommitted diff a job
-# records, and fetching a git URL (jobs.code.fetch: seconds, bytes of the fetched repository).
-CODE_SNAPSHOT_DIR = Path(env("CODE_SNAPSHOT_DIR", default=str(BASE_DIR / ".state" / "code")))
-CODE_UPLOAD_MAX_BYTES: int = env.int("CODE_UPLOAD_MAX_BYTES", default=100 * 1024 * 1024)
-# Any HTTP request's body (portal_lib.body_limit, before Django spools it to disk): the
-# largest archive and its form around it.
-REQUEST_BODY_MAX_BYTES: int = env.int(
-    "REQUEST_BODY_MAX_BYTES", default=CODE_UPLOAD_MAX_BYTES + 1024 * 1024
-)
-CODE_UNPACKED_MAX_BYTES: int = env.int("CODE_UNPACKED_MAX_BYTES", default=1024 * 1024 * 1024)
-# An archive may unpack to this many times its own size, or to the floor at any ratio:
-# code compresses 3-10x, a compression bomb thousands of times (0 turns the rule off).
-CODE_UNPACKED_MAX_RATIO: int = env.int("CODE_UNPACKED_MAX_RATIO", default=100)
-CODE_UNPACKED_RATIO_FLOOR_BYTES: int = env.int(
-    "CODE_UNPACKED_RATIO_FLOOR_BYTES", default=64 * 1024 * 1024
-)
-CODE_MAX_FILES: int = env.int("CODE_MAX_FILES", default=50_000)
-CODE_DIFF_MAX_BYTES: int = env.int("CODE_DIFF_MAX_BYTES", default=1024 * 1024)
-CODE_GIT_TIMEOUT: float = env.float("CODE_GIT_TIMEOUT", default=120.0)
-CODE_GIT_MAX_BYTES: int = env.int("CODE_GIT_MAX_BYTES", default=500 * 1024 * 1024)
-# file:// URLs, for the tests' local repositories only; never in a deployment.
-CODE_GIT_ALLOW_LOCAL = False
-# What code snapshots may cost: a project's archives kept (its own quota, else this), each
-# person's uploads in a sliding window (bytes 0: archives counted only; archives 0: no rate),
-# and how long a snapshot no job or sweep names is kept after its last use
-# (jobs.code.retention, run hourly by beat).
-CODE_QUOTA_BYTES: int = env.int("CODE_QUOTA_BYTES", default=2 * 1024 * 1024 * 1024)
-CODE_UPLOAD_RATE_LIMIT: int = env.int("CODE_UPLOAD_RATE_LIMIT", default=30)
-CODE_UPLOAD_RATE_BYTES: int = env.int("CODE_UPLOAD_RATE_BYTES", default=1024 * 1024 * 1024)
-CODE_UPLOAD_RATE_WINDOW: float = env.float("CODE_UPLOAD_RATE_WINDOW", default=3600.0)
-CODE_SNAPSHOT_RETENTION: float = env.float("CODE_SNAPSHOT_RETENTION", default=7 * 24 * 3600.0)
+# Code snapshots: what an upload may hold and cost (portal/settings/code.py).
+from .code import *  # noqa: E402, F403
+
 # Hang detection (monitoring.hangs.rules): no step on any rank for max(floor, multiple x the
 # recent step interval) seconds is a hang; no first step within startup seconds, a stall.
 # A job spec may set its own multiple, floor and startup window.

@@ -5,42 +5,24 @@ works without set-up and keys stay the same from one run to the next. Only
 these settings read `.env`: production takes everything from its environment.
 """
 
-import base64
 import os
-import secrets
 from pathlib import Path
 
 import environ
+
+from .local_files import ensure_dotenv, ensure_private_state
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOTENV = ROOT / ".env"
 STATE = ROOT / ".state"
 
 
-def _ensure_dotenv(path: Path) -> None:
-    if path.exists():
-        path.chmod(0o600)
-        return
-    fernet_key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
-    path.touch(mode=0o600)
-    path.write_text(
-        f"DJANGO_SECRET_KEY={secrets.token_urlsafe(50)}\n"
-        f"FIELD_ENCRYPTION_KEYS={fernet_key}\n"
-        f"DEMO_PASSWORD={secrets.token_urlsafe(9)}\n"
-    )
-
-
-def _ensure_private_state(state: Path) -> None:
-    """The SQLite database (sessions included) and Redis's files: this user's alone."""
-    state.mkdir(mode=0o700, exist_ok=True)
-    state.chmod(0o700)
-    for path in state.glob("db.sqlite3*"):
-        path.chmod(0o600)
-
-
-_ensure_dotenv(DOTENV)
-_ensure_private_state(STATE)
+ensure_dotenv(DOTENV)
+ensure_private_state(STATE)
 environ.Env.read_env(DOTENV, overwrite=False)
 os.environ.setdefault("DJANGO_DEBUG", "true")
+# No mail server here: mail is kept as files and shown on /mail/ (portal_lib.outbox).
+os.environ.setdefault("EMAIL_BACKEND", "portal_lib.outbox.OutboxBackend")
+os.environ.setdefault("OUTBOX_DIR", str(STATE / "outbox"))
 
 from .base import *  # noqa: E402, F403

@@ -6,6 +6,7 @@ Every command goes through the Slurm adapter's argv builders and `SlurmTools.wra
 
 import re
 import shlex
+import time
 from datetime import timedelta
 
 from django.utils import timezone
@@ -25,6 +26,8 @@ OPERATOR = "Portal operator account"
 REQUIRED_COMMANDS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo", "sacct")
 _VERSION = re.compile(r"slurm(?:-wlm)?\s+(\d+\.\d+(?:\.\d+)?\S*)", re.I)
 OPERATOR_LEVELS = ("operator", "administrator")
+SACCT_TRIES = 6
+SACCT_PAUSE = 2.0  # seconds between sacct's tries for the test jobs
 
 
 def commands_check(slurm: Slurm, cluster: Cluster) -> Check:
@@ -116,8 +119,12 @@ def accounting_check(slurm: Slurm, *, job_ids: list[str]) -> tuple[Check, bool]:
     argv = slurm.tools.wrap(sacct_argv(since=since, all_users=True, job_ids=job_ids or None))
     command = shlex.join(argv)
     try:
-        result = slurm.connection.run(command, timeout=slurm.timeout)
-        rows = sacct_result(result, command="sacct")
+        for _ in range(SACCT_TRIES):  # slurmctld sends job records to slurmdbd in the background
+            result = slurm.connection.run(command, timeout=slurm.timeout)
+            rows = sacct_result(result, command="sacct")
+            if {row.job_id for row in rows} >= set(job_ids):
+                break
+            time.sleep(SACCT_PAUSE)
     except AccountingDisabled as exc:
         return failed(
             ACCOUNTING,

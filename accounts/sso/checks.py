@@ -16,8 +16,8 @@ def sso_settings_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     if oidc_enabled() and (missing := oidc_missing()):
         errors.append(
             Error(
-                f"OIDC_RP_CLIENT_ID is set, so OpenID Connect is on, but {', '.join(missing)} "
-                "is not: set it from the provider's /.well-known/openid-configuration.",
+                f"OIDC_RP_CLIENT_ID is set, so OpenID Connect is on, but not {', '.join(missing)}: "
+                "copy them from the provider's /.well-known/openid-configuration.",
                 hint=HINT,
                 id="accounts.E001",
             )
@@ -25,7 +25,7 @@ def sso_settings_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     if ldap_enabled() and (missing := ldap_missing()):
         errors.append(
             Error(
-                f"LDAP_SERVER_URL is set, so LDAP log-in is on, but {', '.join(missing)} is not.",
+                f"LDAP_SERVER_URL is set, so LDAP log-in is on, but not {', '.join(missing)}.",
                 hint=HINT,
                 id="accounts.E002",
             )

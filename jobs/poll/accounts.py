@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from clusters.agent import AgentReply, AgentRequest
@@ -36,10 +36,11 @@ logger = logging.getLogger(__name__)
 
 ACCOUNT_WORKERS = 8
 # Seconds an account's call may take beyond its commands' own timeouts: its login, the
-# agent's start and its reads. The poll waits this long at most for the slowest account.
+# agent's start and its reads. Past it the call is stopped.
 READ_BUDGET = 10.0
 # A call that took longer than this (less its commands' own run time) leaves its account
-# out of the next polls, as one that ran out of its budget does.
+# out of the next polls, as one that ran out of its budget does; the poll waits no
+# longer for it and goes on, the call ending (within its budget) in the background.
 SLOW_READ = 5.0
 PROBE_WORKERS = 4
 MIB = 1024 * 1024
@@ -51,6 +52,15 @@ Group = tuple[ClusterAccount, list[Attempt]]
 
 def read_budget(request: AgentRequest) -> float:
     return sum(c.timeout for c in request.commands) + READ_BUDGET
+
+
+def read_patience(request: AgentRequest) -> float:
+    """How long a poll waits for a call: its commands' timeouts and SLOW_READ."""
+    return sum(c.timeout for c in request.commands) + SLOW_READ
+
+
+class ReadLeftRunning(CommandTimedOut):
+    """A call the poll stopped waiting for; it ends in the background and is not read."""
 
 
 @dataclass(frozen=True)
@@ -102,22 +112,52 @@ def read_accounts(
     """Each account's call in a bounded pool; outcomes in the order the calls end.
 
     Each outcome is judged first: an account that ran out of time or output, or was
-    slow, is noted (left out of the next polls); a quick one loses its note.
+    slow, is noted (left out of the next polls); a quick one loses its note. A call
+    past its `read_patience` is not waited for: its outcome is a ReadLeftRunning (the
+    account noted) and the call ends within its budget in the background, unread, so
+    one tenant's slow shell start-up holds no poll past SLOW_READ.
     """
     if not reads:
         return
-    with ThreadPoolExecutor(
+    executor = ThreadPoolExecutor(
         max_workers=min(ACCOUNT_WORKERS, len(reads)), thread_name_prefix="poll-account"
-    ) as executor:
-        futures = [executor.submit(_timed, ask, read) for read in reads]
+    )
+    started = time.monotonic()
+    try:
+        futures = {executor.submit(_timed, ask, read): read for read in reads}
+        pending = set(futures)
         quick: list[int] = []
-        for future in as_completed(futures):
-            outcome = future.result()
-            pk = outcome.read.account.pk
-            if _judge(outcome) is None and pk in noted:
-                quick.append(pk)
-            yield outcome
+        while pending:
+            until = min(started + read_patience(futures[f].request) for f in pending)
+            done, pending = wait(
+                pending, timeout=max(0.0, until - time.monotonic()), return_when=FIRST_COMPLETED
+            )
+            for future in done:
+                outcome = future.result()
+                pk = outcome.read.account.pk
+                if _judge(outcome) is None and pk in noted:
+                    quick.append(pk)
+                yield outcome
+            now = time.monotonic()
+            late = [f for f in pending if now >= started + read_patience(futures[f].request)]
+            for future in late:
+                pending.discard(future)
+                yield _left_running(futures[future], now - started)
         delay_clear(quick)
+    finally:
+        executor.shutdown(wait=False)
+
+
+def _left_running(read: AccountRead, seconds: float) -> ReadOutcome:
+    patience = read_patience(read.request)
+    error = ReadLeftRunning(
+        f"the read of {read.account.username} was still running after {patience:.0f} s; "
+        "it ends in the background, unread",
+        timeout=patience,
+    )
+    outcome = ReadOutcome(read, None, error, seconds)
+    _judge(outcome)
+    return outcome
 
 
 def _timed(ask: Ask, read: AccountRead) -> ReadOutcome:
@@ -134,7 +174,7 @@ def _judge(outcome: ReadOutcome) -> Delay | None:
     pk = outcome.read.account.pk
     error = outcome.error
     if isinstance(error, CommandTimedOut):
-        return delay_note(pk, f"its read did not finish within {error.timeout:.0f} s")
+        return delay_note(pk, f"its read did not finish within {error.timeout:g} s")
     if isinstance(error, OutputCapExceeded):
         return delay_note(pk, f"it sent more than {error.cap / MIB:.0f} MiB, which is cut")
     # Its commands (a user's squeue) may take their timeouts: the controller's time, not the

@@ -58,6 +58,7 @@ class ClusterForm(forms.ModelForm):
             "price_per_gpu_hour",
             "price_per_cpu_hour",
             "is_active",
+            "trusts_portal_ca",
             "accounting_enabled",
             "mirror_quotas",
         ]

@@ -60,6 +60,13 @@ class Cluster(models.Model):
         help_text="Added to a job's cost for each CPU-hour, GPU jobs' CPUs included.",
     )
     is_active = models.BooleanField(default=True, verbose_name="active")
+    trusts_portal_ca = models.BooleanField(
+        default=False,
+        verbose_name="trusts the portal's CA",
+        help_text="The login nodes' sshd has the portal's CA in TrustedUserCAKeys: a person "
+        "signing in through single sign-on gets a certificate account here, as their "
+        "cluster user name, with no stored key.",
+    )
     accounting_enabled = models.BooleanField(
         default=False,
         verbose_name="Slurm accounting",

@@ -1,7 +1,9 @@
 """The single sign-on backends Django asks at a log-in (AUTHENTICATION_BACKENDS).
 
-Here, above `accounts` and `projects`, because a sign-in changes both: the user and their
-identity (accounts), and the memberships their groups give (projects), in one transaction.
+Here, above `accounts`, `clusters` and `projects`, because a sign-in changes all three in
+one transaction: the user and their identity (accounts), their certificate logins on the
+clusters as their cluster user name (clusters), and the memberships their groups give
+(projects).
 """
 
 import logging
@@ -12,11 +14,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpRequest
 
+from accounts.selectors import cluster_username_for
 from accounts.sso.claims import ExternalProfile, mapped_projects, memberships_wanted, staff_wanted
 from accounts.sso.config import group_rules, ldap_enabled
 from accounts.sso.directory import directory_authenticate, directory_config
 from accounts.sso.oidc import PortalOIDCBackend
 from accounts.sso.services import identity_sign_in
+from clusters.provisioning import cluster_accounts_follow_name
 from projects.memberships import memberships_follow_groups
 
 logger = logging.getLogger(__name__)
@@ -24,8 +28,9 @@ logger = logging.getLogger(__name__)
 
 @transaction.atomic
 def sso_sign_in(profile: ExternalProfile) -> User | None:
-    """The portal user of a provider's profile, with staff and memberships as its groups say;
-    None for a user disabled in the portal."""
+    """The portal user of a provider's profile, with staff and memberships as its groups say
+    and a certificate account under their cluster user name on each cluster that trusts the
+    portal's CA; None for a user disabled in the portal."""
     rules = group_rules()
     user = identity_sign_in(profile=profile, staff=staff_wanted(profile.groups, rules.staff_group))
     if user is None:
@@ -35,6 +40,7 @@ def sso_sign_in(profile: ExternalProfile) -> User | None:
         wanted=memberships_wanted(profile.groups, rules.projects),
         managed=mapped_projects(rules.projects),
     )
+    cluster_accounts_follow_name(user=user, cluster_username=cluster_username_for(user))
     return user
 
 

@@ -4,12 +4,20 @@ No `.env` is read here (that is the local settings'), and the portal refuses to
 start rather than run with a missing or default secret.
 """
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import PORTAL_METRICS_TOKEN, REDIS_URL, SECRET_KEY, SSO_FORM_ACTION_ORIGINS, env
+from .base import (
+    PORTAL_METRICS_TOKEN,
+    REDIS_URL,
+    SECRET_KEY,
+    SSO_FORM_ACTION_ORIGINS,
+    STATIC_ROOT,
+    env,
+)
 
 # Values that must never reach production: the test settings' and the image build's.
 KNOWN_DEFAULTS = {"test-secret-key-not-for-production", "build", "portal", "postgres", ""}
@@ -25,6 +33,10 @@ _require(
     "Set DJANGO_SECRET_KEY to a random value of 40 characters or more.",
 )
 DEBUG = False
+# Where collectstatic writes and WhiteNoise serves from. A machine without containers runs
+# the portal as a user who cannot write into its (root-owned) code tree: a directory of
+# its own, e.g. /var/lib/portal/static (docs/production-shape.md).
+STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", default=str(STATIC_ROOT)))
 DATABASES = {"default": env.db("DATABASE_URL")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
 _require(
@@ -60,6 +72,11 @@ CSRF_COOKIE_SECURE = True
 SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+# Preloading is a site's own choice, off by default on purpose (a domain on the browsers'
+# list stays https-only, subdomains too, for months after it asks to leave): check
+# --deploy says nothing of the default, so that its output is clean when all is right.
+if not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 

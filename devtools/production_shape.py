@@ -1,0 +1,394 @@
+"""The production shape (docker-compose.yml) on one machine, from Debian's packages.
+
+No container runtime: Caddy (Debian's `caddy`) in front with TLS from its internal CA,
+daphne, a Celery worker and a Celery beat on Debian's python3 as the system user
+`portal`, Redis (Debian's `redis-server`) with a password, and a PostgreSQL role with a
+password and a database of its own on the machine's PostgreSQL. docs/production-shape.md
+says what each process is; tests/e2e/test_production_shape.py runs it.
+
+Every process runs in a session of its own and carries `PORTAL_SERVER_TAG`, so that
+`devtools.servers.leftover_processes(tag)` finds whatever outlived `running_shape`.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psycopg
+import redis
+from cryptography.fernet import Fernet
+from psycopg import sql
+
+from devtools.servers import ROOT, TAG_VARIABLE, answers, free_port, wait_until
+
+PORTAL_USER = "portal"
+# Debian's own users for its packages' daemons (made by their postinst).
+CADDY_USER = "caddy"
+REDIS_USER = "redis"
+CADDY = Path("/usr/bin/caddy")
+REDIS_SERVER = Path("/usr/bin/redis-server")
+# /root (where the development interpreter lives) is closed to other users: `portal`
+# runs Debian's python3 of the same version, on the checkout's locked packages.
+DEBIAN_PYTHON = Path("/usr/bin/python3")
+SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
+CADDYFILE = ROOT / "deploy" / "caddy" / "Caddyfile"
+# The machine's PostgreSQL, as its superuser (trusted on the loopback here).
+POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+HOST = "localhost"
+# As the Dockerfile makes `portal`: no home, no log-in shell.
+USERADD = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent"]
+USERADD += ["--shell", "/usr/sbin/nologin"]
+WORKER_OPTIONS = ["--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
+
+
+def ensure_system_user(name: str = PORTAL_USER) -> pwd.struct_passwd:
+    """The system user `name`, made as the Dockerfile makes it when missing."""
+    with suppress(KeyError):
+        return pwd.getpwnam(name)
+    subprocess.run(
+        [*USERADD, name],
+        check=True,
+        capture_output=True,
+    )
+    return pwd.getpwnam(name)
+
+
+def private_dir(parent: Path, name: str, user: str) -> Path:
+    """parent/name, 0700 and owned by `user`: only that user's processes read it."""
+    path = parent / name
+    path.mkdir(mode=0o700)
+    account = pwd.getpwnam(user)
+    os.chown(path, account.pw_uid, account.pw_gid)
+    return path
+
+
+def owned_file(path: Path, text: str, user: str) -> Path:
+    """A file only `user` reads (0600), with `text`."""
+    path.touch(mode=0o600)
+    path.write_text(text)
+    account = pwd.getpwnam(user)
+    os.chown(path, account.pw_uid, account.pw_gid)
+    return path
+
+
+@dataclass
+class Process:
+    """One daemon as a user of its own, in a session of its own, its output in a log."""
+
+    name: str
+    argv: list[str]
+    user: str
+    env: dict[str, str]
+    logs: Path
+    ready: Callable[[], bool]
+    proc: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs / f"{self.name}.log"
+
+    def start(self, timeout: float = 120) -> None:
+        self._log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=ROOT,
+            env=self.env,
+            user=self.user,
+            group=pwd.getpwnam(self.user).pw_gid,
+            extra_groups=[],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+        def up() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited:\n{self.log_tail()}")
+            return self.ready()
+
+        wait_until(up, timeout, f"{self.name} (log: {self.log_path})", interval=0.5)
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM to its session's group, SIGKILL after `timeout` s (and for any child left)."""
+        if self.proc is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout)
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@contextmanager
+def postgres_database(name: str) -> Iterator[str]:
+    """A new role `name` with a random password and its own database `name`; dropped
+    after. Yields the DATABASE_URL that logs in as that role with its password."""
+    password = secrets.token_urlsafe(24)
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(name), sql.Literal(password)
+            )
+        )
+        try:
+            admin.execute(
+                sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    sql.Identifier(name), sql.Identifier(name)
+                )
+            )
+            yield f"postgres://{name}:{password}@127.0.0.1:5432/{name}"
+        finally:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def redis_process(state: Path, logs: Path, env: Mapping[str, str]) -> tuple[Process, str]:
+    """redis-server as Debian's `redis` user on a free port, its password in its config
+    file (not on the command line); and the URL (with the password) of its database 0."""
+    port, password = free_port(), secrets.token_urlsafe(24)
+    home = private_dir(state, "redis", REDIS_USER)
+    conf = owned_file(
+        home / "redis.conf",
+        f'bind 127.0.0.1\nport {port}\nrequirepass {password}\nsave ""\n'
+        f"appendonly no\ndir {home}\n",
+        REDIS_USER,
+    )
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+
+    def ready() -> bool:
+        if not answers(port):
+            return False
+        try:
+            return bool(redis.Redis.from_url(url).ping())
+        except redis.RedisError:
+            return False
+
+    return Process("redis", [str(REDIS_SERVER), str(conf)], REDIS_USER, dict(env), logs, ready), url
+
+
+def caddyfile_for(https_port: int, http_port: int, upstream: int) -> str:
+    """deploy/caddy/Caddyfile with only its host and ports changed, behind global options
+    that keep it to itself on a shared machine: no admin endpoint, no port 80, no system
+    trust store."""
+    text = CADDYFILE.read_text()
+    for old, new in (
+        ("{$PORTAL_DOMAIN:localhost} {", f"{HOST}:{https_port} {{"),
+        ("reverse_proxy web:8000", f"reverse_proxy 127.0.0.1:{upstream}"),
+    ):
+        if text.count(old) != 1:
+            raise ValueError(f"{CADDYFILE} no longer has `{old}` once: update {__name__}")
+        text = text.replace(old, new)
+    options = f"{{\n\tadmin off\n\thttp_port {http_port}\n\tskip_install_trust\n}}\n\n"
+    return options + text
+
+
+def caddy_root(data: Path) -> Path:
+    """Caddy's internal CA's root certificate, under its data directory."""
+    return data / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+
+
+def tls_verified(port: int, root: Path) -> str:
+    """A TLS handshake with localhost:port verified against `root` alone (chain and host
+    name, Python's ssl module); the peer certificate's issuer's common name."""
+    context = ssl.create_default_context(cafile=str(root))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=HOST) as tls,
+    ):
+        certificate = tls.getpeercert()
+    issuer = dict(pair[0] for pair in certificate["issuer"])  # type: ignore[arg-type]
+    return str(issuer["commonName"])
+
+
+def caddy_process(state: Path, logs: Path, env: Mapping[str, str], *, port: int, upstream: int):
+    """Caddy as Debian's `caddy` user on `port`, its data (the internal CA) in `state`."""
+    home = private_dir(state, "caddy", CADDY_USER)
+    config = owned_file(home / "Caddyfile", caddyfile_for(port, free_port(), upstream), CADDY_USER)
+    caddy_env = {**env, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    caddy_env["XDG_CONFIG_HOME"] = str(home)
+    argv = [str(CADDY), "run", "--config", str(config), "--adapter", "caddyfile"]
+
+    def ready() -> bool:
+        root = caddy_root(home / "data")
+        if not (answers(port) and root.exists()):
+            return False
+        with suppress(OSError):
+            tls_verified(port, root)
+            return True
+        return False
+
+    return Process("caddy", argv, CADDY_USER, caddy_env, logs, ready), caddy_root(home / "data")
+
+
+def portal_python() -> tuple[list[str], str]:
+    """Debian's python3 without its own site packages (-S) and a PYTHONPATH of the
+    checkout's locked packages (SITE_PACKAGES): for a user who cannot reach the
+    development interpreter."""
+    version = subprocess.run(
+        [str(DEBIAN_PYTHON), "-c", "import sys; print(*sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if tuple(map(int, version)) != sys.version_info[:2]:
+        raise RuntimeError(
+            f"{DEBIAN_PYTHON} is Python {'.'.join(version)} but the packages in "
+            f"{SITE_PACKAGES} are for {sys.version_info[0]}.{sys.version_info[1]}"
+        )
+    return [str(DEBIAN_PYTHON), "-S"], str(SITE_PACKAGES)
+
+
+def log_says(process: Process, text: str) -> Callable[[], bool]:
+    return lambda: text in process.log_tail(400)
+
+
+@dataclass
+class Shape:
+    """The running shape: its public URL, Caddy's root certificate, the portal's
+    environment, and its processes (their logs tell what went wrong)."""
+
+    url: str
+    port: int
+    root_certificate: Path
+    env: dict[str, str]
+    python: list[str]
+    processes: list[Process]
+
+    def manage(self, *args: str, stdin: str = "", timeout: float = 600) -> str:
+        """`manage.py args` as `portal` with the shape's environment; its output."""
+        done = subprocess.run(
+            [*self.python, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            user=PORTAL_USER,
+            group=pwd.getpwnam(PORTAL_USER).pw_gid,
+            extra_groups=[],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+        return done.stdout + done.stderr
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name} ---\n{p.log_tail()}" for p in self.processes)
+
+
+@contextmanager
+def running_shape(
+    *, tag: str, name: str, port: int, extra_env: Mapping[str, str] | None = None
+) -> Iterator[Shape]:
+    """The whole shape behind https://localhost:port, migrated and its static files
+    collected; `name` is the PostgreSQL role and database. Everything is stopped, the
+    role and database dropped and the state directory removed when the block ends."""
+    ensure_system_user(PORTAL_USER)
+    with ExitStack() as stack:
+        state = Path(tempfile.mkdtemp(prefix="portal-shape-"))
+        stack.callback(shutil.rmtree, state, True)
+        state.chmod(0o711)  # each user's own directory below, 0700
+        logs = state / "logs"
+        logs.mkdir(mode=0o700)
+        base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", TAG_VARIABLE: tag}
+        processes: list[Process] = []
+
+        def start(process: Process) -> None:
+            processes.append(process)
+            stack.callback(process.stop)
+            process.start()
+
+        store, redis_url = redis_process(state, logs, base)
+        start(store)
+        database_url = stack.enter_context(postgres_database(name))
+        python, pythonpath = portal_python()
+        home = private_dir(state, "portal", PORTAL_USER)
+        url = f"https://{HOST}:{port}"
+        env = {
+            **base,
+            "HOME": str(home),
+            "PYTHONPATH": pythonpath,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(48),
+            "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "CELERY_BROKER_URL": redis_url,
+            "DJANGO_ALLOWED_HOSTS": HOST,
+            "DJANGO_CSRF_TRUSTED_ORIGINS": url,
+            "PORTAL_URL": url,
+            # Only Caddy reaches daphne (on the loopback), and it sets the header itself.
+            "DJANGO_BEHIND_PROXY": "true",
+            "DJANGO_STATIC_ROOT": str(home / "static"),
+            "CODE_SNAPSHOT_DIR": str(home / "code"),
+            "PORTAL_METRICS_TOKEN": secrets.token_urlsafe(32),
+            **(extra_env or {}),
+        }
+        shape = Shape(url, port, state, env, python, processes)
+        shape.manage("migrate", "--noinput")
+        shape.manage("collectstatic", "--noinput")
+
+        upstream = free_port()
+        web = [*python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(upstream)]
+        start(
+            Process(
+                "daphne",
+                [*web, "portal.asgi:application"],
+                PORTAL_USER,
+                env,
+                logs,
+                lambda: answers(upstream),
+            )
+        )
+        celery = [*python, "-m", "celery", "-A", "portal"]
+        worker = Process(
+            "worker",
+            [*celery, "worker", *WORKER_OPTIONS, "-n", f"{name}@localhost"],
+            PORTAL_USER,
+            env,
+            logs,
+            lambda: False,
+        )
+        worker.ready = log_says(worker, " ready.")
+        start(worker)
+        beat = Process(
+            "beat",
+            [*celery, "beat", "--loglevel=INFO", f"--schedule={home / 'celerybeat-schedule'}"],
+            PORTAL_USER,
+            env,
+            logs,
+            lambda: False,
+        )
+        beat.ready = log_says(beat, "beat: Starting")
+        start(beat)
+        proxy, root = caddy_process(state, logs, base, port=port, upstream=upstream)
+        start(proxy)
+        shape.root_certificate = root
+        yield shape

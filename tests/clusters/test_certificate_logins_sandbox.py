@@ -21,11 +21,9 @@ from django.utils import timezone
 from clusters import sandbox
 from clusters.certificates.authorities import (
     authorities_publish,
-    authority_create,
     authority_retire,
     authority_rotate,
     sandbox_trust_path,
-    trust_owner,
 )
 from clusters.certificates.signing import (
     certificate_line,
@@ -35,7 +33,6 @@ from clusters.certificates.signing import (
     terms_for,
     user_certificate,
 )
-from clusters.certificates.trust_file import trusted_keys_write
 from clusters.models import Authentication, CertificateAuthority, Cluster, ClusterAccount
 from clusters.sandbox import daemons
 from clusters.sandbox.config import Paths
@@ -50,15 +47,6 @@ from tests.fixtures.sandbox import sandbox_setup
 from tests.helpers import QUEUE_WAIT, wait_for
 
 pytestmark = pytest.mark.sandbox
-
-
-@pytest.fixture
-def portal_ca(sandbox_cluster: Cluster) -> Iterator[CertificateAuthority]:
-    """This portal's CA, trusted by the sandbox's sshd until the test ends."""
-    authority = authority_create()
-    authorities_publish(path=sandbox_trust_path())
-    yield authority
-    trusted_keys_write(path=sandbox_trust_path(), owner=trust_owner(), lines=[])
 
 
 def _by_certificate(cluster: Cluster, username: str) -> ClusterAccount:
@@ -112,10 +100,12 @@ def _logs_in(endpoint: Endpoint) -> bool:
 
 
 def test_alice_with_no_private_key_logs_in_by_certificate_as_alice(
-    sandbox_cluster: Cluster, portal_ca: CertificateAuthority
+    certificate_logins: Cluster,
 ) -> None:
-    account = _by_certificate(sandbox_cluster, "alice")
-    assert ClusterAccount.objects.get(pk=account.pk).private_key == ""
+    sandbox_cluster = certificate_logins
+    accounts = ClusterAccount.objects.filter(cluster=sandbox_cluster, user__isnull=False)
+    assert set(accounts.values_list("private_key", flat=True)) == {""}
+    account = accounts.select_related("cluster").get(username="alice")
     with Connection(account_endpoint(account=account)) as connection:
         assert connection.run("id -u").text.strip() == str(pwd.getpwnam("alice").pw_uid)
         assert connection.run("id -un").text.strip() == "alice"

@@ -38,6 +38,7 @@ from clusters.certificates.signing import (
 )
 from clusters.certificates.trust_file import trusted_keys_write
 from clusters.models import Authentication, Cluster, ClusterAccount
+from clusters.sandbox.config import Paths, render_sshd_config
 from clusters.selectors import account_endpoint
 from clusters.ssh import Connection, Endpoint, SSHError, pool
 from tests import factories
@@ -142,7 +143,9 @@ def test_ssh_ca_command_creates_rotates_retires_and_prints_the_trusted_lines(
         call_command("ssh_ca", "rotate", stdout=StringIO())
     retired = StringIO()
     call_command("ssh_ca", "retire", stdout=retired)
-    assert f"CA {authority_signing().pk} signs now." in retired.getvalue()
+    signer = authority_signing()
+    assert signer is not None
+    assert f"CA {signer.pk} signs now." in retired.getvalue()
     # A local run's sandbox trusts the valid CAs at once.
     assert trusted.read_text().splitlines() == trusted_lines()
 
@@ -275,3 +278,15 @@ def test_an_installed_key_account_without_its_key_says_where_to_make_it(
 def test_endpoints_built_by_hand_still_log_in_with_their_key() -> None:
     endpoint = Endpoint("local", "localhost", 22, "ssh-ed25519 AAAA", "mia", "KEY")
     assert (endpoint.private_key, endpoint.issuer, endpoint.refusal) == ("KEY", None, "")
+
+
+def test_the_sandbox_sshd_trusts_the_file_the_portal_writes(tmp_path) -> None:
+    paths = Paths.of(tmp_path)
+    lines = render_sshd_config(paths).splitlines()
+    assert f"TrustedUserCAKeys {paths.trusted_user_ca_keys}" in lines
+    assert "AuthorizedPrincipalsFile none" in lines  # the principal is the login's name
+    second = Paths.second(tmp_path)
+    assert (
+        f"TrustedUserCAKeys {second.trusted_user_ca_keys}"
+        in render_sshd_config(second).splitlines()
+    )

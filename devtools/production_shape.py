@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import psycopg
 import redis
@@ -194,8 +194,8 @@ def redis_process(state: Path, logs: Path, env: Mapping[str, str]) -> tuple[Proc
 
 def caddyfile_for(https_port: int, http_port: int, upstream: int) -> str:
     """deploy/caddy/Caddyfile with only its host and ports changed, behind global options
-    that keep it to itself on a shared machine: no admin endpoint, no port 80, no system
-    trust store."""
+    that keep it to itself on a shared machine: no admin endpoint, the loopback only, no
+    port 80, no system trust store."""
     text = CADDYFILE.read_text()
     for old, new in (
         ("{$PORTAL_DOMAIN:localhost} {", f"{HOST}:{https_port} {{"),
@@ -204,7 +204,10 @@ def caddyfile_for(https_port: int, http_port: int, upstream: int) -> str:
         if text.count(old) != 1:
             raise ValueError(f"{CADDYFILE} no longer has `{old}` once: update {__name__}")
         text = text.replace(old, new)
-    options = f"{{\n\tadmin off\n\thttp_port {http_port}\n\tskip_install_trust\n}}\n\n"
+    options = (
+        f"{{\n\tadmin off\n\tdefault_bind 127.0.0.1\n\thttp_port {http_port}\n"
+        "\tskip_install_trust\n}\n\n"
+    )
     return options + text
 
 
@@ -221,12 +224,14 @@ def tls_verified(port: int, root: Path) -> str:
         socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
         context.wrap_socket(raw, server_hostname=HOST) as tls,
     ):
-        certificate = tls.getpeercert()
-    issuer = dict(pair[0] for pair in certificate["issuer"])  # type: ignore[arg-type]
-    return str(issuer["commonName"])
+        certificate = tls.getpeercert() or {}
+    issuer = cast("tuple[tuple[tuple[str, str], ...], ...]", certificate.get("issuer", ()))
+    return next((value for rdn in issuer for key, value in rdn if key == "commonName"), "")
 
 
-def caddy_process(state: Path, logs: Path, env: Mapping[str, str], *, port: int, upstream: int):
+def caddy_process(
+    state: Path, logs: Path, env: Mapping[str, str], *, port: int, upstream: int
+) -> tuple[Process, Path]:
     """Caddy as Debian's `caddy` user on `port`, its data (the internal CA) in `state`."""
     home = private_dir(state, "caddy", CADDY_USER)
     config = owned_file(home / "Caddyfile", caddyfile_for(port, free_port(), upstream), CADDY_USER)
@@ -351,11 +356,12 @@ def running_shape(
             "PORTAL_METRICS_TOKEN": secrets.token_urlsafe(32),
             **(extra_env or {}),
         }
-        shape = Shape(url, port, state, env, python, processes)
+        upstream = free_port()
+        proxy, root = caddy_process(state, logs, base, port=port, upstream=upstream)
+        shape = Shape(url, port, root, env, python, processes)
         shape.manage("migrate", "--noinput")
         shape.manage("collectstatic", "--noinput")
 
-        upstream = free_port()
         web = [*python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(upstream)]
         start(
             Process(
@@ -388,7 +394,5 @@ def running_shape(
         )
         beat.ready = log_says(beat, "beat: Starting")
         start(beat)
-        proxy, root = caddy_process(state, logs, base, port=port, upstream=upstream)
         start(proxy)
-        shape.root_certificate = root
         yield shape

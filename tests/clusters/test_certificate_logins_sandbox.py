@@ -13,6 +13,7 @@ import paramiko
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import transaction
 from django.test import Client
 from django.urls import reverse
@@ -23,7 +24,9 @@ from clusters.certificates.authorities import (
     authorities_publish,
     authority_retire,
     authority_rotate,
+    authority_signing,
     sandbox_trust_path,
+    trust_owner,
 )
 from clusters.certificates.signing import (
     certificate_line,
@@ -33,6 +36,7 @@ from clusters.certificates.signing import (
     terms_for,
     user_certificate,
 )
+from clusters.certificates.trust_file import trusted_keys_write
 from clusters.models import Authentication, CertificateAuthority, Cluster, ClusterAccount
 from clusters.sandbox import daemons
 from clusters.sandbox.config import Paths
@@ -278,3 +282,21 @@ def test_up_gives_a_running_sshd_the_ca_line_by_a_reload_that_keeps_sessions(
     assert daemons.running_pid(sshd) == pid  # reloaded, not restarted
     assert alice.run("echo still here").text == "still here\n"  # the open session went on
     assert _logs_in(account_endpoint(account=certificate))
+
+
+def test_sandbox_up_with_certificates_registers_users_holding_no_key(
+    db: None, sandbox_info, capsys
+) -> None:
+    try:
+        with sandbox_setup(settings.SANDBOX_STATE_DIR):
+            call_command("sandbox", "up", "--certificates")
+        accounts = Cluster.objects.get(name="sandbox").accounts.all()
+        assert {(a.authentication, a.private_key) for a in accounts} == {("certificate", "")}
+        signer = authority_signing()  # made, as there was none
+        assert signer is not None
+        trusted = sandbox_trust_path().read_text().split()
+        assert signer.public_key.split()[1] in trusted
+        # The README's example went into alice's home over a certificate login.
+        assert "Example trainer for alice: ~/portal-examples" in capsys.readouterr().out
+    finally:
+        trusted_keys_write(path=sandbox_trust_path(), owner=trust_owner(), lines=[])

@@ -179,10 +179,10 @@ def _wait(slurm: Slurm, probes: list[NodeProbe], wait: float) -> list[NodeProbe]
     ids = [probe.job_id for probe in probes if probe.job_id]
     last: dict[str, SqueueRow] = {}
     deadline = time.monotonic() + wait
-    while ids and time.monotonic() < deadline:
+    while ids:  # asked at least once, however short the wait
         rows = {row.job_id: row for row in slurm.queue(ids)}
         last.update(rows)
-        if not any(row.state in _LIVE for row in rows.values()):
+        if not any(row.state in _LIVE for row in rows.values()) or time.monotonic() >= deadline:
             break
         time.sleep(POLL_SECONDS)
     updated = []

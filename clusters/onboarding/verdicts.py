@@ -35,20 +35,25 @@ def run_dir_check(outcome: ProbeOutcome, base_run_dir: str) -> Check:
     missing = [probe for probe in outcome.nodes if not probe.wrote]
     if missing:
         said = "; ".join(f"{p.node}: job {p.job_id or '-'} {p.state}" for p in missing)
-        never_ran = [p for p in missing if not p.job_id or p.state.startswith("still ")]
+        refused = [p.node for p in missing if not p.job_id]
+        unfinished = [p.node for p in missing if p.state.startswith("still ")]
         fixes = []
-        if len(never_ran) < len(missing):
+        if len(refused) + len(unfinished) < len(missing):
             fixes.append(
                 f"Put the base run directory ({base_run_dir}) on a filesystem that the login "
                 "node and every compute node mount at the same path (NFS, Lustre, GPFS, "
                 "BeeGFS), writable by the users there; `~` means each account's home, which "
                 "must then be shared."
             )
-        if never_ran:
+        if refused:
             fixes.append(
-                f"The test jobs on {', '.join(p.node for p in never_ran)} did not run: let "
-                "the portal account submit to their partition (sbatch's refusal above says "
-                "why), or check again when the nodes have room, or with a longer --wait."
+                f"sbatch refused the test jobs on {', '.join(refused)} (its words above): let "
+                "the portal account submit to their partition."
+            )
+        if unfinished:
+            fixes.append(
+                f"The test jobs on {', '.join(unfinished)} had not finished when the wait "
+                "ended: check again when the nodes have room, or with a longer --wait."
             )
         return failed(
             RUN_DIR,

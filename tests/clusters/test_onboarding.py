@@ -146,7 +146,7 @@ def test_a_job_that_waited_too_long_is_named_as_not_run() -> None:
         "n2", "gpu", 2, job_id="8", state="still PENDING, Resources after 5 s; cancelled"
     )
     check = run_dir_check(ProbeOutcome(run_dir="/r", nodes=[_wrote("n1"), waited]), "/r")
-    assert not check.passed and "did not run" in check.fix and "mount" not in check.fix
+    assert not check.passed and "had not finished" in check.fix and "mount" not in check.fix
 
 
 def test_python_older_than_the_agent_needs_is_named() -> None:

@@ -2,10 +2,13 @@
 and the cluster page's "Check readiness" button through the real Celery task."""
 
 import contextlib
+import pwd
+import re
 import subprocess
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -16,10 +19,12 @@ from django.urls import reverse
 
 from clusters.hostkeys import fingerprint, parse_host_key
 from clusters.models import Cluster, ReadinessReport
-from clusters.sandbox import SandboxInfo
+from clusters.onboarding import probe
+from clusters.sandbox import SandboxInfo, daemons
+from clusters.sandbox.config import Paths
 from devtools.servers import wait_until
 from tests.fixtures.sandbox import PrivateSshd
-from tests.helpers import worker_tag
+from tests.helpers import wait_for, worker_tag
 
 # A report's test jobs may queue behind other tests' jobs for up to WAIT, twice in one test.
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(900)]
@@ -123,6 +128,42 @@ def test_cluster_add_on_the_second_cluster_names_accounting_as_what_to_fix(
     assert "Run slurmdbd and set AccountingStorageType=accounting_storage/slurmdbd" in output
     assert "sacctmgr -i add user portal-svc" in output
     assert not Cluster.objects.get(name="onb-second").accounting_enabled
+
+
+def _live(job_ids: list[str]) -> list[str]:
+    """Those of the sandbox's jobs still queued or running, as root on this machine sees them."""
+    listed = subprocess.run(
+        ["squeue", "--noheader", "--format=%i", f"--jobs={','.join(job_ids)}",
+         "--states=PENDING,CONFIGURING,RUNNING,COMPLETING,SUSPENDED"],
+        env=daemons.slurm_env(Paths.of(settings.SANDBOX_STATE_DIR)),
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    return listed.stdout.split()
+
+
+def test_test_jobs_past_the_wait_are_cancelled_and_their_directory_removed(
+    db: None, sandbox_info: SandboxInfo, operator_key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test jobs that would outlive the wait (each sleeps before it writes, as on a node
+    whose filesystem hangs) are cancelled when it ends; nothing of them stays."""
+    real_script = probe.probe_script
+
+    def slow_script(*args: Any, **kwargs: Any) -> str:
+        return real_script(*args, **kwargs).replace("\ndir=", "\nsleep 600\ndir=", 1)
+
+    monkeypatch.setattr(probe, "probe_script", slow_script)
+    runs = f"{_runs()}-hurry"
+    output, ok = _add(
+        sandbox_info, "onb-hurry", operator_key, "--base-run-dir", runs, "--wait", "3"
+    )
+    assert not ok
+    assert _verdicts(output)["Shared run directory"] == "FAILED", output
+    assert "; cancelled" in output and "with a longer --wait" in output
+    job_ids = re.findall(r"job (\d+) ", output)
+    assert len(job_ids) == 3, output
+    wait_for(lambda: not _live(job_ids), 60, f"the test jobs {job_ids} to end")
+    home = pwd.getpwnam(sandbox_info.portal_user).pw_dir
+    assert list(Path(home, runs.removeprefix("~/")).glob(".readiness-*")) == []
 
 
 class LoginOnlySshd(PrivateSshd):

@@ -225,6 +225,7 @@ def probe_nodes(
     if made.exit_status != 0:
         outcome.error = f"the login node cannot create {probe_dir}: {made.error_text.strip()[:300]}"
         return outcome
+    submitted: list[str] = []  # cancelled at the end, whatever fails on the way
     try:
         started = []
         for target in targets:
@@ -238,6 +239,7 @@ def probe_nodes(
             except SlurmError as exc:
                 started.append(_with_state(target, f"refused by sbatch: {exc.slurm_message}"))
                 continue
+            submitted.append(job_id)
             started.append(
                 NodeProbe(
                     node=target.node, partition=target.partition, gpus=target.gpus, job_id=job_id
@@ -254,7 +256,7 @@ def probe_nodes(
             for probe in outcome.nodes
         ]
     finally:
-        _clean_up(slurm, outcome.job_ids, probe_dir)
+        _clean_up(slurm, submitted, probe_dir)
     return outcome
 
 

@@ -231,6 +231,8 @@ def test_the_admins_cluster_page_links_to_the_check(
     page = client.get(reverse("admin:clusters_cluster_change", args=[cluster.pk])).content.decode()
     link = reverse("cluster-page", args=[cluster.name]) + "#readiness"
     assert f'href="{link}" id="check-readiness-link"' in page
+    add = client.get(reverse("admin:clusters_cluster_add")).content.decode()
+    assert 'id="cluster-add-command"' in add and "manage.py cluster add HOST" in add
 
 
 def test_a_second_press_while_a_check_runs_starts_no_second_one(

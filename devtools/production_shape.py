@@ -28,6 +28,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, cast
+from urllib.parse import urlsplit
 
 import psycopg
 import redis
@@ -47,8 +48,6 @@ REDIS_SERVER = Path("/usr/bin/redis-server")
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 CADDYFILE = ROOT / "deploy" / "caddy" / "Caddyfile"
-# The machine's PostgreSQL, as its superuser (trusted on the loopback here).
-POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 HOST = "localhost"
 # As the Dockerfile makes `portal`: no home, no log-in shell.
 USERADD = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent"]
@@ -144,11 +143,13 @@ class Process:
 
 
 @contextmanager
-def postgres_database(name: str) -> Iterator[str]:
-    """A new role `name` with a random password and its own database `name`; dropped
-    after. Yields the DATABASE_URL that logs in as that role with its password."""
+def postgres_database(name: str, admin_url: str) -> Iterator[str]:
+    """A new role `name` with a random password and its own database `name`, made through
+    `admin_url` (a superuser's) and dropped after. Yields the DATABASE_URL that logs in
+    as that role with its password, on the same server."""
     password = secrets.token_urlsafe(24)
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+    server = urlsplit(admin_url)
+    with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(
             sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                 sql.Identifier(name), sql.Literal(password)
@@ -160,7 +161,8 @@ def postgres_database(name: str) -> Iterator[str]:
                     sql.Identifier(name), sql.Identifier(name)
                 )
             )
-            yield f"postgres://{name}:{password}@127.0.0.1:5432/{name}"
+            where = f"{server.hostname or '127.0.0.1'}:{server.port or 5432}"
+            yield f"postgres://{name}:{password}@{where}/{name}"
         finally:
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
@@ -309,11 +311,17 @@ class Shape:
 
 @contextmanager
 def running_shape(
-    *, tag: str, name: str, port: int, extra_env: Mapping[str, str] | None = None
+    *,
+    tag: str,
+    name: str,
+    port: int,
+    postgres_admin_url: str,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Iterator[Shape]:
     """The whole shape behind https://localhost:port, migrated and its static files
-    collected; `name` is the PostgreSQL role and database. Everything is stopped, the
-    role and database dropped and the state directory removed when the block ends."""
+    collected; `name` is the PostgreSQL role and database, made through
+    `postgres_admin_url`. Everything is stopped, the role and database dropped and the
+    state directory removed when the block ends."""
     ensure_system_user(PORTAL_USER)
     with ExitStack() as stack:
         state = Path(tempfile.mkdtemp(prefix="portal-shape-"))
@@ -331,7 +339,7 @@ def running_shape(
 
         store, redis_url = redis_process(state, logs, base)
         start(store)
-        database_url = stack.enter_context(postgres_database(name))
+        database_url = stack.enter_context(postgres_database(name, postgres_admin_url))
         python, pythonpath = portal_python()
         home = private_dir(state, "portal", PORTAL_USER)
         url = f"https://{HOST}:{port}"

@@ -15,11 +15,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection
 
 from devtools.ldap_server import PASSWORDS, Directory
 from devtools.openid_provider import provider_installed, running_openid_provider
@@ -27,7 +29,6 @@ from devtools.production_shape import (
     CADDY,
     CADDY_USER,
     PORTAL_USER,
-    POSTGRES_ADMIN_URL,
     Shape,
     running_shape,
     tls_verified,
@@ -81,6 +82,14 @@ print("account", identity.user.username, identity.cluster_username)
 """
 
 
+def _postgres_admin_url() -> str:
+    """The suite's PostgreSQL server, as the superuser its test database uses."""
+    db = connection.settings_dict
+    user = quote(db["USER"] or "postgres")
+    auth = f"{user}:{quote(db['PASSWORD'])}" if db["PASSWORD"] else user
+    return f"postgresql://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+
+
 def _owner(pid: int) -> str:
     from pwd import getpwuid
 
@@ -111,6 +120,7 @@ def shape(
                 tag=TAG,
                 name=DATABASE,
                 port=port,
+                postgres_admin_url=_postgres_admin_url(),
                 extra_env={
                     **provider.settings(),
                     "SSO_SITE_NAME": SITE,
@@ -123,9 +133,6 @@ def shape(
             running.manage("shell", stdin=REGISTER.format(info=info, run_dir=run_dir))
             try:
                 yield running
-            except BaseException:
-                print(running.logs())  # the servers' own words, in the failure's report
-                raise
             finally:
                 state_dir = settings.SANDBOX_STATE_DIR
                 cancel_jobs(state_dir, [line.split()[0] for line in run_jobs(state_dir, TAG)])
@@ -133,7 +140,7 @@ def shape(
         left = leftover_processes(TAG)
         kill_processes([pid for pid, _ in left])
     assert left == [], f"the shape left processes running: {left}"
-    with psycopg.connect(POSTGRES_ADMIN_URL) as admin:
+    with psycopg.connect(_postgres_admin_url()) as admin:
         found = admin.execute(
             "SELECT count(*) FROM pg_roles WHERE rolname = %s UNION ALL "
             "SELECT count(*) FROM pg_database WHERE datname = %s",
@@ -160,7 +167,7 @@ def _secured(shape: Shape) -> None:
         redis.Redis.from_url(re.sub(r"//:[^@]+@", "//", redis_url)).ping()
     assert redis.Redis.from_url(redis_url).ping()
     # The role has a password (the machine's loopback may trust it all the same).
-    with psycopg.connect(POSTGRES_ADMIN_URL) as admin:
+    with psycopg.connect(_postgres_admin_url()) as admin:
         (stored,) = admin.execute(
             "SELECT rolpassword FROM pg_authid WHERE rolname = %s", (DATABASE,)
         ).fetchone() or ("",)
@@ -173,7 +180,6 @@ def _secured(shape: Shape) -> None:
 def test_a_directory_person_signs_in_submits_and_watches_over_https(
     shape: Shape, sandbox_info, browser
 ) -> None:
-    _secured(shape)
     # TLS was verified above; Chromium has no trust store of the test's to add the root to.
     context = browser.new_context(ignore_https_errors=True, viewport={"width": 1280, "height": 800})
     page = context.new_page()
@@ -187,6 +193,7 @@ def test_a_directory_person_signs_in_submits_and_watches_over_https(
 
     page.on("websocket", opened)
     try:
+        _secured(shape)
         first = page.goto(f"{shape.url}/")
         assert first is not None
         assert "max-age=31536000" in (first.header_value("strict-transport-security") or "")
@@ -232,5 +239,8 @@ def test_a_directory_person_signs_in_submits_and_watches_over_https(
         ), [s.url for s in sockets]
         assert any("shape line" in frame for frame in frames)
         screenshot(page, "production-shape-completed")
+    except BaseException:
+        print(shape.logs())  # the servers' own words, in the failure's report
+        raise
     finally:
         context.close()

@@ -209,6 +209,8 @@ def test_the_self_service_line_logs_in_once_pasted_and_the_page_never_shows_the_
         assert part not in after
     with Connection(account_endpoint(account=account)) as connection:
         assert connection.run("id -u").text.strip() == str(pwd.getpwnam("alice").pw_uid)
+        connection.upload("key-probe.txt", b"by the pasted key\n")  # SFTP, as a submission
+        assert connection.run("cat key-probe.txt && rm key-probe.txt").text == "by the pasted key\n"
         # `restrict`: no port forwarding through the pasted key either.
         with pytest.raises(paramiko.ChannelException):
             connection._transport.open_channel(

@@ -83,12 +83,8 @@ class LoginKey:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where and as whom to connect; built from a Cluster and a ClusterAccount.
-
-    The login is a stored private key, or `issuer`: called at each new connection for a
-    fresh key and its short-lived certificate. An endpoint with a `refusal` (a revoked user)
-    gets no connection, not even a pooled one. Neither takes part in the pool's key.
-    """
+    """Where and as whom to connect, and how: a stored key, or `issuer`'s fresh key and
+    certificate at each new connection; with a `refusal` (a revoked user), no connection."""
 
     cluster_name: str
     host: str
@@ -146,10 +142,6 @@ def _login_key(endpoint: Endpoint) -> paramiko.PKey:
     return key
 
 
-def _refused(endpoint: Endpoint) -> SSHError:
-    return SSHError(endpoint.refusal, retryable=False)
-
-
 def _mismatch(endpoint: Endpoint, presented: paramiko.PKey) -> HostKeyMismatch:
     expected = fingerprint(*parse_host_key(endpoint.host_key))
     return HostKeyMismatch(
@@ -192,7 +184,7 @@ class Connection:
 
     def __init__(self, endpoint: Endpoint, *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         if endpoint.refusal:
-            raise _refused(endpoint)
+            raise SSHError(endpoint.refusal, retryable=False)
         self.endpoint = endpoint
         self._client = paramiko.SSHClient()
         # No system or user known_hosts: the pinned key is the only trusted one.
@@ -361,9 +353,9 @@ class _Pool:
 
     def get(self, endpoint: Endpoint) -> Connection:
         if endpoint.refusal:
-            # A revoked login's open connection is closed, never handed out again.
-            self.discard(endpoint)
-            raise _refused(endpoint)
+            # A revoked login's open connections, whatever their key, are closed.
+            self._discard_login(endpoint)
+            raise SSHError(endpoint.refusal, retryable=False)
         with self._lock:
             if self._pid != os.getpid():
                 # A forked worker child must not share its parent's sockets.
@@ -395,6 +387,17 @@ class _Pool:
         with self._lock:
             connection = self._connections.pop(endpoint, None)
         if connection is not None:
+            connection.close()
+
+    def _discard_login(self, endpoint: Endpoint) -> None:
+        login = (endpoint.cluster_name, endpoint.host, endpoint.port, endpoint.username)
+        with self._lock:
+            gone = [
+                self._connections.pop(held)
+                for held in list(self._connections)
+                if (held.cluster_name, held.host, held.port, held.username) == login
+            ]
+        for connection in gone:
             connection.close()
 
     def close_all(self) -> None:

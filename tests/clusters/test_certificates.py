@@ -250,6 +250,27 @@ def test_an_inactive_user_gets_no_connection_and_the_pooled_one_is_closed(
         pool._connections.pop(endpoint, None)
 
 
+def test_a_revoked_users_pooled_connections_are_closed_whatever_their_key(
+    cluster: Cluster, member
+) -> None:
+    account = factories.account(cluster, member)
+    by_key, other = account_endpoint(account=account), _Open()
+    pooled = _Open()
+    pool._connections[by_key] = pooled  # type: ignore[assignment]
+    elsewhere = Endpoint("elsewhere", "h", 22, "ssh-ed25519 AAAA", account.username, "K")
+    pool._connections[elsewhere] = other  # type: ignore[assignment]
+    try:
+        member.is_active = False
+        member.save(update_fields=["is_active"])
+        with pytest.raises(SSHError, match="inactive"):
+            pool.get(account_endpoint(account=account))
+        assert pooled.closed and by_key not in pool._connections
+        assert not other.closed  # the same name on another cluster is another login
+    finally:
+        pool._connections.pop(by_key, None)
+        pool._connections.pop(elsewhere, None)
+
+
 def test_a_removed_account_gets_no_connection(cluster: Cluster, member) -> None:
     account = factories.account(cluster, member)
     ClusterAccount.objects.filter(pk=account.pk).delete()

@@ -77,13 +77,17 @@ def install_command(*, line: str) -> str:
     )
 
 
-def installed_key_test(*, account: ClusterAccount) -> KeyTest:
-    """Log in as the account with its key now and say, in plain words, how it went."""
+def login_test(*, account: ClusterAccount) -> KeyTest:
+    """Log in as the account now, its way (certificate or key), and say in plain words how
+    it went and what to fix."""
     name, cluster = account.username, account.cluster
-    if not account.private_key:
-        return KeyTest(False, "There is no key yet: make one first, then paste its line.")
+    endpoint = account_endpoint(account=account)
+    if endpoint.refusal:
+        if account.authentication == Authentication.INSTALLED_KEY and not account.private_key:
+            return KeyTest(False, "There is no key yet: make one first, then paste its line.")
+        return KeyTest(False, f"The portal does not log in as {name} now: {endpoint.refusal}")
     try:
-        with Connection(account_endpoint(account=account), connect_timeout=TEST_TIMEOUT) as ssh:
+        with Connection(endpoint, connect_timeout=TEST_TIMEOUT) as ssh:
             answer = ssh.run("id -un", timeout=TEST_TIMEOUT)
     except HostKeyMismatch:
         return KeyTest(
@@ -96,15 +100,9 @@ def installed_key_test(*, account: ClusterAccount) -> KeyTest:
             return KeyTest(
                 False,
                 f"The portal cannot reach {cluster.name} ({cluster.ssh_host}) now. Nothing is "
-                "wrong with your key as far as the portal knows: try again in a few minutes.",
+                "wrong with your login as far as the portal knows: try again in a few minutes.",
             )
-        return KeyTest(
-            False,
-            f"{cluster.name} refused the key for {name}. Check, logged in there as {name}: "
-            "the line is in ~/.ssh/authorized_keys exactly as shown, on one line (no line "
-            "breaks added by the copy); ~/.ssh is mode 700 and authorized_keys mode 600, "
-            "owned by you; and the line is the newest one (making a key again replaces it).",
-        )
+        return KeyTest(False, _refused_words(account))
     if answer.exit_status != 0 or answer.text.strip() != name:
         return KeyTest(
             False,
@@ -112,3 +110,22 @@ def installed_key_test(*, account: ClusterAccount) -> KeyTest:
             f"{answer.text.strip()!r} instead of {name!r}: tell an administrator.",
         )
     return KeyTest(True, f"It works: the portal logged in to {cluster.name} as {name}.")
+
+
+def _refused_words(account: ClusterAccount) -> str:
+    name, cluster = account.username, account.cluster.name
+    if account.authentication == Authentication.CERTIFICATE:
+        return (
+            f"{cluster} refused the portal's certificate for {name}. Its login nodes must "
+            "trust the portal's CA (sshd's TrustedUserCAKeys holds the lines of `manage.py "
+            f"ssh_ca public-keys`), and {name} must be your user name there: tell an "
+            "administrator."
+        )
+    if account.authentication == Authentication.STORED_KEY:
+        return f"{cluster} refused the key an administrator stored for {name}: tell them."
+    return (
+        f"{cluster} refused the key for {name}. Check, logged in there as {name}: the line is "
+        "in ~/.ssh/authorized_keys exactly as shown, on one line (no line breaks added by the "
+        "copy); ~/.ssh is mode 700 and authorized_keys mode 600, owned by you; and the line "
+        "is the newest one (making a key again replaces it)."
+    )

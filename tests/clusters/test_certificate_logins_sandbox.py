@@ -22,6 +22,7 @@ from django.utils import timezone
 from clusters import sandbox
 from clusters.certificates.authorities import (
     authorities_publish,
+    authority_create,
     authority_retire,
     authority_rotate,
     authority_signing,
@@ -104,7 +105,7 @@ def _logs_in(endpoint: Endpoint) -> bool:
 
 
 def test_alice_with_no_private_key_logs_in_by_certificate_as_alice(
-    certificate_logins: Cluster,
+    certificate_logins: Cluster, client: Client
 ) -> None:
     sandbox_cluster = certificate_logins
     accounts = ClusterAccount.objects.filter(cluster=sandbox_cluster, user__isnull=False)
@@ -120,6 +121,22 @@ def test_alice_with_no_private_key_logs_in_by_certificate_as_alice(
             connection._transport.open_channel(
                 "direct-tcpip", (sandbox_cluster.ssh_host, sandbox_cluster.ssh_port), ("", 0)
             )
+    # Her key page's test says so in plain words.
+    client.force_login(User.objects.get(username="alice"))
+    tested = client.post(reverse("login-key", args=[sandbox_cluster.name]), {"action": "test"})
+    assert "It works: the portal logged in to sandbox as alice." in tested.content.decode()
+
+
+def test_a_login_node_that_does_not_trust_the_ca_is_named_on_the_key_page(
+    sandbox_cluster: Cluster, client: Client
+) -> None:
+    _by_certificate(sandbox_cluster, "alice")
+    authority_create()  # not in the login node's TrustedUserCAKeys file
+    client.force_login(User.objects.get(username="alice"))
+    tested = client.post(reverse("login-key", args=[sandbox_cluster.name]), {"action": "test"})
+    words = html.unescape(tested.content.decode())
+    assert "sandbox refused the portal's certificate for alice" in words
+    assert "TrustedUserCAKeys" in words
 
 
 def test_an_expired_certificate_is_refused(

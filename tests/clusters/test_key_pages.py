@@ -77,6 +77,11 @@ def test_a_certificate_or_stored_login_makes_no_key(
     client.force_login(member)
     page = client.get(_key_page(cluster))
     assert b"nothing to do" in page.content and b"make-key" not in page.content
+    assert b'id="test-key"' in page.content  # a certificate login can be tested too
+    # Without a CA the test says so, in words an administrator acts on.
+    tested = client.post(_key_page(cluster), {"action": "test"}).content.decode()
+    assert "The portal does not log in as mia now" in tested
+    assert "ssh_ca create" in tested
     refused = client.post(_key_page(cluster), {"action": "make"})
     assert refused.status_code == 400
     assert b"does not use a key you install" in refused.content

@@ -13,7 +13,7 @@ from clusters.certificates.installed import (
     authorized_keys_line,
     install_command,
     installed_key_make,
-    installed_key_test,
+    login_test,
     logins_of,
 )
 from clusters.models import Authentication, ClusterAccount
@@ -37,7 +37,8 @@ def _own_account(request: HttpRequest, cluster: str) -> ClusterAccount:
 
 @login_required
 def login_key(request: HttpRequest, cluster: str) -> HttpResponse:
-    """GET shows the line to paste; POST `make` makes a (new) key, POST `test` logs in with it."""
+    """GET shows the line to paste; POST `make` makes a (new) key; POST `test` logs in as
+    the account its way (the key, or a certificate) and says how it went."""
     account = _own_account(request, cluster)
     test: KeyTest | None = None
     error = ""
@@ -51,7 +52,7 @@ def login_key(request: HttpRequest, cluster: str) -> HttpResponse:
             else:
                 return HttpResponseRedirect(reverse("login-key", args=[cluster]))
         elif action == "test":
-            test = installed_key_test(account=account)
+            test = login_test(account=account)
         else:
             return HttpResponse("Unknown action: send action=make or action=test.", status=400)
     line = authorized_keys_line(account=account)

@@ -4,8 +4,10 @@ Caddy (its internal CA) in front of daphne, a Celery worker and a Celery beat as
 system user `portal` with portal.settings.production, Redis with a password, and a
 PostgreSQL role with a password and a database of its own; the OpenID provider on the
 directory signs people in. A person from LDAP signs in through it in Chromium over
-HTTPS, submits a job to the sandbox cluster, watches its log arrive over the job
-page's WebSocket (wss, through Caddy) and sees the job end. Then everything stops: no
+HTTPS (her sign-in gives her a certificate account on the sandbox, whose login node
+trusts this portal's CA: no private key held), submits a job to the sandbox cluster,
+watches its log arrive over the job page's WebSocket (wss, through Caddy) and sees the
+job end. Then everything stops: no
 process of the shape is left, the role and its database are dropped.
 """
 
@@ -23,6 +25,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from clusters.certificates.authorities import sandbox_trust_path
+from clusters.certificates.trust_file import trusted_keys_write
 from devtools.ldap_server import PASSWORDS, Directory
 from devtools.openid_provider import provider_installed, running_openid_provider
 from devtools.production_shape import (
@@ -46,21 +50,23 @@ TAG = f"{worker_tag()}-shape"
 DATABASE = re.sub(r"\W", "_", f"portal_shape_{worker_tag()}").lower()
 
 # Run by `manage.py shell` as `portal`: the sandbox registered in this database, with
-# run directories of this test's own; its stand-in people removed (here the people come
-# from the directory); the project the directory's ml-team maps to.
+# run directories of this test's own, its login node trusting the portal's CA; its
+# stand-in people removed (here the people come from the directory); the project the
+# directory's ml-team maps to.
 REGISTER = """
 import json
 from datetime import timedelta
 from decimal import Decimal
 from types import SimpleNamespace
 from django.contrib.auth.models import User
-from clusters.models import ClusterAccount
+from clusters.models import Authentication, ClusterAccount
 from clusters.services import cluster_register_sandbox
 from projects.models import Project, Quota
 info = SimpleNamespace(**json.loads({info!r}))
-cluster = cluster_register_sandbox(info=info)
+cluster = cluster_register_sandbox(info=info, authentication=Authentication.CERTIFICATE)
 cluster.base_run_dir = {run_dir!r}
-cluster.save(update_fields=["base_run_dir"])
+cluster.trusts_portal_ca = True
+cluster.save(update_fields=["base_run_dir", "trusts_portal_ca"])
 ClusterAccount.objects.filter(cluster=cluster, user__isnull=False).delete()
 User.objects.filter(username__in=info.users).delete()
 project = Project.objects.create(slug="vision", name="Vision models", slurm_account="vision")
@@ -68,17 +74,11 @@ Quota.objects.create(project=project, gpu_hours_per_period=Decimal("100"),
     max_concurrent_gpus=8, max_gpus_per_job=4, max_wall_time=timedelta(hours=12))
 """
 
-# After the first sign-in: the person's account on the sandbox under the cluster user
-# name the provider gave, logging in with the sandbox's key for that user (a stored key:
-# certificate logins for people from single sign-on are another change's).
-ACCOUNT = """
-from accounts.models import ExternalIdentity
-from clusters.models import Authentication, Cluster, ClusterAccount
-identity = ExternalIdentity.objects.select_related("user").get()
-ClusterAccount.objects.create(cluster=Cluster.objects.get(), user=identity.user,
-    username=identity.cluster_username, authentication=Authentication.STORED_KEY,
-    private_key={keys!r}[identity.cluster_username])
-print("account", identity.user.username, identity.cluster_username)
+# The people's cluster accounts: (portal user, cluster user, how it logs in, a key held?).
+ACCOUNTS = """
+from clusters.models import ClusterAccount
+for a in ClusterAccount.objects.filter(user__isnull=False).select_related("user"):
+    print("account", a.user.username, a.username, a.authentication, bool(a.private_key))
 """
 
 
@@ -126,14 +126,24 @@ def shape(
                     "SSO_SITE_NAME": SITE,
                     "SSO_GROUP_PROJECTS": '{"ml-team": {"project": "vision", "role": "member"}}',
                     "SSO_STAFF_GROUP": "hpc-staff",
+                    # A site has no sandbox: `ssh_ca` leaves the login node's file to root.
+                    "SANDBOX_STATE_DIR": "/nonexistent/sandbox",
                 },
             ) as running,
         ):
             info = json.dumps(asdict(sandbox_info))
             running.manage("shell", stdin=REGISTER.format(info=info, run_dir=run_dir))
+            # The portal's CA, and its lines in the login node's TrustedUserCAKeys file,
+            # written as a site's admin would (root), beside other portals' lines.
+            running.manage("ssh_ca", "create")
+            said = running.manage("ssh_ca", "public-keys").splitlines()
+            lines = [line for line in said if f" portal-ca:{DATABASE}:" in line]
+            assert lines, said
+            trusted_keys_write(path=sandbox_trust_path(), owner=DATABASE, lines=lines)
             try:
                 yield running
             finally:
+                trusted_keys_write(path=sandbox_trust_path(), owner=DATABASE, lines=[])
                 state_dir = settings.SANDBOX_STATE_DIR
                 cancel_jobs(state_dir, [line.split()[0] for line in run_jobs(state_dir, TAG)])
     finally:
@@ -177,9 +187,7 @@ def _secured(shape: Shape) -> None:
     assert tls_verified(shape.port, shape.root_certificate).startswith("Caddy Local Authority")
 
 
-def test_a_directory_person_signs_in_submits_and_watches_over_https(
-    shape: Shape, sandbox_info, browser
-) -> None:
+def test_a_directory_person_signs_in_submits_and_watches_over_https(shape: Shape, browser) -> None:
     # TLS was verified above; Chromium has no trust store of the test's to add the root to.
     context = browser.new_context(ignore_https_errors=True, viewport={"width": 1280, "height": 800})
     page = context.new_page()
@@ -206,8 +214,9 @@ def test_a_directory_person_signs_in_submits_and_watches_over_https(
         page.get_by_role("heading", name="Hello, alice").wait_for()
         assert page.get_by_role("cell", name="Vision models").is_visible()
         assert page.url.startswith(f"{shape.url}/")
-        made = shape.manage("shell", stdin=ACCOUNT.format(keys=sandbox_info.users))
-        assert "account alice alice" in made
+        # Her sign-in gave her a certificate account on the sandbox: no key held.
+        accounts = shape.manage("shell", stdin=ACCOUNTS).split("\n")
+        assert "account alice alice certificate False" in accounts, accounts
 
         page.goto(f"{shape.url}/jobs/new/")
         page.get_by_role("heading", name="New job").wait_for()

@@ -225,7 +225,7 @@ def test_a_directory_person_signs_in_submits_and_watches_over_https(shape: Shape
         page.locator("#id_gpus_per_node").fill("1")
         page.locator("#id_time_limit").fill("0:05:00")
         page.locator("#id_command").fill(
-            'for i in 1 2 3 4 5 6; do echo "shape line $i"; sleep 2; done'
+            'for i in 1 2 3 4 5 6; do echo "shape line $i as $(id -un)"; sleep 2; done'
         )
         page.get_by_role("button", name="Submit job").click()
         page.get_by_role("heading", name="shape-hello").wait_for()
@@ -241,7 +241,8 @@ def test_a_directory_person_signs_in_submits_and_watches_over_https(shape: Shape
             " === 'COMPLETED'",
             timeout=QUEUE_WAIT * 1000,
         )
-        assert "shape line 6" in page.locator("#log").inner_text()
+        # It ran as her own Unix account, logged in by certificate.
+        assert "shape line 6 as alice" in page.locator("#log").inner_text()
         job_sockets = [s.url for s in sockets if "/ws/jobs/" in s.url]
         assert job_sockets and all(
             url.startswith(f"wss://localhost:{shape.port}/ws/jobs/") for url in job_sockets

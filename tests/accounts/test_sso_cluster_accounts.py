@@ -1,6 +1,7 @@
-"""A sign-in through the directory (a real slapd) gives the person a certificate account on
-each cluster that trusts the portal's CA, as the directory's uid, holding no key; a new
-uid at a later sign-in is followed, and a person the directory no longer has is refused."""
+"""A sign-in through the directory (a real slapd), or the OpenID provider on it, gives the
+person a certificate account on each cluster that trusts the portal's CA, as the
+directory's uid, holding no key; a new uid at a later sign-in is followed, and a person
+the directory no longer has is refused."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,8 +13,10 @@ from ldap3 import Connection, Server
 
 from clusters.models import Authentication, Cluster, ClusterAccount
 from devtools.ldap_server import PASSWORDS, Directory
+from devtools.openid_provider import OpenIDProvider
 from projects.models import Project
 from tests import factories
+from tests.accounts.sso_flow import sign_in, signed_in_as
 
 pytestmark = pytest.mark.django_db
 
@@ -81,6 +84,16 @@ def test_a_directory_sign_in_gives_a_certificate_account_as_the_uid(
     # The next sign-in finds it.
     assert _log_in("alice", PASSWORDS["alice"]) == alice
     assert ClusterAccount.objects.count() == 1
+
+
+def test_an_openid_sign_in_gives_the_same_account(
+    oidc_on: OpenIDProvider, clusters: dict[str, Cluster]
+) -> None:
+    client = Client()
+    sign_in(client, "bob", PASSWORDS["bob"])
+    bob = signed_in_as(client)
+    assert bob is not None
+    assert _accounts(bob) == [("alps", "bob", Authentication.CERTIFICATE, "")]
 
 
 def test_a_local_account_of_the_same_name_keeps_its_own_login(

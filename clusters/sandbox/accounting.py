@@ -2,7 +2,9 @@
 
 Everything lives under the state dir (data in `mariadb/`, the password in
 `keys/`); MariaDB listens on loopback only. Used only when both `mariadbd`
-and `slurmdbd` are installed and SANDBOX_ACCOUNTING is not "0".
+and `slurmdbd` are installed and SANDBOX_ACCOUNTING is not "0". The second cluster
+(clusters.sandbox.second) runs a slurmdbd of its own, through its own munged, with a
+database and database user of its own on the same MariaDB (`Paths.database`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,7 @@ import time
 from pathlib import Path
 
 from . import daemons as d
-from .config import (
-    ACCOUNTING_DB,
-    ACCOUNTING_DB_USER,
-    CLUSTER_NAME,
-    Paths,
-    render_slurmdbd_conf,
-)
+from .config import Paths, render_slurmdbd_conf
 from .system import SandboxError, run, write_if_changed
 
 
@@ -33,6 +29,7 @@ def accounting_wanted() -> bool:
 
 def _password(paths: Paths) -> str:
     if not paths.accounting_secret.exists():
+        paths.accounting_secret.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(paths.accounting_secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_hex(16))
@@ -66,31 +63,33 @@ def _wait_socket(paths: Paths, timeout: float = 30) -> None:
 
 
 def ensure_database(paths: Paths) -> None:
-    """Initialise (once) and start MariaDB, and give slurmdbd its database user."""
-    daemon = next(x for x in d.accounting_daemons(paths) if x.name == "mariadb")
-    if not (paths.mariadb / "mysql").is_dir():
-        paths.mariadb.mkdir(mode=0o700, exist_ok=True)
+    """Initialise (once) and start the sandbox's MariaDB, and give the slurmdbd of `paths`'
+    cluster its database user, whose rights are on that cluster's database alone."""
+    db = paths.database
+    daemon = d.mariadb(paths)
+    if not (db.mariadb / "mysql").is_dir():
+        db.mariadb.mkdir(mode=0o700, exist_ok=True)
         run(
-            ["mariadb-install-db", "--no-defaults", f"--datadir={paths.mariadb}", "--user=root",
+            ["mariadb-install-db", "--no-defaults", f"--datadir={db.mariadb}", "--user=root",
              "--auth-root-authentication-method=socket", "--skip-test-db"],
             timeout=120,
         )  # fmt: skip
     if d.running_pid(daemon) is None:
         d.start(daemon, paths)
-    _wait_socket(paths)
+    _wait_socket(db)
     password = _password(paths)
-    user = f"'{ACCOUNTING_DB_USER}'@'127.0.0.1'"
+    user = f"'{paths.layout.accounting_db_user}'@'127.0.0.1'"
     _sql(
-        paths,
+        db,
         f"CREATE USER IF NOT EXISTS {user} IDENTIFIED BY '{password}'; "
         f"ALTER USER {user} IDENTIFIED BY '{password}'; "
-        f"GRANT ALL ON {ACCOUNTING_DB}.* TO {user};",
+        f"GRANT ALL ON {paths.layout.accounting_db}.* TO {user};",
     )
 
 
 def ensure_slurmdbd(paths: Paths) -> None:
     """Write slurmdbd.conf (0600: it holds the password) and start slurmdbd."""
-    daemon = next(x for x in d.accounting_daemons(paths) if x.name == "slurmdbd")
+    daemon = d.slurmdbd(paths)
     changed = write_if_changed(
         paths.slurmdbd_conf, render_slurmdbd_conf(paths, _password(paths)), 0o600
     )
@@ -123,8 +122,8 @@ def ensure_cluster_registered(paths: Paths, timeout: float = 30) -> None:
             f"slurmdbd does not answer sacctmgr: {proc.stderr.strip()}\n"
             f"{d.log_tail(paths.log / 'slurmdbd.log')}"
         )
-    if CLUSTER_NAME not in proc.stdout.split():
-        added = sacctmgr(paths, "add", "cluster", CLUSTER_NAME)
+    if paths.layout.name not in proc.stdout.split():
+        added = sacctmgr(paths, "add", "cluster", paths.layout.name)
         if added.returncode != 0 and "already exists" not in added.stdout:
             raise SandboxError(f"sacctmgr add cluster failed: {added.stdout}{added.stderr}")
 
@@ -139,7 +138,8 @@ def ensure_operator(paths: Paths, user: str) -> None:
 
 
 def accounting_up(paths: Paths) -> None:
-    """MariaDB and slurmdbd running (before slurmctld is started or restarted)."""
+    """MariaDB and the slurmdbd of `paths`' cluster running (before its slurmctld is started
+    or restarted)."""
     munged = next(x for x in d.daemons(paths) if x.name == "munged")
     if d.running_pid(munged) is None:
         d.start(munged, paths)  # slurmdbd authenticates through it

@@ -47,22 +47,29 @@ NVIDIA_MAJOR = 195
 
 @dataclass(frozen=True)
 class Layout:
-    """What tells one sandbox cluster from another on this host: its name, nodes and ports."""
+    """What tells one sandbox cluster from another on this host: its name, nodes and ports,
+    and its slurmdbd's port and database (and that database's user) on the sandbox's MariaDB."""
 
     name: str
     nodes: tuple[str, ...]
     slurmctld_port: int
     first_slurmd_port: int  # the nodes' slurmd listen on this one and the next ones
     ssh_port: int
+    slurmdbd_port: int
+    accounting_db: str
+    accounting_db_user: str
 
     def slurmd_port(self, node: str) -> int:
         return self.first_slurmd_port + self.nodes.index(node)
 
 
-SANDBOX = Layout(CLUSTER_NAME, NODES, SLURMCTLD_PORT, SLURMD_PORTS[NODES[0]], SSH_PORT)
-# The second cluster (clusters.sandbox.second): its own controller, nodes and login node,
-# on ports away from the sandbox's and from Slurm's defaults.
-SECOND = Layout("sandbox-b", ("b1", "b2"), 16827, 17011, 2232)
+SANDBOX = Layout(
+    CLUSTER_NAME, NODES, SLURMCTLD_PORT, SLURMD_PORTS[NODES[0]], SSH_PORT,
+    SLURMDBD_PORT, ACCOUNTING_DB, ACCOUNTING_DB_USER,
+)  # fmt: skip
+# The second cluster (clusters.sandbox.second): its own controller, nodes, login node and
+# slurmdbd, on ports away from the sandbox's and from Slurm's defaults.
+SECOND = Layout("sandbox-b", ("b1", "b2"), 16827, 17011, 2232, 16829, "slurm_acct_db_b", "slurm_b")
 
 
 @dataclass(frozen=True)
@@ -200,6 +207,11 @@ class Paths:
         return self.run / "slurmdbd.pid"
 
     @property
+    def database(self) -> Paths:
+        """The sandbox's: its MariaDB keeps the records of every sandbox cluster's slurmdbd."""
+        return Paths(self.tenants) if self.tenants else self
+
+    @property
     def mariadb(self) -> Path:
         """MariaDB's data directory (root-only): slurmdbd's job records."""
         return self.root / "mariadb"
@@ -237,7 +249,7 @@ def render_accounting(paths: Paths, accounting: bool) -> str:
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort={SLURMDBD_PORT}
+AccountingStoragePort={paths.layout.slurmdbd_port}
 # For slurmdbd connections the munge socket is given here, not by AuthInfo.
 AccountingStoragePass={paths.munge_socket}
 AccountingStorageTRES=gres/gpu
@@ -251,7 +263,7 @@ AuthType=auth/munge
 AuthInfo=socket={paths.munge_socket}
 DbdHost=localhost
 DbdAddr=127.0.0.1
-DbdPort={SLURMDBD_PORT}
+DbdPort={paths.layout.slurmdbd_port}
 SlurmUser=root
 PidFile={paths.slurmdbd_pid}
 LogFile={paths.log}/slurmdbd.log
@@ -259,9 +271,9 @@ DebugLevel=info
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
 StoragePort={MARIADB_PORT}
-StorageUser={ACCOUNTING_DB_USER}
+StorageUser={paths.layout.accounting_db_user}
 StoragePass={db_password}
-StorageLoc={ACCOUNTING_DB}
+StorageLoc={paths.layout.accounting_db}
 """
 
 

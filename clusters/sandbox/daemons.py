@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import MARIADB_PORT, SLURMDBD_PORT, Paths
+from .config import MARIADB_PORT, Paths
 from .system import SandboxError, check_port
 
 
@@ -26,19 +26,26 @@ class Daemon:
 ACCOUNTING_DAEMONS = ("mariadb", "slurmdbd")
 
 
+def mariadb(paths: Paths) -> Daemon:
+    """The sandbox's MariaDB, which the slurmdbd of every sandbox cluster writes to."""
+    db = paths.database
+    return Daemon("mariadb", "mariadbd", db.mariadb_pid, db.log / "mariadb.log", MARIADB_PORT)
+
+
+def slurmdbd(paths: Paths) -> Daemon:
+    port = paths.layout.slurmdbd_port
+    return Daemon("slurmdbd", "slurmdbd", paths.slurmdbd_pid, paths.log / "slurmdbd.log", port)
+
+
 def accounting_daemons(paths: Paths) -> list[Daemon]:
-    return [
-        Daemon("mariadb", "mariadbd", paths.mariadb_pid, paths.log / "mariadb.log", MARIADB_PORT),
-        Daemon(
-            "slurmdbd", "slurmdbd", paths.slurmdbd_pid, paths.log / "slurmdbd.log", SLURMDBD_PORT
-        ),
-    ]
+    """The cluster's own: a second cluster's slurmdbd uses the sandbox's MariaDB."""
+    return [slurmdbd(paths)] if paths.database != paths else [mariadb(paths), slurmdbd(paths)]
 
 
 def daemons(paths: Paths) -> list[Daemon]:
     """In start order: munge first (everyone authenticates through it), sshd last.
 
-    mariadb and slurmdbd are listed where the sandbox keeps accounting (slurmdbd.conf).
+    mariadb and slurmdbd are listed where the cluster keeps accounting (slurmdbd.conf).
     """
     accounting = accounting_daemons(paths) if paths.slurmdbd_conf.exists() else []
     layout = paths.layout
@@ -97,9 +104,10 @@ def _command(daemon: Daemon, paths: Paths) -> tuple[list[str], dict[str, str] | 
             f"--seed-file={paths.munge / 'munged.seed'}",
         ], None  # fmt: skip
     if daemon.name == "mariadb":
+        db = paths.database
         return [
-            "mariadbd", "--no-defaults", f"--datadir={paths.mariadb}",
-            f"--socket={paths.mariadb_socket}", f"--pid-file={paths.mariadb_pid}",
+            "mariadbd", "--no-defaults", f"--datadir={db.mariadb}",
+            f"--socket={db.mariadb_socket}", f"--pid-file={db.mariadb_pid}",
             f"--port={MARIADB_PORT}", "--bind-address=127.0.0.1", "--skip-name-resolve",
             "--user=root", f"--log-error={daemon.log_file}",
             "--innodb-buffer-pool-size=64M", "--innodb-lock-wait-timeout=900",

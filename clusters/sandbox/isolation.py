@@ -40,7 +40,7 @@ from django.conf import settings
 
 from portal_lib.rendezvous import RENDEZVOUS_PORTS
 
-from .config import MARIADB_PORT, SANDBOX, SECOND, SLURMDBD_PORT, USERS, Layout
+from .config import MARIADB_PORT, SANDBOX, SECOND, USERS, Layout
 from .system import SandboxError, run
 
 logger = logging.getLogger(__name__)
@@ -90,9 +90,9 @@ def tenant_uids(users: Iterable[str] = USERS) -> list[int]:
 
 def slurm_ports(layouts: Iterable[Layout] = (SANDBOX, SECOND)) -> frozenset[int]:
     """The ports of the sandboxes' sshd, slurmctld, slurmd and slurmdbd: what tenants use."""
-    ports = {SLURMDBD_PORT}
+    ports: set[int] = set()
     for layout in layouts:
-        ports |= {layout.ssh_port, layout.slurmctld_port}
+        ports |= {layout.ssh_port, layout.slurmctld_port, layout.slurmdbd_port}
         ports |= {layout.slurmd_port(node) for node in layout.nodes}
     return frozenset(ports)
 

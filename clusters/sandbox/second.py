@@ -2,20 +2,27 @@
 
 It lives in a directory of the sandbox's state dir, on ports of its own
 (`config.SECOND`); its tenants, their keys and the jobs' Python are the sandbox's, as a
-site's clusters share accounts. Without accounting. Tests of more than one cluster bring
-it up and down (tests/fixtures/sandbox.py), as does `manage.py sandbox up|down --second`.
+site's clusters share accounts. Where the sandbox keeps accounting (`accounting_wanted`),
+so does it: a slurmdbd of its own, authenticated by its own munged, with a database of
+its own on the sandbox's MariaDB, its cluster registered there and the portal's account
+a Slurm operator, as on the sandbox. Tests of more than one cluster bring it up and down
+(tests/fixtures/sandbox.py), as does `manage.py sandbox up|down --second`.
 """
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from pathlib import Path
 
+from . import accounting as acct
 from . import daemons as d
 from .cluster import SandboxInfo, describe, prepare_host, start_stopped, stop_all, write_config
-from .config import Paths
-from .system import tenant_keys
+from .config import PORTAL_USER, Paths
+from .system import SandboxError, tenant_keys
+
+logger = logging.getLogger(__name__)
 
 
 def up(state_dir: Path, timeout: float = 60) -> SandboxInfo:
@@ -23,8 +30,20 @@ def up(state_dir: Path, timeout: float = 60) -> SandboxInfo:
     paths = Paths.second(state_dir)
     keys, portal_key = tenant_keys(paths)  # before anything starts: the sandbox made them
     prepare_host(paths)
-    everything = d.daemons(paths)
-    changed = write_config(paths, accounting=False)
+    accounting = acct.accounting_wanted()
+    if accounting:
+        try:  # its slurmdbd before its slurmctld (re)starts
+            acct.accounting_up(paths)
+        except SandboxError as exc:
+            logger.warning("the second cluster runs without accounting: %s", exc)
+            accounting = False
+    everything = [x for x in d.daemons(paths) if x.name not in d.ACCOUNTING_DAEMONS]
+    changed = write_config(paths, accounting)
+    if accounting:
+        acct.ensure_cluster_registered(paths)  # sacctmgr reads the new slurm.conf
+        acct.ensure_operator(paths, PORTAL_USER)
+    elif d.stop(d.slurmdbd(paths)):
+        logger.info("the second cluster's slurmdbd stopped: it runs without accounting")
     if changed - {paths.sshd_config}:
         # A test's cluster, without jobs of its own between tests: all of it restarts.
         for daemon in reversed(everything):
@@ -33,11 +52,12 @@ def up(state_dir: Path, timeout: float = 60) -> SandboxInfo:
         d.reload_sshd(next(x for x in everything if x.binary == "sshd"), paths)
     start_stopped(everything, paths)
     d.wait_idle(paths, timeout)
-    return describe(paths, keys, portal_key)
+    return describe(paths, keys, portal_key, accounting)
 
 
 def down(state_dir: Path, timeout: float = 30) -> list[str]:
-    """Cancel its jobs and wait for their end (their processes outlive slurmd), then stop it."""
+    """Cancel its jobs and wait for their end (their processes outlive slurmd), then stop it
+    (its slurmdbd too; the sandbox's MariaDB goes on)."""
     paths = Paths.second(state_dir)
     deadline = time.monotonic() + timeout
     while (jobs := job_ids(paths)) and time.monotonic() < deadline:

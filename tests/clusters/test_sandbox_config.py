@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.sandbox import pyenv
+from clusters.sandbox import daemons, pyenv
 from clusters.sandbox.config import (
     GPUS_PER_NODE,
     MARIADB_PORT,
@@ -19,6 +19,7 @@ from clusters.sandbox.config import (
     render_all,
     render_gres_conf,
     render_slurm_conf,
+    render_slurmdbd_conf,
     render_sshd_config,
     render_task_prolog,
     user_path,
@@ -139,6 +140,44 @@ def test_the_second_cluster_is_another_cluster_beside_the_sandbox_with_its_tenan
     assert f'export SLURM_CONF={SECOND_PATHS.slurm_conf}"' in render_task_prolog(SECOND_PATHS)
     gres = render_gres_conf(SECOND_PATHS)
     assert "NodeName=n1" not in gres and str(SECOND_PATHS.gpu_device("b2", 1)) in gres
+
+
+def test_the_second_clusters_slurmdbd_is_its_own_on_the_sandboxs_mariadb():
+    ports = {SANDBOX.slurmdbd_port, SECOND.slurmdbd_port}
+    assert SECOND.slurmdbd_port == 16829 and len(ports) == 2
+    assert ports.isdisjoint(_ports(SANDBOX) | _ports(SECOND) | {MARIADB_PORT, 6819})
+    conf = settings(
+        render_slurm_conf(SECOND_PATHS, "vm", cpus=4, real_memory_mb=8000, accounting=True)
+    )
+    assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert conf["AccountingStoragePort"] == str(SECOND.slurmdbd_port)
+    assert conf["AccountingStoragePass"] == str(SECOND_PATHS.munge_socket)  # its own munge
+    dbd = settings(render_slurmdbd_conf(SECOND_PATHS, "pw"))
+    assert dbd["DbdPort"] == str(SECOND.slurmdbd_port)
+    assert dbd["AuthInfo"] == f"socket={SECOND_PATHS.munge_socket}"
+    assert dbd["PidFile"].startswith(f"{SECOND_PATHS.root}/")
+    # The sandbox's MariaDB, with a database and user of its own.
+    assert dbd["StoragePort"] == str(MARIADB_PORT)
+    assert (dbd["StorageLoc"], dbd["StorageUser"]) == ("slurm_acct_db_b", "slurm_b")
+    first = settings(render_slurmdbd_conf(PATHS, "pw"))
+    assert (first["DbdPort"], first["StorageLoc"], first["StorageUser"]) == (
+        str(SLURMDBD_PORT), "slurm_acct_db", "slurm"
+    )  # fmt: skip
+    assert SECOND_PATHS.database == PATHS and PATHS.database == PATHS
+    assert SECOND_PATHS.accounting_secret != PATHS.accounting_secret
+
+
+def test_the_second_cluster_lists_its_slurmdbd_but_not_the_sandboxs_mariadb(tmp_path):
+    second = Paths.second(tmp_path)
+    second.etc.mkdir(parents=True)
+    assert "slurmdbd" not in [x.name for x in daemons.daemons(second)]
+    second.slurmdbd_conf.write_text("")  # where it keeps accounting
+    names = [x.name for x in daemons.daemons(second)]
+    assert names[:3] == ["munged", "slurmdbd", "slurmctld"] and "mariadb" not in names
+    dbd = daemons.slurmdbd(second)
+    assert dbd.port == SECOND.slurmdbd_port and dbd.pid_file == second.slurmdbd_pid
+    mariadb = daemons.mariadb(second)  # the one `second.up` starts if the sandbox's is down
+    assert mariadb.pid_file == Paths.of(tmp_path).mariadb_pid
 
 
 def test_user_path_puts_the_job_python_right_after_the_standin_bin():

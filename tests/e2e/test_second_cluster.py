@@ -7,6 +7,7 @@ import pytest
 
 from clusters.sandbox.config import SECOND
 from clusters.ssh import Connection
+from devtools.servers import wait_until
 from tests.helpers import QUEUE_WAIT, sbatch, slurm_name, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -37,3 +38,34 @@ def test_a_job_on_the_second_cluster_runs_on_its_nodes_unseen_by_the_first(
         assert _listed(alice, name) == []
     finally:
         alice_b.run(f"scancel {shlex.quote(job_id)}")
+
+
+def test_sacct_on_the_second_clusters_login_node_lists_the_job_alice_ran_there(
+    second_sandbox, second_cluster, alice_b: Connection
+) -> None:
+    """Its own slurmdbd records its jobs under its own cluster name, and a tenant asks it
+    from its login node (through the tenants' firewall, on the slurmdbd's own port)."""
+    if not second_sandbox.accounting:
+        pytest.skip("the sandbox runs without slurmdbd here (SANDBOX_ACCOUNTING=0 or no MariaDB)")
+    name = slurm_name("second-sacct")
+    job_id = sbatch(alice_b, f"--job-name={name} --output=/dev/null --time=2 --wrap true")
+    sacct = (
+        f"sacct --noheader --parsable2 --allocations --jobs={job_id} "
+        "--format=JobID,JobName,User,Cluster,State"
+    )
+
+    expected = f"{job_id}|{name}|alice|{SECOND.name}|COMPLETED"
+    said: list[str] = []
+
+    def recorded() -> bool:
+        listed = alice_b.run(sacct)
+        assert listed.exit_status == 0, listed.error_text
+        said.append(listed.text.strip())
+        return said[-1] == expected
+
+    # A short job's end can reach slurmdbd before its start does: the record is a
+    # placeholder (`allocation`, root's) until then.
+    try:
+        wait_until(recorded, QUEUE_WAIT, f"sacct on {SECOND.name} to list {expected}")
+    except TimeoutError as exc:
+        pytest.fail(f"{exc}; it said {said[-1]!r}")

@@ -20,7 +20,7 @@ from django.urls import reverse
 from clusters.hostkeys import fingerprint, parse_host_key
 from clusters.models import Cluster, ReadinessReport
 from clusters.onboarding import probe
-from clusters.sandbox import SandboxInfo, daemons
+from clusters.sandbox import SandboxInfo, accounting, daemons
 from clusters.sandbox.config import Paths
 from devtools.servers import wait_until
 from tests.fixtures.sandbox import PrivateSshd
@@ -110,24 +110,57 @@ def test_cluster_add_on_the_sandbox_passes_every_check(
     assert ReadinessReport.objects.filter(cluster=cluster).count() == 2
 
 
-def test_cluster_add_on_the_second_cluster_names_accounting_as_what_to_fix(
+def test_cluster_add_on_the_second_cluster_passes_every_check(
     db: None, second_sandbox: SandboxInfo, operator_key: Path
 ) -> None:
-    """The second cluster is a real one without slurmdbd (clusters.sandbox.second writes
-    AccountingStorageType=accounting_storage/none): everything else passes there, and the
-    report says what to change for accounting and the operator account that needs it."""
+    """The second cluster keeps its own accounting (its slurmdbd, through its own munged):
+    its test jobs run on its nodes and its own sacct and sacctmgr answer for them."""
+    if not second_sandbox.accounting:
+        pytest.skip("the sandbox runs without slurmdbd here (SANDBOX_ACCOUNTING=0 or no MariaDB)")
     output, ok = _add(second_sandbox, "onb-second", operator_key, "--base-run-dir", _runs())
+    assert ok, output
+    assert _verdicts(output) == dict.fromkeys(CHECKS, "passed"), output
+    assert "All 8 checks passed" in output
+    assert "b1, b2" in output  # its own nodes ran the test jobs
+    cluster = Cluster.objects.get(name="onb-second")
+    assert cluster.accounting_enabled and cluster.slurm_conf == second_sandbox.slurm_conf
+
+
+@contextlib.contextmanager
+def _slurmdbd_stopped(state_dir: Path) -> Iterator[None]:
+    """The second cluster's slurmdbd stopped, and started again after."""
+    paths = Paths.second(state_dir)
+    slurmdbd = daemons.slurmdbd(paths)
+    assert daemons.stop(slurmdbd)
+    try:
+        yield
+    finally:
+        daemons.start(slurmdbd, paths)
+        wait_for(
+            lambda: accounting.sacctmgr(paths, "list", "cluster").returncode == 0,
+            60, "the second cluster's slurmdbd to answer again",
+        )  # fmt: skip
+
+
+@pytest.mark.sandbox_exclusive  # no other test may find the second cluster's slurmdbd down
+def test_the_second_clusters_slurmdbd_down_is_named_with_its_fix(
+    db: None, second_sandbox: SandboxInfo, operator_key: Path
+) -> None:
+    """A cluster whose slurmdbd does not run: the report says accounting failed and what
+    to check, and that the operator account waits on it; everything else passes."""
+    if not second_sandbox.accounting:
+        pytest.skip("the sandbox runs without slurmdbd here (SANDBOX_ACCOUNTING=0 or no MariaDB)")
+    with _slurmdbd_stopped(settings.SANDBOX_STATE_DIR):
+        output, ok = _add(second_sandbox, "onb-nodbd", operator_key, "--base-run-dir", _runs())
     assert not ok
-    verdicts = _verdicts(output)
-    assert verdicts == {
+    assert _verdicts(output) == {
         **dict.fromkeys(CHECKS, "passed"),
         "Accounting (sacct)": "FAILED",
         "Portal operator account": "FAILED",
     }, output
-    assert "b1, b2" in output  # its own nodes ran the test jobs
-    assert "Run slurmdbd and set AccountingStorageType=accounting_storage/slurmdbd" in output
-    assert "sacctmgr -i add user portal-svc" in output
-    assert not Cluster.objects.get(name="onb-second").accounting_enabled
+    assert "Check that slurmdbd runs and slurmctld reaches it" in output
+    assert "Turn accounting on (see above), then: sacctmgr -i add user portal-svc" in output
+    assert not Cluster.objects.get(name="onb-nodbd").accounting_enabled
 
 
 def _live(job_ids: list[str]) -> list[str]:

@@ -30,17 +30,21 @@ def up(state_dir: Path, timeout: float = 60) -> SandboxInfo:
     paths = Paths.second(state_dir)
     keys, portal_key = tenant_keys(paths)  # before anything starts: the sandbox made them
     prepare_host(paths)
-    accounting = acct.accounting_wanted()
+    # The sandbox's MariaDB, which the sandbox's `up` started and its `down` stops.
+    accounting = acct.accounting_wanted() and d.running_pid(d.mariadb(paths)) is not None
     if accounting:
         try:  # its slurmdbd before its slurmctld (re)starts
             acct.accounting_up(paths)
         except SandboxError as exc:
             logger.warning("the second cluster runs without accounting: %s", exc)
             accounting = False
+    elif acct.accounting_wanted():
+        logger.warning("the second cluster runs without accounting: the sandbox's MariaDB is down")
     everything = [x for x in d.daemons(paths) if x.name not in d.ACCOUNTING_DAEMONS]
     changed = write_config(paths, accounting)
     if accounting:
-        acct.ensure_cluster_registered(paths)  # sacctmgr reads the new slurm.conf
+        # sacctmgr reads the new slurm.conf; a new slurmdbd first makes its tables.
+        acct.ensure_cluster_registered(paths, timeout=90)
         acct.ensure_operator(paths, PORTAL_USER)
     elif d.stop(d.slurmdbd(paths)):
         logger.info("the second cluster's slurmdbd stopped: it runs without accounting")

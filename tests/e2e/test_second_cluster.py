@@ -1,13 +1,17 @@
 """The second cluster is a cluster of its own: its login node's sessions submit to its
-controller, its jobs run on its nodes (b1, b2), and the sandbox's squeue does not list them."""
+controller, its jobs run on its nodes (b1, b2), the sandbox's squeue does not list them,
+and its own slurmdbd records them."""
 
 import shlex
 
 import pytest
+from django.conf import settings
 
-from clusters.sandbox.config import SECOND
+from clusters.sandbox import daemons, second, status
+from clusters.sandbox.config import SECOND, Paths
 from clusters.ssh import Connection
 from devtools.servers import wait_until
+from tests.fixtures.sandbox import sandbox_setup
 from tests.helpers import QUEUE_WAIT, sbatch, slurm_name, wait_for
 
 pytestmark = pytest.mark.sandbox
@@ -69,3 +73,19 @@ def test_sacct_on_the_second_clusters_login_node_lists_the_job_alice_ran_there(
         wait_until(recorded, QUEUE_WAIT, f"sacct on {SECOND.name} to list {expected}")
     except TimeoutError as exc:
         pytest.fail(f"{exc}; it said {said[-1]!r}")
+
+
+def test_up_again_restarts_nothing_and_status_lists_its_slurmdbd(second_sandbox) -> None:
+    """`up` while it runs (each test's fixture calls it) leaves every daemon, its slurmdbd
+    included, as it was; `sandbox status --second` names that slurmdbd."""
+    state_dir = settings.SANDBOX_STATE_DIR
+    paths = Paths.second(state_dir)
+    before = {x.name: daemons.running_pid(x) for x in daemons.daemons(paths)}
+    assert all(before.values()), before
+    assert ("slurmdbd" in before) == second_sandbox.accounting
+    with sandbox_setup(paths.root):
+        again = second.up(state_dir)
+    assert again.accounting == second_sandbox.accounting
+    assert {x.name: daemons.running_pid(x) for x in daemons.daemons(paths)} == before
+    if second_sandbox.accounting:
+        assert f"slurmdbd    running (pid {before['slurmdbd']})" in status(state_dir, second=True)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from devtools.servers import answers, free_port, wait_until
+from devtools.servers import Server, answers, free_port
 
 SLAPD = Path("/usr/sbin/slapd")
 SLAPADD = Path("/usr/sbin/slapadd")
@@ -113,30 +112,16 @@ def running_directory(
     )
     port = free_port()
     url = f"ldap://127.0.0.1:{port}"
-    log = (state / "slapd.log").open("ab")
-    proc = subprocess.Popen(
-        [str(SLAPD), "-d", "0", "-h", f"{url}/", "-f", str(config)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
+    slapd = Server(
+        "slapd",
+        [],
+        {**os.environ, **(env or {})},
+        state,
+        ready=lambda: answers(port),
+        argv=[str(SLAPD), "-d", "0", "-h", f"{url}/", "-f", str(config)],
     )
+    slapd.start(timeout)
     try:
-
-        def up() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"slapd exited {proc.returncode}; see {state / 'slapd.log'}")
-            return answers(port)
-
-        wait_until(up, timeout, f"slapd on port {port}")
         yield Directory(url=url)
     finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=20)
-        log.close()
+        slapd.stop()

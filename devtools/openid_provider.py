@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from devtools.ldap_server import Directory
-from devtools.servers import answers, free_port, wait_until
+from devtools.servers import Server, answers, free_port
 
 FOLDER = Path(__file__).resolve().parent / "oidc_provider"
 SCRIPT = FOLDER / "provider.mjs"
@@ -101,32 +100,17 @@ def running_openid_provider(
             }
         )
     )
-    log_path = state / "provider.log"
-    log = log_path.open("ab")
-    proc = subprocess.Popen(
-        ["node", str(SCRIPT), str(config)],
+    provider = Server(
+        "provider",
+        [],
+        {**os.environ, **(env or {})},
+        state,
+        ready=lambda: answers(port),
+        argv=["node", str(SCRIPT), str(config)],
         cwd=FOLDER,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
     )
+    provider.start(timeout)
     try:
-
-        def up() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the OpenID provider exited {proc.returncode}; see {log_path}")
-            return answers(port)
-
-        wait_until(up, timeout, f"the OpenID provider on port {port}")
         yield OpenIDProvider(issuer=issuer)
     finally:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=20)
-        log.close()
+        provider.stop()

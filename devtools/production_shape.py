@@ -16,7 +16,6 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -25,9 +24,9 @@ import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
+from typing import cast
 from urllib.parse import urlsplit
 
 import psycopg
@@ -35,7 +34,7 @@ import redis
 from cryptography.fernet import Fernet
 from psycopg import sql
 
-from devtools.servers import ROOT, TAG_VARIABLE, answers, free_port, wait_until
+from devtools.servers import ROOT, TAG_VARIABLE, Server, answers, free_port
 
 PORTAL_USER = "portal"
 # Debian's own users for its packages' daemons (made by their postinst).
@@ -85,61 +84,16 @@ def owned_file(path: Path, text: str, user: str) -> Path:
     return path
 
 
-@dataclass
-class Process:
+def process(
+    name: str,
+    argv: list[str],
+    user: str,
+    env: dict[str, str],
+    logs: Path,
+    ready: Callable[[], bool],
+) -> Server:
     """One daemon as a user of its own, in a session of its own, its output in a log."""
-
-    name: str
-    argv: list[str]
-    user: str
-    env: dict[str, str]
-    logs: Path
-    ready: Callable[[], bool]
-    proc: subprocess.Popen[bytes] | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
-
-    @property
-    def log_path(self) -> Path:
-        return self.logs / f"{self.name}.log"
-
-    def start(self, timeout: float = 120) -> None:
-        self._log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            self.argv,
-            cwd=ROOT,
-            env=self.env,
-            user=self.user,
-            group=pwd.getpwnam(self.user).pw_gid,
-            extra_groups=[],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-        def up() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited:\n{self.log_tail()}")
-            return self.ready()
-
-        wait_until(up, timeout, f"{self.name} (log: {self.log_path})", interval=0.5)
-
-    def stop(self, timeout: float = 30) -> None:
-        """SIGTERM to its session's group, SIGKILL after `timeout` s (and for any child left)."""
-        if self.proc is not None:
-            with suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            with suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=timeout)
-            with suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+    return Server(name, [], env, logs, ready, argv=argv, user=user)
 
 
 @contextmanager
@@ -170,7 +124,7 @@ def postgres_database(name: str, admin_url: str) -> Iterator[str]:
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
-def redis_process(state: Path, logs: Path, env: Mapping[str, str]) -> tuple[Process, str]:
+def redis_process(state: Path, logs: Path, env: Mapping[str, str]) -> tuple[Server, str]:
     """redis-server as Debian's `redis` user on a free port, its password in its config
     file (not on the command line); and the URL (with the password) of its database 0."""
     port, password = free_port(), secrets.token_urlsafe(24)
@@ -191,7 +145,7 @@ def redis_process(state: Path, logs: Path, env: Mapping[str, str]) -> tuple[Proc
         except redis.RedisError:
             return False
 
-    return Process("redis", [str(REDIS_SERVER), str(conf)], REDIS_USER, dict(env), logs, ready), url
+    return process("redis", [str(REDIS_SERVER), str(conf)], REDIS_USER, dict(env), logs, ready), url
 
 
 def caddyfile_for(https_port: int, http_port: int, upstream: int) -> str:
@@ -233,7 +187,7 @@ def tls_verified(port: int, root: Path) -> str:
 
 def caddy_process(
     state: Path, logs: Path, env: Mapping[str, str], *, port: int, upstream: int
-) -> tuple[Process, Path]:
+) -> tuple[Server, Path]:
     """Caddy as Debian's `caddy` user on `port`, its data (the internal CA) in `state`."""
     home = private_dir(state, "caddy", CADDY_USER)
     config = owned_file(home / "Caddyfile", caddyfile_for(port, free_port(), upstream), CADDY_USER)
@@ -250,7 +204,7 @@ def caddy_process(
             return True
         return False
 
-    return Process("caddy", argv, CADDY_USER, caddy_env, logs, ready), caddy_root(home / "data")
+    return process("caddy", argv, CADDY_USER, caddy_env, logs, ready), caddy_root(home / "data")
 
 
 def portal_python() -> tuple[list[str], str]:
@@ -271,7 +225,7 @@ def portal_python() -> tuple[list[str], str]:
     return [str(DEBIAN_PYTHON), "-S"], str(SITE_PACKAGES)
 
 
-def log_says(process: Process, text: str) -> Callable[[], bool]:
+def log_says(process: Server, text: str) -> Callable[[], bool]:
     return lambda: text in process.log_tail(400)
 
 
@@ -285,7 +239,7 @@ class Shape:
     root_certificate: Path
     env: dict[str, str]
     python: list[str]
-    processes: list[Process]
+    processes: list[Server]
 
     def manage(self, *args: str, stdin: str = "", timeout: float = 600) -> str:
         """`manage.py args` as `portal` with the shape's environment; its output."""
@@ -330,12 +284,12 @@ def running_shape(
         logs = state / "logs"
         logs.mkdir(mode=0o700)
         base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", TAG_VARIABLE: tag}
-        processes: list[Process] = []
+        processes: list[Server] = []
 
-        def start(process: Process) -> None:
-            processes.append(process)
-            stack.callback(process.stop)
-            process.start()
+        def start(server: Server) -> None:
+            processes.append(server)
+            stack.callback(server.stop)
+            server.start(timeout=120)
 
         store, redis_url = redis_process(state, logs, base)
         start(store)
@@ -372,7 +326,7 @@ def running_shape(
 
         web = [*python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(upstream)]
         start(
-            Process(
+            process(
                 "daphne",
                 [*web, "portal.asgi:application"],
                 PORTAL_USER,
@@ -382,7 +336,7 @@ def running_shape(
             )
         )
         celery = [*python, "-m", "celery", "-A", "portal"]
-        worker = Process(
+        worker = process(
             "worker",
             [*celery, "worker", *WORKER_OPTIONS, "-n", f"{name}@localhost"],
             PORTAL_USER,
@@ -392,7 +346,7 @@ def running_shape(
         )
         worker.ready = log_says(worker, " ready.")
         start(worker)
-        beat = Process(
+        beat = process(
             "beat",
             [*celery, "beat", "--loglevel=INFO", f"--schedule={home / 'celerybeat-schedule'}"],
             PORTAL_USER,

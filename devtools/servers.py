@@ -11,6 +11,7 @@ inherit it), so that whoever started them can check that none is left:
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -72,7 +73,9 @@ def server_env(
 
 
 class Server:
-    """One server process (and its children) in a process group of its own."""
+    """One server process (and its children) in a process group of its own: a Python
+    module of this checkout (`args` after `python -m`), or any program (`argv`), as this
+    process's user or as `user` (its own group, no other)."""
 
     def __init__(
         self,
@@ -81,9 +84,16 @@ class Server:
         env: Mapping[str, str],
         workdir: Path,
         ready: Callable[[], bool] | None = None,
+        *,
+        argv: list[str] | None = None,
+        cwd: Path = ROOT,
+        user: str | None = None,
     ) -> None:
         self.name = name
         self.args = args
+        self.argv = argv if argv is not None else [sys.executable, "-m", *args]
+        self.cwd = cwd
+        self.user = user
         self.env = dict(env)
         self.log_path = workdir / f"{name}.log"
         self.ready = ready
@@ -95,10 +105,15 @@ class Server:
         if self._log is not None:
             self._log.close()  # started again after a kill
         self._log = self.log_path.open("ab")
+        as_user: dict[str, Any] = {}
+        if self.user is not None:
+            group = pwd.getpwnam(self.user).pw_gid
+            as_user = {"user": self.user, "group": group, "extra_groups": []}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", *self.args],
-            cwd=ROOT,
+            self.argv,
+            cwd=self.cwd,
             env=self.env,
+            **as_user,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             # A session of its own: a Ctrl-C or a test's timeout reaches the caller only,

@@ -7,50 +7,20 @@ the project their LDAP group maps to, opens a job of it, logs out (through the
 provider's own sign-out), and the job's page then sends them to the log-in page.
 """
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from django.contrib.auth.models import User
 
-from devtools import servers
-from devtools.ldap_server import PASSWORDS, Directory
-from devtools.openid_provider import running_openid_provider
-from devtools.servers import TAG_VARIABLE, Daphne
+from devtools.ldap_server import PASSWORDS
 from projects.models import Project
 from tests import factories
-from tests.fixtures.servers import live_env
-from tests.helpers import run_tag, screenshot
+from tests.fixtures.sso import SITE
+from tests.helpers import screenshot
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.timeout(300),
 ]
-
-SITE = "Example GPU centre"
-
-
-@pytest.fixture
-def sso_portal(
-    directory: Directory, project: Project, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """daphne signing in through an OpenID provider on the directory; the portal's URL."""
-    daphne = Daphne(live_env(), Path(tmp_path_factory.mktemp("sso-daphne")), name="sso-daphne")
-    state = Path(tmp_path_factory.mktemp("sso-provider"))
-    with running_openid_provider(
-        state, directory=directory, portal_url=daphne.url, env={TAG_VARIABLE: run_tag()}
-    ) as provider:
-        daphne.env.update(provider.settings())
-        daphne.env.update(
-            {
-                "SSO_SITE_NAME": SITE,
-                "SSO_GROUP_PROJECTS": '{"ml-team": {"project": "vision", "role": "member"}}',
-                "SSO_STAFF_GROUP": "hpc-staff",
-            }
-        )
-        with servers.running(daphne):
-            yield daphne.url
 
 
 def test_an_ldap_person_signs_in_through_the_provider_and_out_again(

@@ -29,16 +29,14 @@ from clusters.certificates.authorities import (
 )
 from clusters.certificates.trust_file import trusted_keys_write
 from clusters.models import Authentication, Cluster, ClusterAccount
-from devtools import servers
-from devtools.ldap_server import PASSWORDS, Directory
-from devtools.openid_provider import OpenIDProvider, running_openid_provider
-from devtools.servers import TAG_VARIABLE, Daphne
+from devtools.ldap_server import PASSWORDS
+from devtools.openid_provider import OpenIDProvider
 from jobs.enums import State
 from jobs.models import Attempt, Job, JobEvent
 from projects.models import Project
 from tests.accounts.sso_flow import sign_in, signed_in_as
-from tests.fixtures.servers import live_env
-from tests.helpers import QUEUE_WAIT, bearer, run_tag, screenshot, wait_for
+from tests.fixtures.sso import SITE
+from tests.helpers import QUEUE_WAIT, bearer, screenshot, wait_for
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -47,7 +45,6 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 
-SITE = "Example GPU centre"
 PROOF = "made-by-sso.txt"
 # What the new-job form sends: a one-CPU job of a few seconds writing into its run directory.
 FORM = {
@@ -75,27 +72,6 @@ def ca_sandbox(sandbox_cluster: Cluster, sandbox_info) -> Iterator[Cluster]:
     authorities_publish(path=sandbox_trust_path())
     yield sandbox_cluster
     trusted_keys_write(path=sandbox_trust_path(), owner=trust_owner(), lines=[])
-
-
-@pytest.fixture
-def sso_portal(
-    directory: Directory, project: Project, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """daphne signing in through an OpenID provider on the directory; the portal's URL."""
-    daphne = Daphne(live_env(), Path(tmp_path_factory.mktemp("sso-daphne")), name="sso-daphne")
-    state = Path(tmp_path_factory.mktemp("sso-provider"))
-    with running_openid_provider(
-        state, directory=directory, portal_url=daphne.url, env={TAG_VARIABLE: run_tag()}
-    ) as provider:
-        daphne.env.update(provider.settings())
-        daphne.env.update(
-            {
-                "SSO_SITE_NAME": SITE,
-                "SSO_GROUP_PROJECTS": '{"ml-team": {"project": "vision", "role": "member"}}',
-            }
-        )
-        with servers.running(daphne):
-            yield daphne.url
 
 
 def _attempt(job: Job) -> Attempt:

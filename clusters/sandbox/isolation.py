@@ -256,4 +256,30 @@ def describe() -> str:
     return f"on: {jump}; on this machine only {allow.removesuffix(' return')}"
 
 
-__all__ = ["allowed_ports", "close", "describe", "reopen", "ruleset", "service_ports"]
+def closed_ports() -> frozenset[int]:
+    """The ports the live ruleset refuses by name (its `goto refuse` set); none when off."""
+    try:
+        proc = subprocess.run(
+            ["nft", "list", "table", "inet", TABLE], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return frozenset()
+    ports: set[int] = set()
+    for line in proc.stdout.splitlines():
+        if "dport {" in line and line.strip().endswith("goto refuse"):
+            listed = line.split("dport {", 1)[1].split("}", 1)[0]
+            for item in listed.split(","):
+                low, _, high = item.strip().partition("-")
+                ports.update(range(int(low), int(high or low) + 1))
+    return frozenset(ports)
+
+
+__all__ = [
+    "allowed_ports",
+    "close",
+    "closed_ports",
+    "describe",
+    "reopen",
+    "ruleset",
+    "service_ports",
+]

@@ -237,9 +237,14 @@ def test_a_job_and_a_shell_of_a_tenant_reach_only_what_slurm_and_sshd_need(
     assert {database_port, redis_port} <= services
     said = isolation.describe()
     assert said.startswith("on:") and "15000-29999" in said, said
-    # Every other local service up now (MySQL, RabbitMQ, NATS... where this machine runs
-    # them), and root's listener started after `up`, outside every allowed range.
-    others = isolation.others_listening(isolation.tenant_uids()) - isolation.slurm_ports()
+    # Every local service `up` found (MySQL, RabbitMQ, NATS... where this machine runs them),
+    # refused by name; every one listening now outside the allowed ranges; and root's
+    # listener started after `up`. A server another test started since `up` inside an
+    # allowed range (a daphne on an ephemeral port) is as reachable as srun's own ports.
+    allowed = isolation.allowed_ports()
+    listening = isolation.others_listening(isolation.tenant_uids()) - isolation.slurm_ports()
+    outside = {p for p in listening if not any(low <= p <= high for low, high in allowed)}
+    others = outside | isolation.closed_ports()
     ports = sorted(services | others | {root_listener})
     argv = shlex.quote(json.dumps(ports))
     alice.upload(".isolation-probe.py", PROBE.encode(), mode=0o600)

@@ -130,7 +130,8 @@ class Cluster(models.Model):
 
     @property
     def has_portal_account(self) -> bool:
-        return bool(self.portal_username and self.portal_private_key)
+        """An operator login: a certificate where the cluster trusts the CA, else a key."""
+        return bool(self.portal_username and (self.trusts_portal_ca or self.portal_private_key))
 
     @property
     def trust_warning(self) -> str:

@@ -1,7 +1,7 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Q
 
-from clusters.certificates.logins import account_login
+from clusters.certificates.logins import account_login, operator_login
 from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Endpoint
 
@@ -24,17 +24,18 @@ def account_endpoint(*, account: ClusterAccount) -> Endpoint:
 
 
 def portal_endpoint(*, cluster: Cluster) -> Endpoint | None:
-    """The portal's own login on the cluster (no job runs as it), if it has one."""
+    """The portal's own login on the cluster (no job runs as it), if it has one: by a
+    certificate where the cluster trusts the portal's CA, else the admin's stored key."""
     if not cluster.has_portal_account:
         return None
-    return Endpoint(
+    where = Endpoint(
         cluster_name=cluster.name,
         host=cluster.ssh_host,
         port=cluster.ssh_port,
         host_key=cluster.host_key,
         username=cluster.portal_username,
-        private_key=cluster.portal_private_key,
     )
+    return operator_login(cluster=cluster, endpoint=where)
 
 
 def reader_endpoint(*, cluster: Cluster) -> Endpoint | None:

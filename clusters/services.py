@@ -45,11 +45,14 @@ def cluster_register_sandbox(
     info: SandboxDescription,
     name: str = SANDBOX_CLUSTER_NAME,
     authentication: Authentication = Authentication.STORED_KEY,
+    operator_by_certificate: bool = False,
 ) -> Cluster:
     """Record the sandbox cluster, its portal account and one personal account per user.
 
     The personal accounts log in with the sandbox's keys, or by `authentication`
-    certificate, holding no key (the login node trusts the portal's CAs).
+    certificate, holding no key (the login node trusts the portal's CAs). With
+    `operator_by_certificate` the cluster trusts the portal's CA and the portal account
+    logs in by certificate too: no private key is recorded anywhere.
 
     Portal users of the same names are created without a usable password when
     missing, so that each sandbox login belongs to someone. Another `name` records the
@@ -69,9 +72,11 @@ def cluster_register_sandbox(
             "price_per_cpu_hour": SANDBOX_PRICE_PER_CPU_HOUR,
             "is_active": True,
             "portal_username": info.portal_user,
-            "portal_private_key": info.portal_key,
+            "portal_private_key": "" if operator_by_certificate else info.portal_key,
             "slurm_bin_dir": DEFAULT_SLURM_BIN_DIR,
             "slurm_conf": info.slurm_conf,
+            # Set, never cleared here: an admin may have ticked it for the user accounts.
+            **({"trusts_portal_ca": True} if operator_by_certificate else {}),
         },
     )
     user_model = get_user_model()

@@ -3,6 +3,8 @@
 Each use builds the account's endpoint here, after a check that the account still
 exists and that its portal user is active: a revoked user's endpoint carries the
 refusal, so no certificate is signed and no connection, new or pooled, is handed out.
+The portal's own operator login is decided here too (a certificate where the cluster
+trusts the portal's CA, else the admin's stored key).
 """
 
 import re
@@ -22,7 +24,7 @@ from clusters.certificates.signing import (
     terms_for,
     user_certificate,
 )
-from clusters.models import Authentication, ClusterAccount
+from clusters.models import Authentication, CertificateAuthority, Cluster, ClusterAccount
 from clusters.ssh import Endpoint, LoginKey
 
 # What sshd's from= and source-address take: addresses, CIDR blocks, wildcards, negation.
@@ -120,6 +122,36 @@ def account_login(*, account: ClusterAccount, endpoint: Endpoint) -> Endpoint:
     return replace(endpoint, private_key=account.private_key)
 
 
+def operator_login(*, cluster: Cluster, endpoint: Endpoint) -> Endpoint:
+    """`endpoint` with the portal's own login (the operator account, no job runs as it).
+
+    Where the cluster trusts the portal's CA and a CA signs, a certificate for the
+    operator's name, signed at each new connection; else the key an admin stored.
+    """
+    name = cluster.portal_username
+    ca = authority_signing() if cluster.trusts_portal_ca else None
+    if ca is not None:
+        return _signed_login(
+            ca, endpoint, principal=name, key_id=f"portal:{cluster.name}:{name}:operator"
+        )
+    if cluster.portal_private_key:
+        return replace(endpoint, private_key=cluster.portal_private_key)
+    if cluster.trusts_portal_ca:
+        return replace(
+            endpoint,
+            refusal=f"No certificate for the portal account {name!r} on {cluster.name!r}: "
+            "the portal has no CA. An admin runs `manage.py ssh_ca create` and adds `ssh_ca "
+            "public-keys` to the login nodes' TrustedUserCAKeys file, or pastes the "
+            "account's key on the cluster's admin page.",
+        )
+    return replace(
+        endpoint,
+        refusal=f"The portal account {name!r} on {cluster.name!r} has no key and the "
+        "cluster does not trust the portal's CA: an admin pastes its key, or ticks "
+        "'trusts the portal's CA' once its login nodes do.",
+    )
+
+
 def _certificate_login(account: ClusterAccount, endpoint: Endpoint) -> Endpoint:
     ca = authority_signing()
     name = account.username
@@ -130,18 +162,26 @@ def _certificate_login(account: ClusterAccount, endpoint: Endpoint) -> Endpoint:
             "`manage.py ssh_ca create` and adds `ssh_ca public-keys` to the login nodes' "
             "TrustedUserCAKeys file.",
         )
+    key_id = f"portal:{account.cluster.name}:{name}:account-{account.pk}"
+    return _signed_login(ca, endpoint, principal=name, key_id=key_id)
+
+
+def _signed_login(
+    ca: CertificateAuthority, endpoint: Endpoint, *, principal: str, key_id: str
+) -> Endpoint:
+    """`endpoint` logging in by a certificate for `principal`, signed by `ca` per connection."""
     issuer = CertificateIssuer(
         ca_private_key=ca.private_key,
-        principal=name,
-        key_id=f"portal:{account.cluster.name}:{name}:account-{account.pk}",
+        principal=principal,
+        key_id=key_id,
         lifetime=certificate_lifetime(),
         source_addresses=portal_addresses(),
     )
     return replace(
         endpoint,
         issuer=issuer,
-        refused_help=f"the login node does not accept the portal's certificate for {name}: "
-        "its sshd_config needs TrustedUserCAKeys with the lines of `manage.py ssh_ca "
-        f"public-keys` (CA {ca.pk} signs now), {name} must be the user's name there, and "
-        "SSH_PORTAL_ADDRESSES the portal's address as the node sees it.",
+        refused_help=f"the login node does not accept the portal's certificate for "
+        f"{principal}: its sshd_config needs TrustedUserCAKeys with the lines of `manage.py "
+        f"ssh_ca public-keys` (CA {ca.pk} signs now), {principal} must be the user's name "
+        "there, and SSH_PORTAL_ADDRESSES the portal's address as the node sees it.",
     )

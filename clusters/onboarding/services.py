@@ -1,6 +1,10 @@
-"""Recording a cluster being onboarded, and running and keeping its readiness reports."""
+"""Recording a cluster being onboarded, and running and keeping its readiness reports.
 
-from dataclasses import dataclass
+`cluster onboard` is what `manage.py cluster add` and the admin's Clusters -> Add both
+do once the host key is confirmed: where Slurm is found, then the cluster recorded.
+"""
+
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
@@ -11,12 +15,16 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from clusters.access import can_check_readiness
+from clusters.certificates.authorities import authority_signing
 from clusters.models import Cluster, ReadinessReport
 from clusters.onboarding.checks import Check
+from clusters.onboarding.login import TIMEOUT, LoginEnvironment, login_environment
 from clusters.onboarding.probe import PROBE_WAIT
 from clusters.onboarding.report import Progress, readiness_report
 from clusters.onboarding.slurm import ACCOUNTING
+from clusters.selectors import portal_endpoint
 from clusters.slurm.tools import DEFAULT_SLURM_BIN_DIR
+from clusters.ssh import Connection, SSHError
 from portal_lib.errors import PortalError
 from portal_lib.queueing import queue_check, queue_on_commit
 
@@ -42,6 +50,15 @@ class NewCluster:
     operator_key: str = ""
     slurm_bin_dir: str = ""
     slurm_conf: str = ""
+    trusts_portal_ca: bool = False  # the operator logs in by certificate, with no key
+
+
+@dataclass(frozen=True)
+class Onboarded:
+    """The cluster recorded, and what was learnt on the way (in plain words)."""
+
+    cluster: Cluster
+    notes: list[str] = field(default_factory=list)
 
 
 def cluster_name_for(host: str) -> str:
@@ -62,17 +79,69 @@ def operator_key_checked(text: str) -> str:
     return key + "\n"
 
 
+def cluster_onboard(*, new: NewCluster) -> Onboarded:
+    """Record a cluster whose host key was confirmed; where Slurm is, when not told, is
+    read from the operator's login environment there (its login, certificate or key)."""
+    _unsaved(new)  # refused before any login: a name taken, a bad key, a missing CA
+    notes: list[str] = []
+    if new.operator_user and not (new.slurm_bin_dir and new.slurm_conf):
+        found, note = _login_environment(new)
+        if note:
+            notes.append(note)
+        if found.slurm_conf and not new.slurm_conf:
+            notes.append(f"The login environment sets SLURM_CONF={found.slurm_conf}.")
+        new = replace(
+            new,
+            slurm_bin_dir=new.slurm_bin_dir or found.slurm_bin_dir,
+            slurm_conf=new.slurm_conf or found.slurm_conf,
+        )
+    return Onboarded(cluster=cluster_add(new=new), notes=notes)
+
+
+def _login_environment(new: NewCluster) -> tuple[LoginEnvironment, str]:
+    """Where the operator's login shell finds Slurm, and why not when it could not be read."""
+    none = LoginEnvironment(slurm_conf="", slurm_bin_dir="")
+    endpoint = portal_endpoint(cluster=_unsaved(new))
+    if endpoint is None:
+        return none, ""
+    try:
+        with Connection(endpoint, connect_timeout=TIMEOUT) as connection:
+            return login_environment(connection), ""
+    except SSHError as exc:
+        return none, f"Could not log in to read Slurm's settings there: {exc}"
+
+
 @transaction.atomic
 def cluster_add(*, new: NewCluster) -> Cluster:
     """Record the cluster and its portal (operator) account; refuse a name already taken."""
+    cluster = _unsaved(new)
+    cluster.save()
+    return cluster
+
+
+def _unsaved(new: NewCluster) -> Cluster:
+    """The cluster as given, checked, not saved; OnboardingError says what to change."""
     name = new.name or cluster_name_for(new.host)
     if Cluster.objects.filter(name=name).exists():
         raise OnboardingError(
             f"A cluster named {name!r} exists already: check it with `cluster check {name}`, "
-            "or give another --name."
+            "or give another name."
         )
-    if bool(new.operator_user) != bool(new.operator_key):
-        raise OnboardingError("Give the operator account's user and its key together.")
+    if new.operator_key and not new.operator_user:
+        raise OnboardingError("Give the operator account's user name with its key.")
+    if new.operator_user and not new.operator_key:
+        if not new.trusts_portal_ca:
+            raise OnboardingError(
+                "Give the operator account's private key, or, where the cluster's login nodes "
+                "trust the portal's CA (TrustedUserCAKeys), say so: it then logs in by "
+                "certificate and needs no key."
+            )
+        if authority_signing() is None:
+            raise OnboardingError(
+                "The portal has no CA to sign the operator's certificate: run `manage.py "
+                "ssh_ca create`, add `ssh_ca public-keys` to the login nodes' "
+                "TrustedUserCAKeys file, then add the cluster again (or give its key)."
+            )
     cluster = Cluster(
         name=name,
         ssh_host=new.host,
@@ -82,6 +151,7 @@ def cluster_add(*, new: NewCluster) -> Cluster:
         portal_private_key=operator_key_checked(new.operator_key) if new.operator_key else "",
         slurm_bin_dir=new.slurm_bin_dir or DEFAULT_SLURM_BIN_DIR,
         slurm_conf=new.slurm_conf,
+        trusts_portal_ca=new.trusts_portal_ca,
     )
     if new.base_run_dir:
         cluster.base_run_dir = new.base_run_dir
@@ -92,7 +162,6 @@ def cluster_add(*, new: NewCluster) -> Cluster:
             f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items()
         )
         raise OnboardingError(f"The cluster cannot be recorded: {fields}") from exc
-    cluster.save()
     return cluster
 
 
@@ -105,9 +174,10 @@ def readiness_check_now(
 
 
 def readiness_check_request(
-    *, cluster: Cluster, user: AbstractBaseUser | AnonymousUser
+    *, cluster: Cluster, user: AbstractBaseUser | AnonymousUser, onboarding: bool = False
 ) -> ReadinessReport:
-    """Queue a report for the cluster page's button; one running already is the answer."""
+    """Queue a report (the cluster page's button, the admin's add); one running already is
+    the answer. `onboarding`: a new cluster whose sacct answers then charges from it."""
     if not can_check_readiness(user=user):
         raise PermissionDenied("Only staff can check a cluster's readiness.")
     running = ReadinessReport.objects.filter(
@@ -120,16 +190,18 @@ def readiness_check_request(
     queue_check("the readiness check")
     with transaction.atomic():
         report = ReadinessReport.objects.create(cluster=cluster, requested_by_id=user.pk)
-        queue_on_commit(READINESS_TASK, report.pk)
+        queue_on_commit(READINESS_TASK, report.pk, onboarding)
     return report
 
 
-def readiness_check_run(*, report_id: int) -> None:
+def readiness_check_run(*, report_id: int, onboarding: bool = False) -> None:
     """The queued report: run it once (a redelivered message finds it done)."""
     report = ReadinessReport.objects.select_related("cluster").get(pk=report_id)
     if report.state != ReadinessReport.State.RUNNING:
         return
     _finish(report, readiness_report(cluster=report.cluster))
+    if onboarding:
+        cluster_accounting_adopt(cluster=report.cluster, report=report)
 
 
 def readiness_check_abandon(*, report_id: int, why: str) -> None:

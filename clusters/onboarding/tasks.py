@@ -12,9 +12,9 @@ SOFT_TIME_LIMIT = int(PROBE_WAIT) + 120
 
 
 @shared_task(ignore_result=True, soft_time_limit=SOFT_TIME_LIMIT, time_limit=SOFT_TIME_LIMIT + 60)
-def cluster_readiness_check(report_id: int) -> None:
+def cluster_readiness_check(report_id: int, onboarding: bool = False) -> None:
     try:
-        readiness_check_run(report_id=report_id)
+        readiness_check_run(report_id=report_id, onboarding=onboarding)
     except SoftTimeLimitExceeded:
         readiness_check_abandon(
             report_id=report_id, why=f"the check took longer than {SOFT_TIME_LIMIT} s"

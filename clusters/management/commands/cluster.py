@@ -1,8 +1,9 @@
 """`manage.py cluster add HOST ...` and `manage.py cluster check NAME`: onboarding a cluster.
 
 `add` fetches the login node's host key and shows its fingerprint to confirm (or takes
---fingerprint), records the cluster and its operator account, then runs the readiness
-report; `check` runs the report again. Both exit 1 when a check failed.
+--fingerprint), records the cluster and its operator account (clusters.onboarding's
+`cluster_onboard`, as the admin's Clusters -> Add), then runs the readiness report;
+`check` runs the report again. Both exit 1 when a check failed.
 """
 
 import sys
@@ -20,17 +21,15 @@ from clusters.onboarding.hostscan import (
     host_key_fingerprint,
     host_key_scan,
 )
-from clusters.onboarding.login import LoginEnvironment, login_environment
 from clusters.onboarding.probe import PROBE_WAIT
 from clusters.onboarding.services import (
     NewCluster,
     OnboardingError,
     cluster_accounting_adopt,
-    cluster_add,
     cluster_name_for,
+    cluster_onboard,
     readiness_check_now,
 )
-from clusters.ssh import Connection, Endpoint, SSHError
 
 
 class Command(BaseCommand):
@@ -45,6 +44,12 @@ class Command(BaseCommand):
         add.add_argument("--operator-user", default="", help="The portal's own login there.")
         add.add_argument(
             "--operator-key", type=Path, help="A file with that login's unencrypted private key."
+        )
+        add.add_argument(
+            "--trusts-ca",
+            action="store_true",
+            help="The login nodes trust the portal's CA (TrustedUserCAKeys): the operator "
+            "logs in by certificate, no --operator-key needed.",
         )
         add.add_argument("--base-run-dir", default="", help="Where run directories go (shared).")
         add.add_argument("--slurm-bin-dir", default="", help="Default: sbatch's directory there.")
@@ -101,8 +106,7 @@ class Command(BaseCommand):
                 key = options["operator_key"].read_text()
             except OSError as exc:
                 raise CommandError(f"Cannot read the operator key: {exc}") from exc
-        found = self._environment(host, port, host_key, user, key, options)
-        cluster = cluster_add(
+        onboarded = cluster_onboard(
             new=NewCluster(
                 host=host,
                 port=port,
@@ -111,14 +115,20 @@ class Command(BaseCommand):
                 base_run_dir=options["base_run_dir"],
                 operator_user=user,
                 operator_key=key,
-                slurm_bin_dir=options["slurm_bin_dir"] or found.slurm_bin_dir,
-                slurm_conf=options["slurm_conf"] or found.slurm_conf,
+                slurm_bin_dir=options["slurm_bin_dir"],
+                slurm_conf=options["slurm_conf"],
+                trusts_portal_ca=options["trusts_ca"],
             )
         )
+        for note in onboarded.notes:
+            self.stdout.write(note)
+        cluster = onboarded.cluster
         self.stdout.write(
             f"Recorded cluster {cluster.name} ({cluster.ssh_host}:{cluster.ssh_port}, "
             f"{cluster.host_key_fingerprint}), portal account "
-            f"{cluster.portal_username or '(none)'}, Slurm in {cluster.slurm_bin_dir}"
+            f"{cluster.portal_username or '(none)'}"
+            + (" (by certificate)" if cluster.trusts_portal_ca else "")
+            + f", Slurm in {cluster.slurm_bin_dir}"
             + (f", SLURM_CONF={cluster.slurm_conf}" if cluster.slurm_conf else "")
             + f", run directories under {cluster.base_run_dir}."
         )
@@ -133,24 +143,3 @@ class Command(BaseCommand):
         answer = input(f"Is this {host}'s host key, as the site told you? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             raise CommandError("Not confirmed: nothing was recorded.")
-
-    def _environment(
-        self, host: str, port: int, host_key: str, user: str, key: str, options: dict[str, Any]
-    ) -> LoginEnvironment:
-        """Where the operator's login shell finds Slurm, when the options do not say."""
-        none = LoginEnvironment(slurm_conf="", slurm_bin_dir="")
-        if not (user and key) or (options["slurm_conf"] and options["slurm_bin_dir"]):
-            return none
-        endpoint = Endpoint(
-            cluster_name=options["name"] or host, host=host, port=port, host_key=host_key,
-            username=user, private_key=key,
-        )  # fmt: skip
-        try:
-            with Connection(endpoint) as connection:
-                found = login_environment(connection)
-        except SSHError as exc:
-            self.stdout.write(f"Could not log in to read Slurm's settings there: {exc}")
-            return none
-        if found.slurm_conf and not options["slurm_conf"]:
-            self.stdout.write(f"The login environment sets SLURM_CONF={found.slurm_conf}.")
-        return found

@@ -41,8 +41,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--certificates",
             action="store_true",
-            help="The users' accounts log in by certificates of the portal's CA (made if "
-            "missing), holding no private key.",
+            help="The cluster trusts the portal's CA (made if missing): the users' accounts "
+            "and the portal's operator account log in by its certificates, holding no "
+            "private key.",
         )
 
     def handle(
@@ -66,7 +67,10 @@ class Command(BaseCommand):
                     authorities_publish(path=sandbox_trust_path(second=second))
                     how = Authentication.CERTIFICATE if certificates else Authentication.STORED_KEY
                     cluster = cluster_register_sandbox(
-                        info=info, name=registered, authentication=how
+                        info=info,
+                        name=registered,
+                        authentication=how,
+                        operator_by_certificate=certificates,
                     )
                     self.stdout.write(
                         f"Registered cluster {cluster.name!r} "

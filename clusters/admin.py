@@ -3,18 +3,37 @@ from typing import Any
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from clusters.models import Authentication, CertificateAuthority, Cluster, ClusterAccount
+from clusters.onboarding.forms import (
+    ClusterConfirmForm,
+    ClusterHostForm,
+    WriteOnlyTextarea,
+    pending_new,
+)
+from clusters.onboarding.hostscan import (
+    HostKeyError,
+    host_key_confirm,
+    host_key_fingerprint,
+    host_key_scan,
+)
+from clusters.onboarding.services import (
+    OnboardingError,
+    cluster_onboard,
+    readiness_check_request,
+)
 from clusters.slurm.health import cluster_connection_check
+from portal_lib.errors import PortalError
 
-
-class WriteOnlyTextarea(forms.Textarea):
-    """Never renders its value, not even the one just typed into a form with errors."""
-
-    def format_value(self, value: Any) -> None:
-        return None
+# The add page's first step, kept in the session until confirmed: what was typed and the
+# host key the portal fetched (never one sent back by the browser).
+PENDING_ADD = "clusters.cluster_add"
 
 
 def _checked_private_key(text: str) -> str:
@@ -38,7 +57,8 @@ class ClusterForm(forms.ModelForm):
         strip=False,
         widget=WriteOnlyTextarea(attrs={"rows": 6, "autocomplete": "off", "spellcheck": "false"}),
         help_text="Unencrypted OpenSSH private key of the portal account; stored encrypted, "
-        "never shown again; leave blank to keep the current one.",
+        "never shown again; leave blank to keep the current one. Not needed where the "
+        "cluster trusts the portal's CA: the account then logs in by certificate.",
     )
 
     class Meta:
@@ -97,6 +117,92 @@ class ClusterAdmin(admin.ModelAdmin):
     readonly_fields = ["host_key_fingerprint", "trust", "created_at"]
     actions = ["test_connection"]
 
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Two steps: host and port (the portal fetches the host key), then its fingerprint
+        confirmed; only then is the cluster recorded and its readiness report queued."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        if request.method == "POST" and "confirm" in request.POST:
+            return self._add_confirm(request)
+        form = ClusterHostForm(request.POST if request.method == "POST" else None)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                host_key = host_key_scan(data["ssh_host"], data["ssh_port"])
+            except HostKeyError as exc:
+                form.add_error(None, exc.message)
+            else:
+                request.session[PENDING_ADD] = {**data, "host_key": host_key}
+                return self._confirm_page(request, request.session[PENDING_ADD], None)
+        return self._page(request, "add_host.html", form=form)
+
+    def _add_confirm(self, request: HttpRequest) -> HttpResponse:
+        pending = request.session.get(PENDING_ADD)
+        if not pending:
+            self.message_user(
+                request,
+                "The host key was not fetched in this session: enter the host again.",
+                messages.ERROR,
+            )
+            return redirect("admin:clusters_cluster_add")
+        form = ClusterConfirmForm(request.POST)
+        if form.is_valid() and form.cleaned_data["fingerprint"].strip():
+            try:
+                host_key_confirm(pending["host_key"], form.cleaned_data["fingerprint"])
+            except HostKeyError as exc:
+                form.add_error("fingerprint", exc.message)
+        if not form.is_valid():
+            return self._confirm_page(request, pending, form)
+        try:
+            key = form.cleaned_data["new_portal_private_key"]
+            onboarded = cluster_onboard(new=pending_new(pending, key))
+        except OnboardingError as exc:
+            form.add_error(None, exc.message)
+            return self._confirm_page(request, pending, form)
+        del request.session[PENDING_ADD]
+        cluster = onboarded.cluster
+        self.log_addition(request, cluster, [{"added": {}}])
+        for note in onboarded.notes:
+            self.message_user(request, note, messages.INFO)
+        try:
+            readiness_check_request(cluster=cluster, user=request.user, onboarding=True)
+        except PortalError as exc:  # the task queue is down: the cluster page's button retries
+            self.message_user(request, f"Cluster {cluster.name} recorded. {exc.message}")
+        else:
+            self.message_user(
+                request,
+                f"Cluster {cluster.name} recorded ({cluster.host_key_fingerprint}); its "
+                "readiness check started: test jobs run on its nodes, reload this page in a "
+                "minute or two for the report.",
+                messages.SUCCESS,
+            )
+        return redirect(reverse("cluster-page", args=[cluster.name]) + "#readiness")
+
+    def _confirm_page(
+        self, request: HttpRequest, pending: dict[str, Any], form: ClusterConfirmForm | None
+    ) -> HttpResponse:
+        return self._page(
+            request,
+            "add_confirm.html",
+            form=form or ClusterConfirmForm(),
+            pending=pending,
+            host_key_fingerprint=host_key_fingerprint(pending["host_key"]),
+        )
+
+    def _page(self, request: HttpRequest, template: str, **context: Any) -> HttpResponse:
+        return TemplateResponse(
+            request,
+            f"admin/clusters/cluster/{template}",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": "Add cluster",
+                **context,
+            },
+        )
+
     @admin.display(description="portal account", boolean=True)
     def trusted_reads(self, cluster: Cluster) -> bool:
         return cluster.has_portal_account
@@ -104,7 +210,8 @@ class ClusterAdmin(admin.ModelAdmin):
     @admin.display(description="state and billing read as")
     def trust(self, cluster: Cluster) -> str:
         if cluster.has_portal_account:
-            return f"the portal account {cluster.portal_username} (no job runs as it)"
+            how = " by certificate" if cluster.trusts_portal_ca else ""
+            return f"the portal account {cluster.portal_username}{how} (no job runs as it)"
         return f"Warning: {cluster.trust_warning}"
 
     @admin.action(description="Test connection (host key and sinfo)")

@@ -41,7 +41,7 @@ from clusters.certificates.trust_file import trusted_keys_write
 from clusters.models import Authentication, CertificateAuthority, Cluster, ClusterAccount
 from clusters.sandbox import daemons
 from clusters.sandbox.config import Paths
-from clusters.selectors import account_endpoint
+from clusters.selectors import account_endpoint, portal_endpoint
 from clusters.ssh import Connection, Endpoint, LoginKey, SSHError
 from jobs.enums import State
 from jobs.errors import JobPermissionRefused
@@ -303,14 +303,21 @@ def test_up_gives_a_running_sshd_the_ca_line_by_a_reload_that_keeps_sessions(
     assert _logs_in(account_endpoint(account=certificate))
 
 
-def test_sandbox_up_with_certificates_registers_users_holding_no_key(
+def test_sandbox_up_with_certificates_registers_users_and_the_operator_holding_no_key(
     db: None, sandbox_info, capsys
 ) -> None:
     try:
         with sandbox_setup(settings.SANDBOX_STATE_DIR):
             call_command("sandbox", "up", "--certificates")
-        accounts = Cluster.objects.get(name="sandbox").accounts.all()
+        cluster = Cluster.objects.get(name="sandbox")
+        accounts = cluster.accounts.all()
         assert {(a.authentication, a.private_key) for a in accounts} == {("certificate", "")}
+        # The portal's operator account too: the cluster trusts the CA, no key is stored.
+        assert cluster.trusts_portal_ca and cluster.portal_private_key == ""
+        operator = portal_endpoint(cluster=cluster)
+        assert operator is not None and operator.issuer is not None
+        with Connection(operator) as connection:
+            assert connection.run("id -un").text.strip() == cluster.portal_username
         signer = authority_signing()  # made, as there was none
         assert signer is not None
         trusted = sandbox_trust_path().read_text().split()

@@ -232,7 +232,7 @@ def test_the_admins_cluster_page_links_to_the_check(
     link = reverse("cluster-page", args=[cluster.name]) + "#readiness"
     assert f'href="{link}" id="check-readiness-link"' in page
     add = client.get(reverse("admin:clusters_cluster_add")).content.decode()
-    assert 'id="cluster-add-command"' in add and "manage.py cluster add HOST" in add
+    assert 'id="cluster-add-steps"' in add and "manage.py cluster add HOST" in add
 
 
 def test_a_second_press_while_a_check_runs_starts_no_second_one(

@@ -1,9 +1,14 @@
+from typing import Any
+
 from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.models import ExternalIdentity, PersonalToken
+from accounts.models import AccessChange, ExternalIdentity, PersonalToken
+from accounts.sso.access import access_changed_by_admin
 
 
 @admin.register(PersonalToken)
@@ -55,4 +60,37 @@ class ExternalIdentityAdmin(admin.ModelAdmin):
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class PortalUserAdmin(UserAdmin):
+    """Django's user admin; ticking or unticking "active" is recorded (AccessChange), so a
+    person an admin disabled is never readmitted by a sign-in."""
+
+    def save_model(self, request: HttpRequest, obj: User, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "is_active" in form.changed_data:
+            admin_user = request.user if isinstance(request.user, User) else None
+            access_changed_by_admin(user=obj, admin=admin_user)
+
+
+@admin.register(AccessChange)
+class AccessChangeAdmin(admin.ModelAdmin):
+    """Whose access was taken away or given back, by what and why (read only)."""
+
+    list_display = ["at", "user", "active", "source", "admin", "reason"]
+    list_filter = ["source", "active"]
+    search_fields = ["user__username", "reason"]
+    list_select_related = ["user", "admin"]
+    fields = ("user", "at", "active", "source", "admin", "reason")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

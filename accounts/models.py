@@ -73,3 +73,43 @@ class ExternalIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class AccessChange(models.Model):
+    """A portal user's access taken away or given back: when, by what, by whom and why.
+
+    The audit trail of the directory sweep, of the sign-ins that readmit a person the sweep
+    disabled, and of admins ticking or unticking "active" (docs/sso.md, "When access ends").
+    The latest row also decides whether a sign-in may readmit an inactive user: only when
+    the sweep, not an admin, disabled them.
+    """
+
+    class Source(models.TextChoices):
+        DIRECTORY = "directory", "Directory sweep"
+        SIGN_IN = "sign-in", "Sign-in"
+        ADMIN = "admin", "Admin"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_changes"
+    )
+    at = models.DateTimeField(default=timezone.now)
+    # What the change left: True, access given back; False, taken away.
+    active = models.BooleanField()
+    source = models.CharField(max_length=16, choices=Source.choices)
+    # The admin who made it (source "admin").
+    admin = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["user", "-at", "-id"], name="access_change_latest")]
+
+    def __str__(self) -> str:
+        change = "given back" if self.active else "taken away"
+        return f"{self.user}: access {change} by {self.get_source_display()}"

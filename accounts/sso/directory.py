@@ -10,7 +10,10 @@ provider's subject. Pure Python: nothing to build on a fresh machine.
 
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from ldap3 import Connection, Server
@@ -38,6 +41,8 @@ class DirectoryConfig:
     group_base: str
     group_filter: str
     timeout: float
+    # A person outside this group (its cn) neither signs in nor stays active; "": anyone.
+    required_group: str = ""
 
     @property
     def issuer(self) -> str:
@@ -59,6 +64,7 @@ def directory_config() -> DirectoryConfig:
         group_base=settings.LDAP_GROUP_BASE or settings.LDAP_USER_BASE,
         group_filter=settings.LDAP_GROUP_FILTER,
         timeout=settings.LDAP_TIMEOUT,
+        required_group=settings.LDAP_REQUIRED_GROUP,
     )
 
 
@@ -77,7 +83,48 @@ def _connection(config: DirectoryConfig, server: Server, dn: str, password: str)
     return connection
 
 
-def _first(entry: dict[str, object], name: str) -> str:
+class DirectoryError(Exception):
+    """The directory could not be asked (unreachable, the search account refused, a search
+    failed); the message names the directory and the error."""
+
+
+@contextmanager
+def directory_searcher(config: DirectoryConfig) -> Iterator[Connection]:
+    """A connection bound as the search account, unbound after; DirectoryError if it cannot."""
+    server = Server(config.url, connect_timeout=config.timeout)
+    try:
+        searcher = _connection(config, server, config.bind_dn, config.bind_password)
+    except LDAPException as exc:
+        raise DirectoryError(f"{config.url}: {exc}") from exc
+    try:
+        if not searcher.bind():
+            raise DirectoryError(
+                f"{config.url} refused the search account {config.bind_dn!r}: "
+                f"{searcher.result.get('description')}"
+            )
+        yield searcher
+    finally:
+        searcher.unbind()
+
+
+def directory_search(
+    searcher: Connection, base: str, query: str, attributes: list[str]
+) -> list[dict[str, Any]]:
+    """The entries a search finds (dn and attributes); DirectoryError when it fails (a size
+    limit included), never a short answer read as people gone."""
+    try:
+        searcher.search(base, query, attributes=attributes)
+    except LDAPException as exc:
+        raise DirectoryError(f"searching {base}: {exc}") from exc
+    if searcher.result.get("result") != 0:
+        raise DirectoryError(
+            f"searching {base} failed: {searcher.result.get('description')} "
+            f"{searcher.result.get('message') or ''}".strip()
+        )
+    return [e for e in searcher.response or [] if e.get("type") == "searchResEntry"]
+
+
+def first_value(entry: dict[str, object], name: str) -> str:
     value = entry.get(name)
     if isinstance(value, list):
         value = value[0] if value else ""
@@ -131,22 +178,27 @@ def _authenticate(
         attributes = entries[0]["attributes"]
         if not _password_matches(config, server, user_dn, password):
             return None
-        groups = _groups(config, searcher, user_dn, _first(attributes, config.username_attribute))
+        groups = _groups(
+            config, searcher, user_dn, first_value(attributes, config.username_attribute)
+        )
     finally:
         searcher.unbind()
-    subject = _first(attributes, config.subject_attribute)
+    if config.required_group and config.required_group not in groups:
+        logger.info("LDAP log-in of %r refused: not in %s", username, config.required_group)
+        return None
+    subject = first_value(attributes, config.subject_attribute)
     if not subject:
         logger.error("%s has no %s: set LDAP_SUBJECT_ATTRIBUTE", user_dn, config.subject_attribute)
         return None
-    cluster_name = cluster_username_of(_first(attributes, config.username_attribute))
+    cluster_name = cluster_username_of(first_value(attributes, config.username_attribute))
     return ExternalProfile(
         issuer=config.issuer,
         subject=subject,
         username=cluster_name or username,
         cluster_username=cluster_name,
-        email=_first(attributes, MAIL),
-        first_name=_first(attributes, GIVEN_NAME),
-        last_name=_first(attributes, SURNAME),
+        email=first_value(attributes, MAIL),
+        first_name=first_value(attributes, GIVEN_NAME),
+        last_name=first_value(attributes, SURNAME),
         groups=groups,
     )
 
@@ -170,5 +222,5 @@ def _groups(
         name
         for entry in searcher.response or []
         if entry.get("type") == "searchResEntry"
-        and (name := _first(entry["attributes"], GROUP_NAME))
+        and (name := first_value(entry["attributes"], GROUP_NAME))
     )

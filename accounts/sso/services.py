@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ExternalIdentity
+from accounts.sso.access import access_readmit_at_sign_in, disabled_by_directory
 from accounts.sso.claims import ExternalProfile
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,9 @@ def identity_sign_in(*, profile: ExternalProfile, staff: bool | None) -> User | 
     """The portal user of the provider's issuer and subject, made at their first sign-in and
     brought up to date at each; None for a user disabled in the portal.
 
+    A user the directory sweep disabled is the exception: the provider signing them in is
+    the directory having them again, so they are readmitted. One an admin disabled is not.
+
     `staff`: what the groups say (None: leave it as the admin set it).
     """
     identity = (
@@ -47,7 +51,9 @@ def identity_sign_in(*, profile: ExternalProfile, staff: bool | None) -> User | 
         logger.info("new portal user %s for %s at %s", user, profile.subject, profile.issuer)
     else:
         user = identity.user
-        if not user.is_active:
+        if disabled_by_directory(user=user):
+            access_readmit_at_sign_in(user=user, issuer=profile.issuer)
+        elif not user.is_active:
             logger.info("sign-in refused: %s is disabled in the portal", user)
             return None
     user.email = profile.email or user.email

@@ -13,7 +13,7 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { AndFilter, Client, EqualityFilter } from 'ldapts';
-import Provider from 'oidc-provider';
+import Provider, { interactionPolicy } from 'oidc-provider';
 
 const config = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const ldap = config.ldap;
@@ -109,7 +109,22 @@ function page(title, body) {
 <body><main><h1>${escapeHtml(title)}</h1>${body}</main></body></html>`;
 }
 
+// A session whose person the directory no longer has is no session, as at a site's
+// provider: a sign-in shows the form again, and a silent one (prompt=none, the portal's
+// re-check of its session) answers login_required. Without this check the provider
+// failed such a request with a server error.
+const policy = interactionPolicy.base();
+policy.get('login').checks.add(
+  new interactionPolicy.Check(
+    'account_gone',
+    'the signed-in person is no longer in the directory',
+    'login_required',
+    (ctx) => Boolean(ctx.oidc.session.accountId && !ctx.oidc.account),
+  ),
+);
+
 const provider = new Provider(config.issuer, {
+  interactions: { policy, url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   clients: [
     {
       ...config.client,

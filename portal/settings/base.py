@@ -49,6 +49,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A session signed in through the OpenID provider is checked there again every
+    # OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS (docs/sso.md, "When access ends").
+    "accounts.sso.refresh.ProviderSessionCheck",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its refusal page.
@@ -257,6 +260,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "jobs.tasks.remove_unused_code_snapshots",
         "schedule": 3600.0,
         "options": {"expires": 3600.0},
+    },
+    # Portal users the directory no longer has are disabled (accounts.sso.sweep).
+    "sweep-directory": {
+        "task": "accounts.tasks.sweep_directory",
+        "schedule": LDAP_SWEEP_INTERVAL,  # noqa: F405 - portal/settings/sso.py
+        "options": {"expires": LDAP_SWEEP_INTERVAL},  # noqa: F405
     },
     # Last week's goodput mail to project owners: hourly, sent once per project and week.
     "send-goodput-digests": {

@@ -29,6 +29,12 @@ OIDC_USE_PKCE = True
 OIDC_USE_NONCE = True
 OIDC_STORE_ID_TOKEN = True
 OIDC_TIMEOUT: float = env.float("OIDC_TIMEOUT", default=10.0)
+# A session that signed in through the provider is checked with it again (prompt=none) at
+# its first page after this many seconds; a person it no longer signs in loses the session
+# (accounts.sso.refresh, mozilla-django-oidc's SessionRefresh).
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS: int = env.int(
+    "OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS", default=15 * 60
+)
 
 
 def _verify_ssl(text: str) -> bool | str:
@@ -60,6 +66,13 @@ LDAP_GROUP_FILTER: str = env(
     default="(|(member={user_dn})(uniqueMember={user_dn})(memberUid={username}))",
 )
 LDAP_TIMEOUT: float = env.float("LDAP_TIMEOUT", default=10.0)
+# A person outside this group (its cn, under LDAP_GROUP_BASE) cannot sign in, and the sweep
+# disables them; empty: everyone the user filter finds.
+LDAP_REQUIRED_GROUP: str = env("LDAP_REQUIRED_GROUP", default="")
+# The directory sweep (accounts.sso.sweep): every LDAP user looked up again this often
+# (seconds; beat's "sweep-directory"), in pages of this many (one search each).
+LDAP_SWEEP_INTERVAL: float = env.float("LDAP_SWEEP_INTERVAL", default=600.0)
+LDAP_SWEEP_PAGE_SIZE: int = env.int("LDAP_SWEEP_PAGE_SIZE", default=100)
 
 # --- Both: who a person is in the portal ---------------------------------------------------
 # The login page's button: "Sign in with <SSO_SITE_NAME>".

@@ -3,7 +3,7 @@ button), the OpenID Connect redirect and callback, and log-out."""
 
 from typing import Any
 
-from django.contrib import messages
+from django.contrib import auth, messages
 from django.contrib.auth import views as auth_views
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
@@ -45,6 +45,12 @@ class OIDCCallback(OIDCAuthenticationCallbackView):
         return response
 
     def login_failure(self) -> HttpResponse:
+        if self.request.user.is_authenticated:
+            # A failed re-check of a signed-in session (accounts.sso.refresh): the provider
+            # no longer signs the person in, so the session ends here (and its streams).
+            # The library logs out only when the provider answers with an error, not when
+            # its code is refused at the token endpoint.
+            auth.logout(self.request)
         messages.error(
             self.request,
             f"Signing in with {site_name()} did not work: the provider refused, or your "

@@ -76,7 +76,8 @@ def directory_sweep(*, config: DirectoryConfig, page_size: int) -> SweepReport:
                 reason = _why_out(config, found.get(subject.lower()), members)
                 if reason:
                     reasons[user_id] = reason
-            report.disabled += access_revoke_by_directory(reasons=reasons)
+            if reasons:
+                report.disabled += access_revoke_by_directory(reasons=reasons)
             after = page[-1][0]
             if len(page) < page_size:
                 break

@@ -11,59 +11,27 @@ stamp, not by waiting.
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import pytest
 from django.test import Client
-from ldap3 import Connection, Server
 
 from accounts.models import PersonalToken
 from devtools.ldap_server import Directory
 from devtools.openid_provider import OpenIDProvider
+from tests.accounts.sso_directory import DORA_PASSWORD, directory_admin, dora_in
 from tests.accounts.sso_flow import signed_in_as
 
 pytestmark = pytest.mark.django_db
 
 INTERVAL = 60
-DORA_PASSWORD = "dora-in-the-directory"
-
-
-@contextmanager
-def directory_admin(directory: Directory) -> Iterator[Connection]:
-    with Connection(
-        Server(directory.url),
-        user=directory.admin_dn,
-        password=directory.admin_password,
-        auto_bind=True,
-    ) as admin:
-        yield admin
 
 
 @pytest.fixture
 def dora(directory: Directory) -> Iterator[str]:
-    """A person added to the directory for one test (and removed after, if still there)."""
-    dn = f"uid=dora,{directory.people}"
-    with directory_admin(directory) as admin:
-        assert admin.add(
-            dn,
-            ["inetOrgPerson", "posixAccount"],
-            {
-                "uid": "dora",
-                "cn": "Dora Explorer",
-                "givenName": "Dora",
-                "sn": "Explorer",
-                "mail": "dora@example.org",
-                "uidNumber": "20009",
-                "gidNumber": "20009",
-                "homeDirectory": "/home/dora",
-                "userPassword": DORA_PASSWORD,
-            },
-        ), admin.result
-    yield dn
-    with directory_admin(directory) as admin:
-        admin.delete(dn)
+    with dora_in(directory) as dn:
+        yield dn
 
 
 @pytest.fixture

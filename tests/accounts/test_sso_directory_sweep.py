@@ -17,6 +17,7 @@ from ldap3 import Connection
 
 from accounts.models import AccessChange, ExternalIdentity
 from accounts.services import token_issue
+from accounts.sso.checks import sso_settings_check
 from accounts.tasks import sweep_directory
 from clusters.certificates.authorities import authority_create
 from clusters.models import Authentication, Cluster, ClusterAccount
@@ -237,3 +238,15 @@ def test_a_directory_that_cannot_be_asked_disables_nobody(
     assert not AccessChange.objects.exists()
     stopped = [r.getMessage() for r in caplog.records if "sweep" in r.getMessage()]
     assert len(stopped) == 3 and "ml-teem" in stopped[0], stopped
+
+
+def test_the_sweep_is_on_beat_and_its_pace_is_checked(settings) -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["sweep-directory"]
+    assert entry["task"] == sweep_directory.name == "accounts.tasks.sweep_directory"
+    assert entry["schedule"] == 600.0
+    settings.LDAP_SWEEP_PAGE_SIZE = 0
+    settings.LDAP_SWEEP_INTERVAL = 0
+    settings.OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = -1
+    errors = {error.id: error.msg for error in sso_settings_check()}
+    assert set(errors) == {"accounts.E004", "accounts.E005", "accounts.E006"}
+    assert "LDAP_SWEEP_PAGE_SIZE must be 1 to 500" in errors["accounts.E006"]

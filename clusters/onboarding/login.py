@@ -35,8 +35,10 @@ def login_failed(cluster: Cluster, exc: SSHError) -> Check:
         fix = "Confirm the new key with the site, then record it: cluster add again, or the admin."
     else:
         fix = (
-            "Check the host and port, that this machine may reach them, and that the account's "
-            "public key is in its ~/.ssh/authorized_keys on the login node."
+            "Check the host and port, that this machine may reach them, and that the login "
+            "node accepts the account's login: its public key in ~/.ssh/authorized_keys, or, "
+            "by certificate, the lines of `manage.py ssh_ca public-keys` in sshd's "
+            "TrustedUserCAKeys file."
         )
     return failed(LOGIN, str(exc), fix)
 
@@ -45,8 +47,9 @@ def no_account(cluster: Cluster) -> Check:
     return failed(
         LOGIN,
         f"cluster {cluster.name} has no account to log in as",
-        "Give the portal's operator account: `cluster add --operator-user NAME --operator-key "
-        "FILE`, or the portal account under the cluster in the admin.",
+        "Give the portal's operator account: `cluster add --operator-user NAME` with "
+        "`--operator-key FILE` (or `--trusts-ca` where the login nodes trust the portal's "
+        "CA), or the portal account under the cluster in the admin.",
     )
 
 

@@ -165,8 +165,9 @@ def operator_check(slurm: Slurm, cluster: Cluster, *, accounting: bool) -> Check
             "the cluster has no portal account: job state and charges would be read through "
             "the users' own logins, which their jobs can tamper with",
             "Create a login only the portal uses (e.g. portal-svc) and give it with "
-            "`cluster add --operator-user NAME --operator-key FILE`, or under the cluster's "
-            "portal account in the admin.",
+            "`cluster add --operator-user NAME --operator-key FILE` (or `--trusts-ca` where "
+            "the login nodes trust the portal's CA), or under the cluster's portal account "
+            "in the admin.",
         )
     make_operator = f"sacctmgr -i add user {name} account=root adminlevel=operator"
     if not accounting:

@@ -1,9 +1,11 @@
 """The production shape (docker-compose.yml) on one machine, from Debian's packages.
 
 No container runtime: Caddy (Debian's `caddy`) in front with TLS from its internal CA,
-daphne, a Celery worker and a Celery beat on Debian's python3 as the system user
-`portal`, Redis (Debian's `redis-server`) with a password, and a PostgreSQL role with a
-password and a database of its own on the machine's PostgreSQL. docs/production-shape.md
+daphne, a Celery worker and a Celery beat as the system user `portal` (on the
+Python it can reach: devtools/portal_user.py), Redis (Debian's `redis-server`) with a
+password, and a PostgreSQL role with a password and a database of its own, made through
+a superuser's URL (the test's: a private cluster that checks passwords,
+devtools/postgres_cluster.py). docs/production-shape.md
 says what each process is; tests/e2e/test_production_shape.py runs it.
 
 Every process runs in a session of its own and carries `PORTAL_SERVER_TAG`, so that
@@ -20,7 +22,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
@@ -34,36 +35,17 @@ import redis
 from cryptography.fernet import Fernet
 from psycopg import sql
 
+from devtools.portal_user import PORTAL_USER, ensure_system_user, python_for
 from devtools.servers import ROOT, TAG_VARIABLE, Server, answers, free_port
 
-PORTAL_USER = "portal"
 # Debian's own users for its packages' daemons (made by their postinst).
 CADDY_USER = "caddy"
 REDIS_USER = "redis"
 CADDY = Path("/usr/bin/caddy")
 REDIS_SERVER = Path("/usr/bin/redis-server")
-# /root (where the development interpreter lives) is closed to other users: `portal`
-# runs Debian's python3 of the same version, on the checkout's locked packages.
-DEBIAN_PYTHON = Path("/usr/bin/python3")
-SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 CADDYFILE = ROOT / "deploy" / "caddy" / "Caddyfile"
 HOST = "localhost"
-# As the Dockerfile makes `portal`: no home, no log-in shell.
-USERADD = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent"]
-USERADD += ["--shell", "/usr/sbin/nologin"]
 WORKER_OPTIONS = ["--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
-
-
-def ensure_system_user(name: str = PORTAL_USER) -> pwd.struct_passwd:
-    """The system user `name`, made as the Dockerfile makes it when missing."""
-    with suppress(KeyError):
-        return pwd.getpwnam(name)
-    subprocess.run(
-        [*USERADD, name],
-        check=True,
-        capture_output=True,
-    )
-    return pwd.getpwnam(name)
 
 
 def private_dir(parent: Path, name: str, user: str) -> Path:
@@ -207,24 +189,6 @@ def caddy_process(
     return process("caddy", argv, CADDY_USER, caddy_env, logs, ready), caddy_root(home / "data")
 
 
-def portal_python() -> tuple[list[str], str]:
-    """Debian's python3 without its own site packages (-S) and a PYTHONPATH of the
-    checkout's locked packages (SITE_PACKAGES): for a user who cannot reach the
-    development interpreter."""
-    version = subprocess.run(
-        [str(DEBIAN_PYTHON), "-c", "import sys; print(*sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    if tuple(map(int, version)) != sys.version_info[:2]:
-        raise RuntimeError(
-            f"{DEBIAN_PYTHON} is Python {'.'.join(version)} but the packages in "
-            f"{SITE_PACKAGES} are for {sys.version_info[0]}.{sys.version_info[1]}"
-        )
-    return [str(DEBIAN_PYTHON), "-S"], str(SITE_PACKAGES)
-
-
 def log_says(process: Server, text: str) -> Callable[[], bool]:
     return lambda: text in process.log_tail(400)
 
@@ -240,6 +204,7 @@ class Shape:
     env: dict[str, str]
     python: list[str]
     processes: list[Server]
+    postgres_admin_url: str
 
     def manage(self, *args: str, stdin: str = "", timeout: float = 600) -> str:
         """`manage.py args` as `portal` with the shape's environment; its output."""
@@ -294,13 +259,16 @@ def running_shape(
         store, redis_url = redis_process(state, logs, base)
         start(store)
         database_url = stack.enter_context(postgres_database(name, postgres_admin_url))
-        python, pythonpath = portal_python()
+        # The virtualenv's interpreter, or Debian's python3 on its packages where the
+        # former is out of `portal`'s reach (under /root).
+        portal_python = python_for(PORTAL_USER, Path(sys.prefix), ROOT)
+        python = portal_python.argv
         home = private_dir(state, "portal", PORTAL_USER)
         url = f"https://{HOST}:{port}"
         env = {
             **base,
+            **portal_python.env,
             "HOME": str(home),
-            "PYTHONPATH": pythonpath,
             "PYTHONDONTWRITEBYTECODE": "1",
             "DJANGO_SETTINGS_MODULE": "portal.settings.production",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(48),
@@ -320,7 +288,7 @@ def running_shape(
         }
         upstream = free_port()
         proxy, root = caddy_process(state, logs, base, port=port, upstream=upstream)
-        shape = Shape(url, port, root, env, python, processes)
+        shape = Shape(url, port, root, env, python, processes, postgres_admin_url)
         shape.manage("migrate", "--noinput")
         shape.manage("collectstatic", "--noinput")
 

@@ -2,13 +2,15 @@
 
 Caddy (its internal CA) in front of daphne, a Celery worker and a Celery beat as the
 system user `portal` with portal.settings.production, Redis with a password, and a
-PostgreSQL role with a password and a database of its own; the OpenID provider on the
+PostgreSQL role with a password and a database of its own, on a private PostgreSQL
+cluster of the test's whose pg_hba.conf asks every connection for its password
+(scram-sha-256): a wrong one is refused. The OpenID provider on the
 directory signs people in. A person from LDAP signs in through it in Chromium over
 HTTPS (her sign-in gives her a certificate account on the sandbox, whose login node
 trusts this portal's CA: no private key held), submits a job to the sandbox cluster,
 watches its log arrive over the job page's WebSocket (wss, through Caddy) and sees the
 job end. Then everything stops: no
-process of the shape is left, the role and its database are dropped.
+process of the shape (PostgreSQL's included) is left, the cluster's folder is removed.
 """
 
 import json
@@ -17,18 +19,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from urllib.parse import quote
 
 import psycopg
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 
 from clusters.certificates.authorities import sandbox_trust_path
 from clusters.certificates.trust_file import trusted_keys_write
 from devtools.ldap_server import PASSWORDS, Directory
 from devtools.openid_provider import provider_installed, running_openid_provider
+from devtools.postgres_cluster import postgres_bin, private_postgres
 from devtools.production_shape import (
     CADDY,
     CADDY_USER,
@@ -82,12 +83,13 @@ for a in ClusterAccount.objects.filter(user__isnull=False).select_related("user"
 """
 
 
-def _postgres_admin_url() -> str:
-    """The suite's PostgreSQL server, as the superuser its test database uses."""
-    db = connection.settings_dict
-    user = quote(db["USER"] or "postgres")
-    auth = f"{user}:{quote(db['PASSWORD'])}" if db["PASSWORD"] else user
-    return f"postgresql://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/postgres"
+# Run by `manage.py shell` as `portal`: the role its database connection logged in as.
+CURRENT_USER = """
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("SELECT current_user")
+    print("connected as", cursor.fetchone()[0])
+"""
 
 
 def _owner(pid: int) -> str:
@@ -106,6 +108,8 @@ def shape(
         pytest.skip("Debian's caddy is not installed (make test installs it as root)")
     if not provider_installed():
         pytest.skip("node or the provider's npm packages are missing (bin/dev installs them)")
+    if postgres_bin() is None:
+        pytest.skip("Debian's postgresql is not installed (make test installs it as root)")
     port = free_port()
     run_dir = f"{sandbox_info.base_run_dir.rstrip('/')}/{TAG}"
     try:
@@ -116,11 +120,12 @@ def shape(
                 portal_url=f"https://localhost:{port}",
                 env={TAG_VARIABLE: TAG},
             ) as provider,
+            private_postgres({TAG_VARIABLE: TAG}, free_port()) as postgres,
             running_shape(
                 tag=TAG,
                 name=DATABASE,
                 port=port,
-                postgres_admin_url=_postgres_admin_url(),
+                postgres_admin_url=postgres.url,
                 extra_env={
                     **provider.settings(),
                     "SSO_SITE_NAME": SITE,
@@ -150,18 +155,13 @@ def shape(
         left = leftover_processes(TAG)
         kill_processes([pid for pid, _ in left])
     assert left == [], f"the shape left processes running: {left}"
-    with psycopg.connect(_postgres_admin_url()) as admin:
-        found = admin.execute(
-            "SELECT count(*) FROM pg_roles WHERE rolname = %s UNION ALL "
-            "SELECT count(*) FROM pg_database WHERE datname = %s",
-            (DATABASE, DATABASE),
-        ).fetchall()
-    assert found == [(0,), (0,)], "the shape's role or database is still there"
+    assert not postgres.home.exists(), f"the private cluster's {postgres.home} is still there"
 
 
 def _secured(shape: Shape) -> None:
     """What production demands held: no warning from check --deploy, the services as
-    `portal`, Redis and PostgreSQL with passwords, TLS verified against Caddy's root."""
+    `portal`, Redis and PostgreSQL asking for their passwords, TLS verified against
+    Caddy's root."""
     checked = shape.manage("check", "--deploy")
     assert "System check identified no issues" in checked and "WARNING" not in checked, checked
     owners = {p.name: _owner(p.proc.pid) for p in shape.processes if p.proc is not None}
@@ -176,13 +176,20 @@ def _secured(shape: Shape) -> None:
     with pytest.raises(redis.AuthenticationError):
         redis.Redis.from_url(re.sub(r"//:[^@]+@", "//", redis_url)).ping()
     assert redis.Redis.from_url(redis_url).ping()
-    # The role has a password (the machine's loopback may trust it all the same).
-    with psycopg.connect(_postgres_admin_url()) as admin:
+    # PostgreSQL checks the role's password (scram-sha-256): a wrong one is refused, and
+    # the portal, as `portal`, connects with its own.
+    database_url = shape.env["DATABASE_URL"]
+    assert f"//{DATABASE}:" in database_url
+    wrong = re.sub(r"(//[^:/]+:)[^@]+@", r"\1not-the-password@", database_url)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(wrong, connect_timeout=10).close()
+    said = shape.manage("shell", "-c", CURRENT_USER)
+    assert f"connected as {DATABASE}" in said, said
+    with psycopg.connect(shape.postgres_admin_url) as admin:
         (stored,) = admin.execute(
             "SELECT rolpassword FROM pg_authid WHERE rolname = %s", (DATABASE,)
         ).fetchone() or ("",)
     assert stored.startswith("SCRAM-SHA-256$")
-    assert f"//{DATABASE}:" in shape.env["DATABASE_URL"]
     # The chain and the host name, against Caddy's own root and nothing else.
     assert tls_verified(shape.port, shape.root_certificate).startswith("Caddy Local Authority")
 

@@ -5,6 +5,13 @@ shape (devtools/production_shape.py) makes its user here too. Root makes the use
 hands it the few files a local run writes (`run_files`), finds a Python that user can
 run this checkout with (`python_for`), and starts each Procfile line through `setpriv`
 (`procfile_as`): honcho stays root, so Ctrl-C still stops every process.
+
+Where the virtualenv's interpreter is a link into /root (pyenv, uv's managed Pythons),
+which other users cannot open, the user runs `.venv/debian-python`: a virtualenv on
+Debian's python3 of the same minor version whose site-packages is a link to the
+virtualenv's own. Being a virtualenv (not `python3 -S` with PYTHONPATH), it is also
+what the processes' own children run (`sys.executable`, the poll's parser process),
+with every package and `.pth` file the same.
 """
 
 from __future__ import annotations
@@ -12,37 +19,64 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
+import shutil
 import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 
 PORTAL_USER = "portal"
 # As the Dockerfile makes `portal`: no home, no log-in shell.
 USERADD = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent"]
 USERADD += ["--shell", "/usr/sbin/nologin"]
-# Where a development interpreter lives under /root (pyenv, uv's managed Pythons),
-# other users cannot open it: Debian's python3 of the same version runs the same
-# locked packages, without its own site packages (-S).
 DEBIAN_PYTHON = Path("/usr/bin/python3")
+# The virtualenv on Debian's python3 that shares the checkout's (inside .venv: ignored,
+# root's, readable by all).
+DEBIAN_VIEW = "debian-python"
 # How the Procfile names the checkout's interpreter (relative to the checkout).
 VENV_PYTHON = ".venv/bin/python"
 # What the portal's processes import: a Python that cannot import these cannot run them.
 PROBE = "import sys; assert sys.version_info[:2] == ({0}, {1}), sys.version; "
-PROBE += "import django, daphne, celery, devtools.supervise"
+PROBE += "import django, daphne, celery, devtools.supervise; "
+# ... and a child it starts as the poll starts its parser: `sys.executable`, PYTHONPATH reset.
+PROBE += "import subprocess; subprocess.run([sys.executable, '-c', 'import django'], "
+PROBE += "env={{'PYTHONPATH': '.'}}, check=True)"
 
 
 class UserPythonMissing(Exception):
     """No Python that the user can run this checkout with; says why."""
 
 
-@dataclass(frozen=True)
-class UserPython:
-    """How `user` runs the checkout's Python: the command and what its environment adds."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
+def debian_view(venv: Path) -> Path:
+    """`venv`/debian-python, made when missing: a virtualenv on Debian's python3 whose
+    site-packages links to `venv`'s. Made aside and renamed into place, so that two
+    callers at once leave one whole."""
+    packages = site_packages(venv)
+    view = venv / DEBIAN_VIEW
+    linked = view / "lib" / packages.parent.name / "site-packages"
+    if linked.is_symlink() and linked.resolve() == packages.resolve():
+        return view
+    aside = venv / f".{DEBIAN_VIEW}-{os.getpid()}"
+    shutil.rmtree(aside, ignore_errors=True)
+    made = subprocess.run(
+        [str(DEBIAN_PYTHON), "-m", "venv", "--without-pip", str(aside)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    own = aside / "lib" / packages.parent.name / "site-packages"
+    if made.returncode != 0 or not own.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+        said = (made.stderr.strip().splitlines() or [f"no {own.relative_to(aside)}"])[-1]
+        raise UserPythonMissing(f"{DEBIAN_PYTHON} -m venv: {said}")
+    own.rmdir()
+    own.symlink_to(packages)
+    shutil.rmtree(view, ignore_errors=True)  # a view of an older layout
+    try:
+        aside.rename(view)
+    except OSError:  # another caller's came first
+        shutil.rmtree(aside, ignore_errors=True)
+    return view
 
 
 def ensure_system_user(name: str = PORTAL_USER) -> pwd.struct_passwd:
@@ -65,35 +99,36 @@ def _as_user(user: str) -> dict[str, object]:
     return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
 
 
-def python_for(user: str, venv: Path, checkout: Path) -> UserPython:
+def python_for(user: str, venv: Path, checkout: Path) -> Path:
     """The first interpreter with which `user` imports what the Procfile runs, from the
-    checkout: the virtualenv's own, else Debian's python3 (same minor version) with -S
-    and PYTHONPATH at the virtualenv's packages. UserPythonMissing says why neither."""
+    checkout: the virtualenv's own, else its view on Debian's python3 (`debian_view`,
+    made here if need be; the same minor version). UserPythonMissing says why neither."""
     packages = site_packages(venv)
     major, minor = packages.parent.name.removeprefix("python").split(".")
-    candidates = [
-        UserPython([str(venv / "bin" / "python")]),
-        UserPython([str(DEBIAN_PYTHON), "-S"], {"PYTHONPATH": str(packages)}),
-    ]
     reasons = []
-    for candidate in candidates:
+    for make in (lambda: venv, lambda: debian_view(venv)):
+        try:
+            candidate = make() / "bin" / "python"
+        except UserPythonMissing as exc:
+            reasons.append(str(exc))
+            continue
         try:
             probe = subprocess.run(
-                [*candidate.argv, "-c", PROBE.format(major, minor)],
+                [str(candidate), "-c", PROBE.format(major, minor)],
                 cwd=checkout,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **candidate.env},
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 capture_output=True,
                 text=True,
                 timeout=120,
                 **_as_user(user),  # type: ignore[call-overload]
             )
         except OSError as exc:  # the interpreter or the checkout is out of its reach
-            reasons.append(f"{candidate.argv[0]}: {exc.strerror}")
+            reasons.append(f"{candidate}: {exc.strerror}")
             continue
         if probe.returncode == 0:
             return candidate
         said = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        reasons.append(f"{candidate.argv[0]}: {said}")
+        reasons.append(f"{candidate}: {said}")
     raise UserPythonMissing(f"user {user} cannot run {checkout}'s Python ({'; '.join(reasons)})")
 
 
@@ -130,7 +165,7 @@ def setpriv(user: str) -> list[str]:
     return ["setpriv", f"--reuid={user}", f"--regid={group}", "--clear-groups", "--"]
 
 
-def procfile_as(text: str, user: str, python: UserPython) -> str:
+def procfile_as(text: str, user: str, python: Path) -> str:
     """The Procfile `text` with each line run as `user` and the checkout's interpreter
     replaced by `python`'s command (its environment is the caller's to set)."""
     lines = []
@@ -139,13 +174,12 @@ def procfile_as(text: str, user: str, python: UserPython) -> str:
         if not sep or not command.strip() or line.lstrip().startswith("#"):
             lines.append(line)
             continue
-        command = command.strip().replace(VENV_PYTHON, shlex.join(python.argv))
+        command = command.strip().replace(VENV_PYTHON, shlex.quote(str(python)))
         # exec: honcho's shell becomes the process (dash would stay as root beside it).
         lines.append(f"{name}: exec {shlex.join(setpriv(user))} {command}")
     return "\n".join(lines) + "\n"
 
 
-def user_env(env: Mapping[str, str], python: UserPython, home: Path) -> dict[str, str]:
-    """`env` for processes run as the user: the interpreter's additions, and a HOME of its
-    own (root's is closed to it)."""
-    return {**env, **python.env, "HOME": str(home)}
+def user_env(env: Mapping[str, str], home: Path) -> dict[str, str]:
+    """`env` for processes run as the user, with a HOME of its own (root's is closed to it)."""
+    return {**env, "HOME": str(home)}

@@ -259,15 +259,13 @@ def running_shape(
         store, redis_url = redis_process(state, logs, base)
         start(store)
         database_url = stack.enter_context(postgres_database(name, postgres_admin_url))
-        # The virtualenv's interpreter, or Debian's python3 on its packages where the
-        # former is out of `portal`'s reach (under /root).
-        portal_python = python_for(PORTAL_USER, Path(sys.prefix), ROOT)
-        python = portal_python.argv
+        # The virtualenv's interpreter, or its view on Debian's python3 where the former
+        # is out of `portal`'s reach (under /root): devtools/portal_user.py.
+        python = [str(python_for(PORTAL_USER, Path(sys.prefix), ROOT))]
         home = private_dir(state, "portal", PORTAL_USER)
         url = f"https://{HOST}:{port}"
         env = {
             **base,
-            **portal_python.env,
             "HOME": str(home),
             "PYTHONDONTWRITEBYTECODE": "1",
             "DJANGO_SETTINGS_MODULE": "portal.settings.production",

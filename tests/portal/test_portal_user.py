@@ -129,7 +129,7 @@ def test_make_runs_procfile_runs_as_the_portal_user_and_answers(stand_in: Path) 
         "OUTBOX_DIR": str(state / "outbox"),
         "CODE_SNAPSHOT_DIR": str(state / "code"),
     }
-    env = portal_user.user_env(env, python, state)
+    env = portal_user.user_env(env, state)
     command = [str(VENV / "bin" / "honcho"), "-f", str(procfile), "-d", str(ROOT), "start"]
     manager = Server("honcho", [], env, stand_in, lambda: answers(port), argv=command)
     try:

@@ -63,6 +63,9 @@ def test_the_add_page_asks_for_the_host_never_a_host_key(client: Client, staff: 
     assert 'name="ssh_host"' in page and 'name="ssh_port"' in page
     assert 'name="portal_username"' in page and 'name="trusts_portal_ca"' in page
     assert 'name="host_key"' not in page
+    guarded = Client(enforce_csrf_checks=True)
+    guarded.force_login(staff)
+    assert guarded.post(reverse(ADD), {"ssh_host": "127.0.0.1", "ssh_port": 22}).status_code == 403
 
 
 def test_a_host_with_no_sshd_is_named_and_nothing_recorded(client: Client, staff: User) -> None:

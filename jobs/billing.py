@@ -16,7 +16,7 @@ from jobs.models import Attempt, Job
 from jobs.notifications import queue_job_end_mail
 from portal_lib.queueing import queue_on_commit
 from projects.models import Reservation, UsageCharge
-from projects.quota import QuotaRefusal, QuotaRequest
+from projects.quota import QuotaFull, QuotaRefusal, QuotaRequest
 from projects.services import (
     Measured,
     Payer,
@@ -49,15 +49,24 @@ def _with_job(attempt: Attempt) -> Attempt:
     )
 
 
+class RoomFull(JobError):
+    """Only a concurrency limit stops the attempt now: it may wait in its project's line."""
+
+    code = "room_full"
+
+
 def attempt_reserve(*, attempt: Attempt) -> Reservation:
     """Hold the attempt's GPUs, CPUs and nodes x time limit against its budgets, or refuse.
 
     Call it inside the transaction that creates the attempt. A refusal is why this job
-    cannot start: a JobError naming the limit, the request and what is left.
+    cannot start: a JobError naming the limit, the request and what is left; a RoomFull
+    when only the concurrency limits are full (the message says why, in plain words).
     """
     attempt = _with_job(attempt)
     try:
         return reservation_create(attempt_id=attempt.pk, request=quota_request(attempt.job))
+    except QuotaFull as exc:
+        raise RoomFull(exc.message) from exc
     except QuotaRefusal as exc:
         raise JobError(exc.message, errors=exc.errors) from exc
 

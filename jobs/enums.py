@@ -10,6 +10,8 @@ from django.db import models
 class State(models.TextChoices):
     """Where a job or attempt stands; the Slurm names where Slurm has one."""
 
+    # In its project's line: over a concurrency limit, submitted when room frees.
+    WAITING = "WAITING", "Waiting"
     QUEUED = "QUEUED", "Queued"  # in the portal, not yet handed to Slurm
     SUBMITTING = "SUBMITTING", "Submitting"
     PENDING = "PENDING", "Pending"

@@ -12,7 +12,7 @@ from jobs.billing import quota_request
 from jobs.models import Job
 from jobs.specs import JobSpec
 from projects.models import Project, Quota
-from projects.quota import QuotaRequest, price_of, room_refusal
+from projects.quota import QuotaRequest, budget_verdict, concurrency_verdict, price_of
 from projects.selectors import Held, Usage, held_now, project_usage
 
 MONEY = Decimal("0.01")
@@ -58,7 +58,10 @@ def project_room(*, project: Project) -> Room:
 def request_estimate(*, request: QuotaRequest, room: Room) -> Estimate:
     """The request's hours and cost, and whether the room has space for it (no queries)."""
     usage = room.usage
-    message = room_refusal(request=request, quota=room.quota, held=room.held, usage=usage)
+    message = budget_verdict(request=request, quota=room.quota, usage=usage)
+    wait = ""
+    if room.quota is not None:
+        wait = concurrency_verdict(request=request, quota=room.quota, held=room.held)
     cost = price_of(
         gpu_hours=request.gpu_hours, cpu_hours=request.cpu_hours, prices=request.cluster
     )
@@ -68,8 +71,9 @@ def request_estimate(*, request: QuotaRequest, room: Room) -> Estimate:
         cost=cost.quantize(MONEY, ROUND_HALF_UP),
         left_before=usage.left_gpu_hours,
         left_after=usage.left_gpu_hours - request.gpu_hours,
+        # Over a concurrency limit only: accepted, it waits in the project's line.
         fits=not message,
-        message=message,
+        message=message or (f"Would wait in the project's line: {wait}." if wait else ""),
         cpus=request.cpus,
         cpu_hours=request.cpu_hours,
         node_hours=request.node_hours,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.enums import NEVER_RESTART, FailureClass, State
+from jobs.enums import NEVER_RESTART, FailureClass
 from jobs.errors import JobError
 from jobs.models import Attempt, Job
 from jobs.services import attempt_start
@@ -114,6 +114,6 @@ def attempt_restart(
         except JobError as exc:
             attempt_note(attempt=attempt, reason=f"Not restarted: {exc.message}")
             return None
-        Job.objects.filter(pk=job.pk).update(state=State.QUEUED, updated_at=timezone.now())
+        Job.objects.filter(pk=job.pk).update(state=new.state, updated_at=timezone.now())
     logger.info("job %s: attempt %s restarts attempt %s", job.pk, new.number, attempt.number)
     return new

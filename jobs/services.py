@@ -14,11 +14,12 @@ from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_for
 from jobs.access import require_canceller, require_submitter
-from jobs.billing import attempt_reserve
+from jobs.billing import RoomFull, attempt_reserve
 from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
 from jobs.models import Attempt, Job, JobEvent
 from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
+from jobs.queue.line import wait_reason
 from jobs.specs import JobSpec, validate_spec
 from jobs.states import attempt_note, attempt_transition
 from jobs.submit_rate import submit_rate_check
@@ -90,7 +91,9 @@ def attempt_start(
     """A new attempt of the job: its row, its reservation, its event and its queued submission.
 
     One transaction: a quota refusal (a JobError saying why) leaves nothing behind. Used by
-    the first submission and by every restart.
+    the first submission and by every restart. An attempt that only a concurrency limit
+    stops, or that jobs of its project wait ahead of, is accepted as WAITING in the
+    project's line instead (no reservation, nothing queued; jobs.queue.line releases it).
     """
     with transaction.atomic():
         attempt = Attempt.objects.create(
@@ -100,13 +103,51 @@ def attempt_start(
             resume_from=resume_from,
             excluded_nodes=excluded_nodes,
         )
-        # Under the project's quota lock; each attempt holds its own reservation.
-        attempt_reserve(attempt=attempt)
+        waits = _reserve_or_wait(attempt, project=job.project)
+        state = State.WAITING if waits else State.QUEUED
+        if waits:
+            Attempt.objects.filter(pk=attempt.pk).update(state=state, reason=waits)
+            Job.objects.filter(pk=job.pk).update(state=state)
+            attempt.state, attempt.reason, job.state = state, waits, state
         JobEvent.objects.create(
-            job=job, attempt=attempt, time=timezone.now(), to_state=State.QUEUED, reason=reason
+            job=job,
+            attempt=attempt,
+            time=timezone.now(),
+            to_state=state,
+            reason=f"{reason} {waits}" if waits else reason,
         )
-        _queue_submission(attempt.pk)
+        if not waits:
+            _queue_submission(attempt.pk)
     return attempt
+
+
+class _Behind(Exception):
+    """The attempt fits now, but jobs of its project came first: it waits behind them."""
+
+
+def _reserve_or_wait(attempt: Attempt, *, project: Project) -> str:
+    """Reserve the attempt's share of the quota (empty), or why it waits in the line.
+
+    Under the project's quota row lock, so the line and the reservations are read by one
+    submission or release at a time; a refusal for any other rule raises JobError.
+    """
+    Quota.objects.select_for_update().filter(project=project).first()
+    ahead = (
+        Attempt.objects.filter(job__project=project, state=State.WAITING)
+        .exclude(pk=attempt.pk)
+        .count()
+    )
+    try:
+        with transaction.atomic():
+            attempt_reserve(attempt=attempt)
+            if ahead:
+                raise _Behind  # rolls the reservation back: first come, first served
+    except RoomFull as exc:
+        return wait_reason(exc.message)
+    except _Behind:
+        jobs = "job" if ahead == 1 else "jobs"
+        return wait_reason(f"{ahead} {jobs} of project {project.slug} came first")
+    return ""
 
 
 def _queue_submission(attempt_id: int) -> None:
@@ -130,11 +171,13 @@ def job_cancel(*, job: Job, user: User) -> None:
         now = timezone.now()
         Attempt.objects.filter(pk=attempt.pk).update(cancel_requested_at=now)
         attempt.cancel_requested_at = now
-        if attempt.state == State.QUEUED:
+        if attempt.state in (State.WAITING, State.QUEUED):
+            # Never handed to Slurm: a waiting job leaves its line, a queued one its queue.
+            where = " while waiting in line" if attempt.state == State.WAITING else ""
             attempt_transition(
                 attempt=attempt,
                 to=State.CANCELLED,
-                reason=f"Cancelled by {user.get_username()} before submission.",
+                reason=f"Cancelled by {user.get_username()}{where} before submission.",
                 ended_at=now,
             )
             return

@@ -10,12 +10,17 @@ from django.utils import timezone
 from jobs.billing import attempt_settle
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Attempt, Job, JobEvent
+from portal_lib.queueing import queue_on_commit
+
+RELEASE_LINE = "jobs.tasks.release_line"
 
 _SLURM_STATES = frozenset({State.PENDING, State.RUNNING, State.COMPLETING, *FINAL_STATES}) - {
     State.FAILED
 }
 
 ALLOWED: dict[str, frozenset[str]] = {
+    # Released from the project's line (a reservation made), cancelled, or refused at release.
+    State.WAITING: frozenset({State.QUEUED, State.CANCELLED, State.FAILED}),
     State.QUEUED: frozenset({State.SUBMITTING, State.CANCELLED, State.FAILED}),
     # Submission may find the job already past pending (adoption after a lost reply).
     State.SUBMITTING: _SLURM_STATES | {State.QUEUED, State.FAILED, State.UNKNOWN},
@@ -96,6 +101,8 @@ def attempt_transition(
     latest = Attempt.objects.filter(job_id=OuterRef("pk")).order_by("-number").values("state")[:1]
     Job.objects.filter(pk=attempt.job_id).update(state=Subquery(latest), updated_at=at)
     if to in FINAL_STATES:
-        # Frees the attempt's GPUs and charges what it used, in this transaction.
+        # Frees the attempt's GPUs and charges what it used, in this transaction; the
+        # project's line is then looked at for a waiting job that fits.
         attempt_settle(attempt=attempt)
+        queue_on_commit(RELEASE_LINE, attempt.job.project_id)
     return True

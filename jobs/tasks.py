@@ -20,6 +20,7 @@ from jobs.notifications import job_end_send
 from jobs.poll.cycle import PARTS, PollResult, cluster_poll
 from jobs.poll.health import poll_record
 from jobs.poll.lease import lease, poll_lease, submit_lease_key
+from jobs.queue.line import line_release, lines_release
 from jobs.selectors import clusters_to_poll
 from jobs.services import attempts_reconcile
 from jobs.submission import SubmitRetry, attempt_submit
@@ -96,6 +97,14 @@ def poll_active_clusters() -> None:
 @shared_task(ignore_result=True)
 def reconcile_attempts() -> None:
     attempts_reconcile()
+    # The backstop of the lines: a release lost with its worker is made here.
+    lines_release()
+
+
+@shared_task(ignore_result=True)
+def release_line(project_id: int) -> None:
+    """An attempt of the project ended: submit the waiting jobs that fit now, in order."""
+    line_release(project_id=project_id)
 
 
 @shared_task(bind=True, max_retries=CHARGE_RETRIES)

@@ -25,6 +25,15 @@ class QuotaRefusal(PortalError):
     code = "quota_refused"
 
 
+class QuotaFull(QuotaRefusal):
+    """Only the concurrency limits refuse the request now: it fits once a job ends.
+
+    Everything else (scope, per-job limits, budgets) allows it, so a caller may let it wait.
+    """
+
+    code = "quota_full"
+
+
 @dataclass(frozen=True)
 class QuotaRequest:
     """What a submission asks of its project: where it runs, how big, how long."""
@@ -113,20 +122,6 @@ def meter_refusal(
     )
 
 
-def jobs_refusal(*, project: Project, held: int, limit: int) -> str:
-    return (
-        f"project {project.slug} allows {limit} queued and running jobs at once and has "
-        f"{held}: wait for one to end, or cancel one"
-    )
-
-
-def concurrency_refusal(*, project: Project, gpus: int, held: int, limit: int) -> str:
-    return (
-        f"needs {gpus} GPUs, {max(limit - held, 0)} of {limit} concurrent GPUs free in project "
-        f"{project.slug}: wait for a running job to end or ask for fewer GPUs"
-    )
-
-
 def limit_errors(*, gpus: int, time_limit: timedelta, quota: Quota) -> dict[str, list[str]]:
     """The per-job limits (GPUs, wall time), by the spec field that breaks them."""
     errors: dict[str, list[str]] = {}
@@ -165,19 +160,11 @@ def scope_refusal(
     return None
 
 
-def room_refusal(*, request: QuotaRequest, quota: Quota | None, held: Held, usage: Usage) -> str:
-    """Whether the project has room now; empty if it has.
-
-    In order: concurrent jobs, concurrent GPUs, then the GPU-, CPU- and node-hour budgets.
-    """
+def budget_verdict(*, request: QuotaRequest, quota: Quota | None, usage: Usage) -> str:
+    """Whether the GPU-, CPU- and node-hour budgets have room for the request; empty if so."""
     if quota is None:
         return no_budget_refusal(request.project)
     project = request.project
-    if quota.max_concurrent_jobs is not None and held.jobs + 1 > quota.max_concurrent_jobs:
-        return jobs_refusal(project=project, held=held.jobs, limit=quota.max_concurrent_jobs)
-    limit = quota.max_concurrent_gpus
-    if limit is not None and held.gpus + request.gpus > limit:
-        return concurrency_refusal(project=project, gpus=request.gpus, held=held.gpus, limit=limit)
     if not usage.has_quota or request.gpu_hours > usage.left_gpu_hours:
         return budget_refusal(project=project, needed=request.gpu_hours, usage=usage)
     for needed, meter, unit in (
@@ -192,6 +179,50 @@ def room_refusal(*, request: QuotaRequest, quota: Quota | None, held: Held, usag
     return ""
 
 
+def never_fits(*, request: QuotaRequest, quota: Quota) -> str:
+    """A request the concurrency limits refuse even with the project empty; empty if it fits."""
+    limit = quota.max_concurrent_gpus
+    if limit is not None and request.gpus > limit:
+        return (
+            f"needs {request.gpus} GPUs, more than the {limit} concurrent GPUs project "
+            f"{request.project.slug} allows at once: ask for at most {limit} GPUs"
+        )
+    if quota.max_concurrent_jobs is not None and quota.max_concurrent_jobs < 1:
+        return f"project {request.project.slug} allows no queued or running jobs"
+    return ""
+
+
+def concurrency_verdict(*, request: QuotaRequest, quota: Quota, held: Held) -> str:
+    """Why the concurrent-jobs or concurrent-GPUs limit has no room now; empty if it has.
+
+    Plain words for a job that waits: 'project vision has 4 of its 4 concurrent GPUs in
+    use and this job needs 1'.
+    """
+    slug = request.project.slug
+    jobs = quota.max_concurrent_jobs
+    if jobs is not None and held.jobs + 1 > jobs:
+        return f"project {slug} has {held.jobs} of its {jobs} jobs at once queued or running"
+    limit = quota.max_concurrent_gpus
+    if limit is not None and held.gpus + request.gpus > limit:
+        return (
+            f"project {slug} has {held.gpus} of its {limit} concurrent GPUs in use "
+            f"and this job needs {request.gpus}"
+        )
+    return ""
+
+
+def room_refusal(*, request: QuotaRequest, quota: Quota | None, held: Held, usage: Usage) -> str:
+    """Whether the project has room now; empty if it has.
+
+    In order: the GPU-, CPU- and node-hour budgets, then concurrent jobs, concurrent GPUs.
+    """
+    if quota is None:
+        return no_budget_refusal(request.project)
+    return budget_verdict(request=request, quota=quota, usage=usage) or concurrency_verdict(
+        request=request, quota=quota, held=held
+    )
+
+
 def quota_refusal(
     *,
     request: QuotaRequest,
@@ -200,7 +231,11 @@ def quota_refusal(
     held: Held,
     usage: Usage,
 ) -> QuotaRefusal | None:
-    """Every rule a reservation must pass, in order; None when the request fits."""
+    """Every rule a reservation must pass, in order; None when the request fits.
+
+    Scope, per-job limits, a size the project can never hold at once, then the budgets:
+    a QuotaRefusal. Last the concurrency limits: a QuotaFull, which may wait for room.
+    """
     if quota is None:
         return QuotaRefusal(no_budget_refusal(request.project))
     scope = scope_refusal(request=request, quota=quota, allowed_clusters=allowed_clusters)
@@ -209,5 +244,11 @@ def quota_refusal(
     errors = limit_errors(gpus=request.gpus, time_limit=request.time_limit, quota=quota)
     if errors:
         return QuotaRefusal(next(iter(errors.values()))[0], errors=errors)
-    room = room_refusal(request=request, quota=quota, held=held, usage=usage)
-    return QuotaRefusal(room) if room else None
+    never = never_fits(request=request, quota=quota)
+    if never:
+        return QuotaRefusal(never, errors={"gpus_per_node": [never]})
+    budget = budget_verdict(request=request, quota=quota, usage=usage)
+    if budget:
+        return QuotaRefusal(budget)
+    full = concurrency_verdict(request=request, quota=quota, held=held)
+    return QuotaFull(full) if full else None

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Attempt, Job
+from jobs.queue.line import jobs_waiting
 from jobs.queue.waits import format_wait, similar_waits
 from monitoring.hangs.output import steps_are_records
 from monitoring.hangs.selectors import Stall, attempt_stall
@@ -35,6 +36,8 @@ class HeaderFacts:
     stall: Stall | None = None  # the running attempt's hang or startup stall
     # Its points' x numbers records (no step printed): the page says "record n", never "step n".
     steps_are_records: bool = False
+    # Waiting in its project's line: its place and why, in words (jobs.queue.line).
+    waiting: str = ""
 
     @property
     def finished(self) -> bool:
@@ -70,7 +73,13 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
         run_dir=latest.run_dir if latest else "",
         stall=stall,
         steps_are_records=bool(latest and started and steps_are_records(attempt_id=latest.pk)),
+        waiting=_waiting_text(job) if state == State.WAITING else "",
     )
+
+
+def _waiting_text(job: Job) -> str:
+    found = jobs_waiting([job]).get(job.pk)
+    return f"{found.place.words} {found.reason}" if found else ""
 
 
 def _queue_texts(job: Job, latest: Attempt, now: datetime) -> tuple[str, str]:

@@ -73,15 +73,47 @@ def test_concurrency_counts_pending_and_running_gpus(
     second = _submit(submitter, project, cluster, **four)
     running = second.attempts.get()
     Attempt.objects.filter(pk=running.pk).update(state=State.RUNNING, slurm_job_id="9")
-    with pytest.raises(JobError) as refused:
-        _submit(submitter, project, cluster, **four)
-    assert refused.value.message == (
-        "needs 4 GPUs, 0 of 8 concurrent GPUs free in project vision: wait for a running job "
-        "to end or ask for fewer GPUs"
+    # Over the concurrency limit only: accepted, waiting in the project's line, unreserved.
+    third = _submit(submitter, project, cluster, **four)
+    waiting = third.attempts.get()
+    assert (third.state, waiting.state) == (State.WAITING, State.WAITING)
+    assert waiting.reason == (
+        "Waiting for room: project vision has 8 of its 8 concurrent GPUs in use and this job "
+        "needs 4. It goes to Slurm when a job of the project ends."
     )
-    # Cancelling the queued job frees its GPUs at once.
+    assert not Reservation.objects.filter(attempt=waiting).exists()
+    assert waiting.pk not in no_submission
+    # Cancelling the queued job frees its GPUs at once; a new job still waits behind the line.
     job_cancel(job=first, user=submitter)
-    assert _submit(submitter, project, cluster, **four).state == State.QUEUED
+    assert _submit(submitter, project, cluster, **four).state == State.WAITING
+
+
+def test_a_job_bigger_than_the_concurrency_limit_is_refused_at_once(
+    submitter, project, cluster, no_submission
+) -> None:
+    Quota.objects.filter(project=project).update(max_concurrent_gpus=2, max_gpus_per_job=None)
+    with pytest.raises(JobError) as refused:
+        _submit(submitter, project, cluster, nodes=2, gpus_per_node=2)
+    assert refused.value.message == (
+        "needs 4 GPUs, more than the 2 concurrent GPUs project vision allows at once: "
+        "ask for at most 2 GPUs"
+    )
+    assert not Job.objects.exists()
+
+
+def test_a_budget_refusal_stays_a_refusal_with_the_line_full(
+    submitter, project, cluster, no_submission
+) -> None:
+    Quota.objects.filter(project=project).update(
+        max_concurrent_jobs=1, gpu_hours_per_period=Decimal("5")
+    )
+    _submit(submitter, project, cluster, nodes=1, gpus_per_node=1, time_limit=timedelta(hours=1))
+    with pytest.raises(JobError) as refused:
+        _submit(
+            submitter, project, cluster, nodes=2, gpus_per_node=2, time_limit=timedelta(hours=2)
+        )
+    assert refused.value.message == "needs 8 GPU-h, 4 GPU-h left this month in project vision"
+    assert Job.objects.count() == 1
 
 
 def test_project_without_quota_is_refused(submitter, project, cluster, no_submission) -> None:
@@ -146,7 +178,7 @@ def test_quota_update_records_who_changed_what(project, staff) -> None:
     assert Quota.objects.get(project=project).gpu_hours_per_period == Decimal("5")
 
 
-def test_room_is_checked_jobs_first_then_gpus_then_each_budget(project: Project) -> None:
+def test_room_is_checked_budgets_first_then_jobs_then_gpus(project: Project) -> None:
     quota = Quota.objects.get(project=project)
     quota.max_concurrent_jobs, quota.cpu_hours_per_period = 2, Decimal("1")
     quota.save()
@@ -160,11 +192,12 @@ def test_room_is_checked_jobs_first_then_gpus_then_each_budget(project: Project)
         time_limit=timedelta(hours=1),
     )
     usage = project_usage(project=project)
-    full = room_refusal(request=request, quota=quota, held=Held(gpus=0, jobs=2), usage=usage)
-    assert full.startswith("project vision allows 2 queued and running jobs at once and has 2")
-    cpu = room_refusal(request=request, quota=quota, held=Held(jobs=1), usage=usage)
+    # A budget refuses before the line is looked at: waiting would never make room.
+    cpu = room_refusal(request=request, quota=quota, held=Held(gpus=0, jobs=2), usage=usage)
     assert cpu == "needs 4 CPU-h, 1 CPU-h left this month in project vision"
     quota.cpu_hours_per_period = None  # blank: no CPU-hour limit
     quota.save()
     usage = project_usage(project=project)
+    full = room_refusal(request=request, quota=quota, held=Held(gpus=0, jobs=2), usage=usage)
+    assert full == "project vision has 2 of its 2 jobs at once queued or running"
     assert room_refusal(request=request, quota=quota, held=Held(jobs=1), usage=usage) == ""

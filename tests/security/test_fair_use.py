@@ -26,6 +26,7 @@ from jobs import accounting
 from jobs.accounting import attempt_charge_from_accounting
 from jobs.enums import State
 from jobs.models import Attempt, Job
+from jobs.queue.line import line_release
 from jobs.services import attempt_start
 from jobs.states import attempt_transition
 from monitoring.logs.store import MAX_TAIL_BYTES, Delivery, log_files, log_store
@@ -181,17 +182,22 @@ def test_a_project_runs_at_most_its_concurrent_jobs(
 ) -> None:
     Quota.objects.filter(project=project).update(max_concurrent_jobs=3)
     ids = [_post(tokens.owner, _body(cluster)).json()["id"] for _ in range(3)]
-    refused = _post(tokens.owner, _body(cluster))
-    assert refused.status_code == 400
-    assert refused.json() == {
-        "non_field_errors": [
-            "project vision allows 3 queued and running jobs at once and has 3: "
-            "wait for one to end, or cancel one"
-        ]
+    # The fourth is accepted, waiting in the project's line: the API says where and why.
+    fourth = _post(tokens.owner, _body(cluster))
+    assert fourth.status_code == 201
+    assert fourth.json()["state"] == "WAITING"
+    assert fourth.json()["waiting"] == {
+        "place": 1,
+        "line_length": 1,
+        "words": "Next in project vision's line (1 waiting).",
+        "reason": "Waiting for room: project vision has 3 of its 3 jobs at once queued or "
+        "running. It goes to Slurm when a job of the project ends.",
     }
-    # One ends: its slot is free again.
+    assert Reservation.objects.filter(ended_at__isnull=True).count() == 3
+    # One ends: its slot goes to the waiting job, in the line's order.
     assert bearer(tokens.owner).post(f"/api/v1/jobs/{ids[0]}/cancel/").status_code == 202
-    assert _post(tokens.owner, _body(cluster)).status_code == 201
+    line_release(project_id=project.pk)
+    assert Job.objects.get(pk=fourth.json()["id"]).state == State.QUEUED
     assert Reservation.objects.filter(ended_at__isnull=True).count() == 3
 
 

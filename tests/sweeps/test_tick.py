@@ -171,15 +171,29 @@ def test_a_crash_mid_tick_leaves_nothing_and_the_next_tick_starts_over(
     assert Job.objects.count() == 3 and Attempt.objects.count() == 3
 
 
-def test_a_quota_refusal_waits_for_the_next_tick_and_says_why(
+def test_a_trial_over_the_projects_concurrency_limit_waits_in_its_line(
     submitter: User, project: Project, cluster: Cluster
 ) -> None:
     sweep = new_sweep(submitter, project, cluster, max_concurrent=3)
     project.quota.max_concurrent_gpus = 2
     project.quota.save()
     trials = _tick(sweep)
-    assert len(trials) == 2
-    assert sweep.message.startswith("Trial 2 could not start: needs 1 GPUs, 0 of 2 concurrent")
+    assert len(trials) == 3
+    assert [attempt_of(trial).state for trial in trials] == [
+        State.QUEUED,
+        State.QUEUED,
+        State.WAITING,
+    ]
+
+
+def test_a_quota_refusal_waits_for_the_next_tick_and_says_why(
+    submitter: User, project: Project, cluster: Cluster
+) -> None:
+    sweep = new_sweep(submitter, project, cluster, max_concurrent=3)
+    project.quota.max_concurrent_gpus = 0
+    project.quota.save()
+    assert _tick(sweep) == []
+    assert sweep.message.startswith("Trial 0 could not start: needs 1 GPUs, more than the 0")
 
 
 def test_pause_resume_stop_and_stopping_one_trial(

@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from clusters.models import Cluster
 from jobs.access import job_for_viewer, jobs_visible_to, require_submitter
 from jobs.models import Attempt, Job, JobEvent
+from jobs.queue.line import jobs_waiting
 from jobs.services import job_cancel, job_submit
 from jobs.specs import CODE_FIELDS, JobSpec, spec_from_job
 from projects.access import projects_of_member
@@ -51,6 +52,13 @@ def _present(model: type[Any], names: tuple[str, ...]) -> list[str]:
 # --- output -------------------------------------------------------------------------
 
 
+class WaitingSerializer(serializers.Serializer[Any]):
+    place = serializers.IntegerField(help_text="Place in the project's line; 1 is next.")
+    line_length = serializers.IntegerField(help_text="Jobs waiting in the project's line.")
+    words = serializers.CharField(help_text="The place, in words.")
+    reason = serializers.CharField(help_text="Why the job waits, in words.")
+
+
 class JobSerializer(serializers.ModelSerializer[Job]):
     project = serializers.SlugRelatedField[Project](slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField[Cluster](slug_field="name", read_only=True)
@@ -65,6 +73,10 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     )
     code = CodeSnapshotSerializer(
         read_only=True, allow_null=True, help_text="The code snapshot the command runs in."
+    )
+    waiting = serializers.SerializerMethodField(
+        help_text="A WAITING job's place in its project's line (1 is next), the line's "
+        "length and why it waits, in words; null for any other state."
     )
 
     class Meta:
@@ -94,10 +106,25 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             *CODE_FIELDS,
             "latest_attempt",
             "output_complete",
+            "waiting",
             "created_at",
             "updated_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(WaitingSerializer(allow_null=True))
+    def get_waiting(self, job: Job) -> dict[str, Any] | None:
+        # A list passes every row's place in its context (jobs_waiting: one query per page).
+        waiting = self.context.get("waiting")
+        found = (waiting if waiting is not None else jobs_waiting([job])).get(job.pk)
+        if found is None:
+            return None
+        return {
+            "place": found.place.number,
+            "line_length": found.place.length,
+            "words": found.place.words,
+            "reason": found.reason,
+        }
 
 
 class AttemptSerializer(serializers.ModelSerializer[Attempt]):
@@ -253,8 +280,11 @@ class JobListCreateView(generics.GenericAPIView[Job]):
             jobs = jobs.filter(state=filters["state"])
         if filters["mine"]:
             jobs = jobs.filter(user_id=request.user.pk or 0)
-        page = self.paginate_queryset(jobs)
-        return self.get_paginated_response(JobSerializer(page, many=True).data)
+        page = self.paginate_queryset(jobs) or []
+        waiting = jobs_waiting(page)
+        return self.get_paginated_response(
+            JobSerializer(page, many=True, context={"waiting": waiting}).data
+        )
 
     @extend_schema(
         operation_id="jobs_create",

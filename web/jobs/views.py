@@ -29,6 +29,7 @@ from jobs.listing import (
 )
 from jobs.models import Job
 from jobs.preview import estimate_for, script_preview
+from jobs.queue.line import jobs_waiting
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec, spec_from_job, validate_spec
 from portal_lib.bounds import IdOutOfRange, row_id, row_ids
@@ -54,6 +55,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
         after=request.GET.get("after", ""),
         before=request.GET.get("before", ""),
     )
+    waiting = jobs_waiting(page.jobs)  # no query unless a row waits in its project's line
+    for job in page.jobs:
+        setattr(job, "waiting", waiting.get(job.pk))  # noqa: B010 (read by the row's template)
     rows = [(job, can_cancel_now(access=access, job=job)) for job in page.jobs]
     return render(
         request,

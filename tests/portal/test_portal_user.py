@@ -107,8 +107,16 @@ def _started(what: str) -> bool:
     )
 
 
+@pytest.fixture
+def local_run(stand_in: Path) -> Path:
+    """The stand-in checkout for a test that starts make run's servers (slow: not in
+    `make check`, tests/harness.py's SLOW_FIXTURES)."""
+    return stand_in
+
+
 @pytest.mark.django_db(transaction=True)
-def test_make_runs_procfile_runs_as_the_portal_user_and_answers(stand_in: Path) -> None:
+def test_make_runs_procfile_runs_as_the_portal_user_and_answers(local_run: Path) -> None:
+    stand_in = local_run
     try:
         python = python_for(PORTAL_USER, VENV, ROOT)
     except portal_user.UserPythonMissing as exc:  # make run then runs as root, and says so

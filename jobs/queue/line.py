@@ -112,6 +112,8 @@ def line_release(*, project_id: int) -> list[int]:
     the refusal and the next is looked at.
     """
     released: list[int] = []
+    if not waiting_attempts(project_id=project_id).exists():
+        return released  # most ends: nobody waits, and the quota lock is not taken
     for _ in range(MAX_RELEASES):
         with transaction.atomic():
             outcome = _release_head(project_id)

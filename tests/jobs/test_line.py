@@ -15,11 +15,12 @@ from django.db import connection
 
 from clusters.models import Cluster
 from jobs import states
-from jobs.enums import State
+from jobs.enums import FailureClass, State
 from jobs.errors import JobError
 from jobs.models import Attempt, Job, JobEvent
 from jobs.queue import line
 from jobs.queue.line import jobs_waiting, line_release, lines_release
+from jobs.restart import attempt_restart
 from jobs.services import job_cancel, job_submit
 from jobs.states import attempt_transition
 from projects.models import Membership, Project, Quota, Reservation
@@ -239,3 +240,31 @@ def test_two_workers_releasing_at_once_release_each_job_once(
     assert sorted(n for result in results for n in result) == [jobs[1].attempts.get().pk]
     assert released == [jobs[1].attempts.get().pk]
     assert _states(jobs[1:]) == [State.QUEUED, State.WAITING, State.WAITING]
+
+
+def test_a_restart_that_finds_the_project_full_waits_and_the_job_says_so(
+    submitter, project, cluster, no_submission
+) -> None:
+    _cap(project, 1)
+    first, other = (_submit(submitter, project, cluster) for _ in range(2))
+    attempt = first.attempts.get()
+    Job.objects.filter(pk=first.pk).update(max_restarts=1)
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.FAILED, slurm_job_id="7")
+    Reservation.objects.filter(attempt=attempt).update(
+        ended_at=first.created_at, released_at=first.created_at
+    )
+    attempt.refresh_from_db()
+    # The project is full again (another job runs): the restart waits behind the line.
+    Attempt.objects.filter(job=other).update(state=State.RUNNING)
+    Reservation.objects.create(
+        attempt=other.attempts.get(),
+        project=project,
+        gpus=1,
+        gpu_hours=1,
+        created_at=first.created_at,
+    )
+    second = attempt_restart(
+        attempt=attempt, failure_class=FailureClass.NODE_FAILURE, resume_from=""
+    )
+    assert second is not None and second.state == State.WAITING
+    assert Job.objects.get(pk=first.pk).state == State.WAITING

@@ -26,7 +26,11 @@ TIGHT = Limits(cpu_seconds=1, memory_bytes=256 * MIB, wall_seconds=30.0)
 
 
 def _python(code: str, limits: Limits = TIGHT) -> tuple[int, bytes, bool]:
-    outcome = run_limited([sys.executable, "-I", "-c", code], stdin=b"", limits=limits)
+    """`code` in a limited child, begun once its input ends, as the archive check's child
+    begins with its request: the limits are set between its start and its input, so code
+    run straight from argv could outrun them on a busy machine."""
+    waits = f"import sys\nsys.stdin.read()\n{code}"
+    outcome = run_limited([sys.executable, "-I", "-c", waits], stdin=b"go", limits=limits)
     return outcome.returncode, outcome.stderr, outcome.past_limits
 
 

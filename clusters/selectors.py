@@ -1,16 +1,17 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Q
 
-from clusters.certificates.logins import account_login, operator_login
+from clusters.certificates.logins import LoginChecks, account_login, login_checks, operator_login
 from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Endpoint
 
 
-def account_endpoint(*, account: ClusterAccount) -> Endpoint:
+def account_endpoint(*, account: ClusterAccount, checks: LoginChecks | None = None) -> Endpoint:
     """The SSH endpoint of a cluster account, checked now: a revoked user's is refused.
 
     Its login is a certificate signed at each new connection, the key the user installed,
-    or the stored key (clusters.certificates.logins). Build it again for each use.
+    or the stored key (clusters.certificates.logins). Build it again for each use; a
+    caller building many at once (a poll) passes one `login_checks` for them all.
     """
     cluster = account.cluster
     where = Endpoint(
@@ -20,7 +21,9 @@ def account_endpoint(*, account: ClusterAccount) -> Endpoint:
         host_key=cluster.host_key,
         username=account.username,
     )
-    return account_login(account=account, endpoint=where)
+    if checks is None:
+        checks = login_checks(accounts=[account])
+    return account_login(account=account, endpoint=where, checks=checks)
 
 
 def portal_endpoint(*, cluster: Cluster) -> Endpoint | None:

@@ -8,8 +8,10 @@ trusts the portal's CA, else the admin's stored key).
 """
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -72,13 +74,35 @@ class CertificateIssuer:
         return LoginKey(private_key=private_text(key), certificate=certificate_line(certificate))
 
 
-def account_refusal(*, account: ClusterAccount) -> str:
+@dataclass
+class LoginChecks:
+    """What the logins of some accounts are decided on, read now: one query for whether
+    each account and its user are still there and active, and the signing CA once (a
+    poll builds all its accounts' endpoints on one of these)."""
+
+    refusals: dict[int, str]
+    _ca: CertificateAuthority | None = None
+    _ca_read: bool = False
+
+    def signing_ca(self) -> CertificateAuthority | None:
+        if not self._ca_read:
+            self._ca, self._ca_read = authority_signing(), True
+        return self._ca
+
+
+def login_checks(*, accounts: Sequence[ClusterAccount]) -> LoginChecks:
+    """The checks of `accounts`' logins, read now (one query; the CA when first needed)."""
+    rows = {
+        row["pk"]: row
+        for row in ClusterAccount.objects.filter(pk__in=[a.pk for a in accounts]).values(
+            "pk", "user_id", "user__is_active", "user__username"
+        )
+    }
+    return LoginChecks({a.pk: _refusal(a, rows.get(a.pk)) for a in accounts})
+
+
+def _refusal(account: ClusterAccount, row: Mapping[str, Any] | None) -> str:
     """Why the portal must not connect as the account any more; empty when it may."""
-    row = (
-        ClusterAccount.objects.filter(pk=account.pk)
-        .values("user_id", "user__is_active", "user__username")
-        .first()
-    )
     where = f"{account.username!r} on cluster {account.cluster.name!r}"
     if row is None:
         return f"The cluster account {where} was removed: the portal no longer connects as it."
@@ -91,14 +115,14 @@ def account_refusal(*, account: ClusterAccount) -> str:
     return ""
 
 
-def account_login(*, account: ClusterAccount, endpoint: Endpoint) -> Endpoint:
+def account_login(*, account: ClusterAccount, endpoint: Endpoint, checks: LoginChecks) -> Endpoint:
     """`endpoint` (where, as whom) with the account's way in, or the reason there is none."""
-    refusal = account_refusal(account=account)
+    refusal = checks.refusals[account.pk]
     if refusal:
         return replace(endpoint, refusal=refusal)
     name = account.username
     if account.authentication == Authentication.CERTIFICATE:
-        return _certificate_login(account, endpoint)
+        return _certificate_login(account, endpoint, checks.signing_ca())
     if account.authentication == Authentication.INSTALLED_KEY:
         if not account.private_key:
             return replace(
@@ -152,8 +176,9 @@ def operator_login(*, cluster: Cluster, endpoint: Endpoint) -> Endpoint:
     )
 
 
-def _certificate_login(account: ClusterAccount, endpoint: Endpoint) -> Endpoint:
-    ca = authority_signing()
+def _certificate_login(
+    account: ClusterAccount, endpoint: Endpoint, ca: CertificateAuthority | None
+) -> Endpoint:
     name = account.username
     if ca is None:
         return replace(

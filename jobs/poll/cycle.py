@@ -25,6 +25,7 @@ from clusters.agent import (
     ListingRead,
     run_agent,
 )
+from clusters.certificates.logins import login_checks
 from clusters.models import ClusterAccount
 from clusters.selectors import account_endpoint
 from clusters.slurm import SlurmError, squeue_argv, squeue_result
@@ -108,9 +109,12 @@ def _each_account(
     # A sliced poll meets a left-out account once a slice: counted once.
     result.delayed += [a.username for a, _ in roster.left_out if a.username not in result.delayed]
     reads = []
+    # Whether each account may still be used (its user active), and the signing CA: read
+    # once for the poll, not once per account.
+    checks = login_checks(accounts=[account for account, _ in roster.due])
     for account, group in roster.due:
         try:
-            endpoint = account_endpoint(account=account)
+            endpoint = account_endpoint(account=account, checks=checks)
             reads.append(AccountRead(account, group, endpoint, request(account, group)))
         except Exception:  # one account's failure must not cost the others
             _failed(account, result)

@@ -241,6 +241,17 @@ def bearer(token: str | None) -> Client:
     return Client(headers={"Authorization": f"Bearer {token}"})
 
 
+def browser_log_in(page, server: str, user: User) -> None:
+    """Sign `user` in through the log-in form (their password set to PASSWORD first)."""
+    user.set_password(PASSWORD)
+    user.save()
+    page.goto(f"{server}/")
+    page.get_by_label("User name").fill(user.get_username())
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name=f"Hello, {user.get_username()}").wait_for()
+
+
 def screenshot(page: object, name: str, *, full_page: bool = True) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"

@@ -13,21 +13,11 @@ from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from jobs.enums import State
 from jobs.models import Job
 from projects.models import Project
-from tests.helpers import PASSWORD, for_docs, screenshot, wait_for
+from tests.helpers import browser_log_in, for_docs, screenshot, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _log_in(page, server: str, user: User) -> None:
-    user.set_password(PASSWORD)
-    user.save()
-    page.goto(f"{server}/")
-    page.get_by_label("User name").fill(user.get_username())
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name=f"Hello, {user.get_username()}").wait_for()
 
 
 def _fill_form(page, **fields: str) -> None:
@@ -53,7 +43,7 @@ def test_command_job_through_the_form_errors_clone_and_pages(
     sandbox_cluster: Cluster,
     page,
 ) -> None:
-    _log_in(page, asgi_server, researcher)
+    browser_log_in(page, asgi_server, researcher)
     page.get_by_role("link", name="New job").first.click()
     page.get_by_role("heading", name="New job").wait_for()
     page.locator("#id_partition option", has_text="gpu").first.wait_for(state="attached")
@@ -165,7 +155,7 @@ def test_ddp_job_from_its_template_runs_and_is_cancelled(
     example_trainer: str,
     page,
 ) -> None:
-    _log_in(page, asgi_server, researcher)
+    browser_log_in(page, asgi_server, researcher)
     page.goto(f"{asgi_server}/jobs/new/")
     page.locator("#id_partition option", has_text="gpu").first.wait_for(state="attached")
     _fill_form(

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 
 from clusters.hostkeys import fingerprint, parse_host_key
 from clusters.models import Cluster, ReadinessReport
-from tests.helpers import PASSWORD, screenshot, wait_for, worker_tag
+from tests.helpers import browser_log_in, screenshot, wait_for, worker_tag
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -22,13 +22,7 @@ def test_staff_add_a_cluster_in_the_admin_by_its_fingerprint(
     sandbox_info,
     page,
 ) -> None:
-    staff.set_password(PASSWORD)
-    staff.save()
-    page.goto(f"{asgi_server}/")
-    page.get_by_label("User name").fill(staff.get_username())
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name=f"Hello, {staff.get_username()}").wait_for()
+    browser_log_in(page, asgi_server, staff)
 
     page.goto(f"{asgi_server}/admin/clusters/cluster/add/")
     page.get_by_label("SSH host").fill(sandbox_info.ssh_host)

@@ -5,7 +5,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster, ReadinessReport
-from tests.helpers import PASSWORD, screenshot, wait_for
+from tests.helpers import browser_log_in, screenshot, wait_for
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -20,13 +20,7 @@ def test_staff_presses_check_readiness_and_reads_the_report(
     sandbox_cluster: Cluster,
     page,
 ) -> None:
-    staff.set_password(PASSWORD)
-    staff.save()
-    page.goto(f"{asgi_server}/")
-    page.get_by_label("User name").fill(staff.get_username())
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name=f"Hello, {staff.get_username()}").wait_for()
+    browser_log_in(page, asgi_server, staff)
 
     page.goto(f"{asgi_server}/clusters/{sandbox_cluster.name}/")
     page.get_by_text("Not checked yet.").wait_for()

@@ -138,6 +138,8 @@
       document.getElementById("script").textContent = data.script || "Fix the fields marked in red to see the script.";
       showEstimate(data.estimate);
       showPlan(data.plan);
+      // Other parts of the form (expected starts, sizing from history) follow the same answer.
+      form.dispatchEvent(new CustomEvent("preview", { detail: data }));
       status.textContent = Object.keys(data.errors).length ? "needs changes" : "ready";
       form.dataset.previewed = String(mine);
     } catch (err) {

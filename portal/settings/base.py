@@ -304,6 +304,8 @@ RUN_DIR_FILES: dict[str, Path] = {
 }
 # Code snapshots: what an upload may hold and cost (portal/settings/code.py).
 from .code import *  # noqa: E402, F403
+# The node health ledger and bad nodes' avoidance (portal/settings/nodes.py).
+from .nodes import *  # noqa: E402, F403
 
 # Hang detection (monitoring.hangs.rules): no step on any rank for max(floor, multiple x the
 # recent step interval) seconds is a hang; no first step within startup seconds, a stall.

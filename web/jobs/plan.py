@@ -3,7 +3,9 @@
 The form (web.jobs.views) posts everything to one endpoint; its errors, script and estimate
 are web.jobs.views.form_preview's, and with `plan_from` (a finished job, the "Plan a bigger
 run" link) this adds what the run being entered would take at that job's measured
-throughput (monitoring.runs.plan). Routed here because the measurements are monitoring's.
+throughput (monitoring.runs.plan); always, what past runs of the same command say of its
+time limit and GPUs (monitoring.runs.sizing). Routed here because the measurements are
+monitoring's.
 """
 
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from jobs.access import job_for_viewer, jobs_visible_to
@@ -31,6 +34,9 @@ from monitoring.runs.plan import (
     run_plan,
     target_steps,
 )
+from monitoring.runs.sizing import Sizing, gpu_shape, past_runs, sizing
+from web.auth import request_user
+from web.jobs.forms import format_time_limit
 from web.jobs.views import FormPreview, form_preview
 
 OTHER_SIZES = 50  # the newest runs of the same code looked at for a measured efficiency
@@ -46,11 +52,63 @@ class PlanInputs(forms.Form):
 @login_required
 @require_POST
 def job_preview(request: HttpRequest) -> JsonResponse:
-    """Errors by field, the batch script, the estimate and, with `plan_from`, the plan."""
+    """Errors by field, the batch script, the estimate, the sizing from past runs and, with
+    `plan_from`, the plan."""
     preview = form_preview(request)
+    preview.payload["sizing"] = sizing_payload(request, preview)
     if "plan_from" in request.POST:
         preview.payload["plan"] = plan_payload(request, preview)
     return JsonResponse(preview.payload)
+
+
+def sizing_payload(request: HttpRequest, preview: FormPreview) -> dict[str, Any]:
+    """What past runs of the command say, or {"ok": False, "message": why nothing} (one query)."""
+    spec, project = preview.spec, preview.project
+    if spec is None or project is None or not spec.command.strip():
+        return {"ok": False, "message": ""}
+    history = past_runs(
+        project_id=project.pk,
+        project=project.slug,
+        user_id=request_user(request).pk,
+        template=spec.template,
+        command=spec.command,
+        now=timezone.now(),
+    )
+    found = sizing(
+        history=history, time_limit=spec.time_limit, gpus=spec.nodes * spec.gpus_per_node
+    )
+    return sizing_json(found, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node)
+
+
+def sizing_json(found: Sizing, *, nodes: int, gpus_per_node: int) -> dict[str, Any]:
+    """The sizing as the form shows it: each suggestion with the field values it would set."""
+    if found.message or found.time_limit is None:
+        return {"ok": False, "runs": found.runs, "message": found.message}
+    gpus = None
+    if found.gpus is not None:
+        shape = gpu_shape(total=found.gpus, gpus_per_node=gpus_per_node)
+        if shape[0] * shape[1] < nodes * gpus_per_node:
+            total = shape[0] * shape[1]
+            gpus = {
+                "nodes": shape[0],
+                "gpus_per_node": shape[1],
+                "text": f"{total} GPU{'s' if total != 1 else ''}",
+            }
+    return {
+        "ok": True,
+        "runs": found.runs,
+        "mine": found.mine,
+        "basis": found.basis,
+        "time_limit": {
+            "value": format_time_limit(found.time_limit),
+            "text": format_wait(found.time_limit),
+            "seconds": int(found.time_limit.total_seconds()),
+        },
+        "p95_seconds": int(found.p95.total_seconds()) if found.p95 else None,
+        "gpus": gpus,
+        "facts": list(found.facts),
+        "warnings": [{"kind": w.kind, "text": w.text} for w in found.warnings],
+    }
 
 
 def plan_payload(request: HttpRequest, preview: FormPreview) -> dict[str, Any]:

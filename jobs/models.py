@@ -279,6 +279,10 @@ class Attempt(models.Model):
     # Slurm's own estimate of a pending job's start (squeue StartTime, which `squeue
     # --start` prints), read at most every QUEUE_ESTIMATE_INTERVAL; None: no estimate.
     expected_start_at = models.DateTimeField(null=True, blank=True)
+    # Slurm's first estimate (expected_start_at as first read) and when it was read: what
+    # the portal's history of predicted against actual starts learns from (jobs.queue.forecast).
+    first_estimate_at = models.DateTimeField(null=True, blank=True)
+    first_estimate_read_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -23,6 +23,7 @@ from web.jobs import code_api
 from web.jobs import views as job_views
 from web.jobs.page import job_page
 from web.jobs.plan import job_preview
+from web.jobs.starts import job_starts
 from web.keys import views as key_views
 from web.live import streams
 from web.metrics import metrics_view
@@ -95,6 +96,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/", job_views.job_list, name="job-list"),
     path("jobs/new/", job_views.job_new, name="job-new"),
     path("jobs/new/preview/", job_preview, name="job-preview"),
+    path("jobs/new/starts/", job_starts, name="job-starts"),
     path("jobs/cancel/", job_views.jobs_cancel, name="jobs-cancel"),
     path("jobs/states/", job_views.job_states, name="job-states"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),

@@ -33,6 +33,7 @@ from clusters.slurm.parsers import (
     parse_time_limit,
 )
 from clusters.slurm.scontrol import Node, Partition, parse_nodes, parse_partitions
+from clusters.slurm.test_only import TestOnly, scheduling_options
 from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "SlurmOutputError",
     "SlurmTools",
     "SqueueRow",
+    "TestOnly",
     "check_result",
     "check_scancel",
     "drain_argv",
@@ -70,6 +72,7 @@ __all__ = [
     "sbatch_argv",
     "scancel_argv",
     "scancel_signal_argv",
+    "scheduling_options",
     "squeue_argv",
     "squeue_result",
 ]

@@ -27,6 +27,7 @@ from clusters.slurm.commands import (
 from clusters.slurm.errors import AccountingDisabled
 from clusters.slurm.parsers import SacctRow, SqueueRow
 from clusters.slurm.scontrol import Node, Partition, parse_nodes, parse_partitions
+from clusters.slurm.test_only import TestOnly, parse_test_only, test_only_command
 from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 from clusters.ssh import CommandResult, Connection
 
@@ -58,6 +59,15 @@ class Slurm:
         # The job inherits the submitting environment: sbatch alone keeps the session's.
         command, result = self._run(sbatch_argv(script_path), clean=False)
         return parse_sbatch(result, command=command)
+
+    def test_starts(self, asks: list[list[str]]) -> list[TestOnly]:
+        """When the scheduler would start each ask (scheduling options), in one command."""
+        if not asks:
+            return []
+        result = self.connection.run(
+            test_only_command(asks, tools=self.tools), timeout=self.timeout
+        )
+        return parse_test_only(result.text, asks=len(asks))
 
     def cancel(self, job_id: str) -> None:
         """Cancel a job; one that has already finished counts as cancelled."""

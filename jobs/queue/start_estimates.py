@@ -4,11 +4,14 @@ squeue prints a pending job's StartTime as the scheduler's expected start (the f
 `squeue --start` shows; N/A until the backfill scheduler has placed the job). The
 portal account's squeue already brings it with every poll, but the estimate moves with
 each scheduling pass: it is stored at most every QUEUE_ESTIMATE_INTERVAL per cluster,
-so the 1 s poll pays one cache check and no extra Slurm command or write.
+so the 1 s poll pays one cache check and no extra Slurm command or write. The first
+estimate of each attempt is kept beside the moving one, with when it was read: the history
+that corrects later estimates (jobs.queue.forecast) compares it with the actual start.
 """
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils import timezone
 
 from clusters.slurm import SqueueRow
 from jobs.enums import State
@@ -33,14 +36,20 @@ def record_estimates(attempts: list[Attempt], queue: dict[str, SqueueRow]) -> in
     its tenant renamed is still the attempt's, and waits as Slurm says.
     """
     moved = []
+    now = timezone.now()
     for attempt in attempts:
         row = queue.get(attempt.slurm_job_id) if attempt.slurm_job_id else None
         if row is None or not is_attempts_job(attempt, user=row.user, submitted=row.submit_time):
             continue
         if portal_state(row.state) != State.PENDING:
             continue
-        if row.start_time != attempt.expected_start_at:
+        first = row.start_time is not None and attempt.first_estimate_read_at is None
+        if first:
+            attempt.first_estimate_at, attempt.first_estimate_read_at = row.start_time, now
+        if row.start_time != attempt.expected_start_at or first:
             attempt.expected_start_at = row.start_time
             moved.append(attempt)
-    Attempt.objects.bulk_update(moved, ["expected_start_at"])
+    Attempt.objects.bulk_update(
+        moved, ["expected_start_at", "first_estimate_at", "first_estimate_read_at"]
+    )
     return len(moved)

@@ -174,7 +174,7 @@ def job_states(request: HttpRequest) -> JsonResponse:
     )
 
 
-def _partitions_for(user: User, cluster: Cluster | None) -> dict[str, PartitionLimits]:
+def partitions_for(user: User, cluster: Cluster | None) -> dict[str, PartitionLimits]:
     if cluster is None:
         return {}
     account = account_for(user=user, cluster=cluster)
@@ -225,7 +225,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         initial = _initial(request, user)
         if "cpus_per_task" not in initial:
             # Four CPUs, or what the default partition's nodes have if that is fewer.
-            default = _partitions_for(user, _selected_cluster_named(user, ""))
+            default = partitions_for(user, _selected_cluster_named(user, ""))
             cpus = [p.cpus_per_node for p in default.values() if p.is_default and p.cpus_per_node]
             initial["cpus_per_task"] = min([4, *cpus])
         form = JobForm(user=user, initial=initial)
@@ -237,7 +237,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         "jobs/new.html",
         {
             "form": form,
-            "partitions": _partition_rows(_partitions_for(user, selected)),
+            "partitions": _partition_rows(partitions_for(user, selected)),
             "run_base": selected.base_run_dir if selected else "",
             "code_from": _job_named(user, form["code_from"].value()),
             "plan_from": _job_named(user, _plan_from(request)),
@@ -305,7 +305,7 @@ def form_preview(request: HttpRequest) -> FormPreview:
     form = JobForm(request.POST, user=user)
     valid = form.is_valid()
     cluster: Cluster | None = form.cleaned_data.get("cluster")
-    partitions = _partitions_for(user, cluster)
+    partitions = partitions_for(user, cluster)
     errors: dict[str, list[str]] = {
         name: [str(message) for message in messages_] for name, messages_ in form.errors.items()
     }

@@ -1,3 +1,4 @@
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -265,3 +266,52 @@ class CertificateAuthority(models.Model):
     @property
     def fingerprint(self) -> str:
         return fingerprint(*parse_host_key(self.public_key))
+
+
+class AvoidedNode(models.Model):
+    """A period in which new submissions to a cluster leave a node out (sbatch --exclude).
+
+    The node health ledger (monitoring.nodes) opens one when it judges a node bad; an
+    admin pins a node (no end) or clears it (the period ends, and the ledger forgets the
+    node's evidence from before). Ended periods stay: they are the node's history.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="avoided_nodes")
+    node = models.CharField(max_length=64)
+    reason = models.TextField()
+    since = models.DateTimeField(default=timezone.now)
+    until = models.DateTimeField(null=True, blank=True, help_text="Blank: pinned, no end.")
+    pinned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cleared_at = models.DateTimeField(null=True, blank=True)
+    cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-since", "-id"]
+        indexes = [models.Index(fields=["cluster", "node", "-since"], name="avoidednode_history")]
+
+    def __str__(self) -> str:
+        return f"{self.node} of {self.cluster} avoided since {self.since:%Y-%m-%d %H:%M}"
+
+    def is_active(self, at: datetime) -> bool:
+        if self.since > at or (self.cleared_at is not None and self.cleared_at <= at):
+            return False
+        return self.until is None or self.until > at
+
+
+class SubmissionAvoidance(models.Model):
+    """Which avoided nodes one submission (an attempt, by its UUID) left out and why, and
+    why it kept any it could not leave out (the job would no longer fit)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    attempt_uuid = models.UUIDField(unique=True)
+    # {node: why it was avoided}, worst first.
+    nodes = models.JSONField(default=dict, blank=True)
+    kept_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"submission {self.attempt_uuid} without {', '.join(self.nodes) or 'no node'}"

@@ -27,7 +27,7 @@ from clusters.slurm.commands import (
 from clusters.slurm.errors import AccountingDisabled
 from clusters.slurm.parsers import SacctRow, SqueueRow
 from clusters.slurm.scontrol import Node, Partition, parse_nodes, parse_partitions
-from clusters.slurm.test_only import TestOnly, parse_test_only, test_only_command
+from clusters.slurm.test_only import TestOnly, asks_command, parse_answers
 from clusters.slurm.tools import DEFAULT_TOOLS, SlurmTools
 from clusters.ssh import CommandResult, Connection
 
@@ -64,10 +64,8 @@ class Slurm:
         """When the scheduler would start each ask (scheduling options), in one command."""
         if not asks:
             return []
-        result = self.connection.run(
-            test_only_command(asks, tools=self.tools), timeout=self.timeout
-        )
-        return parse_test_only(result.text, asks=len(asks))
+        result = self.connection.run(asks_command(asks, tools=self.tools), timeout=self.timeout)
+        return parse_answers(result.text, asks=len(asks))
 
     def cancel(self, job_id: str) -> None:
         """Cancel a job; one that has already finished counts as cancelled."""

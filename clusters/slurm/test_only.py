@@ -74,7 +74,7 @@ def scheduling_options(script: str) -> list[str]:
     return options
 
 
-def test_only_command(asks: list[list[str]], *, tools: SlurmTools) -> str:
+def asks_command(asks: list[list[str]], *, tools: SlurmTools) -> str:
     """One shell command asking `sbatch --test-only` about each option list in turn."""
     parts = []
     for options in asks:
@@ -86,7 +86,7 @@ def test_only_command(asks: list[list[str]], *, tools: SlurmTools) -> str:
     return shlex.join(["/bin/sh", "-c", "; ".join(parts)])
 
 
-def parse_test_only(text: str, *, asks: int) -> list[TestOnly]:
+def parse_answers(text: str, *, asks: int) -> list[TestOnly]:
     """Each ask's answer from the command's output, in order; a missing one is an error."""
     answers: list[TestOnly] = []
     lines: list[str] = []

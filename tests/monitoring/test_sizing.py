@@ -250,7 +250,12 @@ def test_the_preview_carries_the_sizing_with_the_values_its_buttons_set(
     form = _form(cluster, project, command=COMMAND, time_limit="1:00:00", gpus_per_node=2)
     found = client.post(reverse("job-preview"), form).json()["sizing"]
     assert found["ok"] is True
-    assert found["time_limit"] == {"value": "0:15:00", "text": "15 min", "seconds": 900}
+    assert found["time_limit"] == {
+        "value": "0:15:00",
+        "text": "15 min",
+        "seconds": 900,
+        "asked": False,
+    }
     assert found["gpus"] == {"nodes": 1, "gpus_per_node": 1, "text": "1 GPU"}
     assert [w["kind"] for w in found["warnings"]] == ["time_limit", "idle_gpus"]
     assert "5.0 times the p95" in found["warnings"][0]["text"]

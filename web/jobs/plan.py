@@ -8,6 +8,7 @@ time limit and GPUs (monitoring.runs.sizing). Routed here because the measuremen
 monitoring's.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -77,11 +78,16 @@ def sizing_payload(request: HttpRequest, preview: FormPreview) -> dict[str, Any]
     found = sizing(
         history=history, time_limit=spec.time_limit, gpus=spec.nodes * spec.gpus_per_node
     )
-    return sizing_json(found, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node)
+    return sizing_json(
+        found, nodes=spec.nodes, gpus_per_node=spec.gpus_per_node, time_limit=spec.time_limit
+    )
 
 
-def sizing_json(found: Sizing, *, nodes: int, gpus_per_node: int) -> dict[str, Any]:
-    """The sizing as the form shows it: each suggestion with the field values it would set."""
+def sizing_json(
+    found: Sizing, *, nodes: int, gpus_per_node: int, time_limit: timedelta
+) -> dict[str, Any]:
+    """The sizing as the form shows it: each suggestion with the field values it would set,
+    and whether the time limit asked is already the suggested one."""
     if found.message or found.time_limit is None:
         return {"ok": False, "runs": found.runs, "message": found.message}
     gpus = None
@@ -103,6 +109,7 @@ def sizing_json(found: Sizing, *, nodes: int, gpus_per_node: int) -> dict[str, A
             "value": format_time_limit(found.time_limit),
             "text": format_wait(found.time_limit),
             "seconds": int(found.time_limit.total_seconds()),
+            "asked": found.time_limit == time_limit,
         },
         "p95_seconds": int(found.p95.total_seconds()) if found.p95 else None,
         "gpus": gpus,

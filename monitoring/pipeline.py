@@ -8,7 +8,9 @@
    before the failure watcher looks at how the attempt ended.
 3. Failures (`monitoring.diagnosis.failures`): checkpoints, the diagnosis of an ended
    attempt from the log bytes this poll stored, and its restart.
-4. Goodput (`monitoring.goodput.watch`), last: it reads the samples and steps this poll
+4. Node ledger (`monitoring.nodes.watch`): an ended attempt's word on its nodes, from the
+   diagnosis the failure watcher stored; a node judged bad is avoided from then on.
+5. Goodput (`monitoring.goodput.watch`), last: it reads the samples and steps this poll
    stored and the restart the failure watcher decided.
 """
 
@@ -18,11 +20,19 @@ from monitoring.goodput.watch import GoodputWatcher
 from monitoring.hangs.watch import ProgressWatcher
 from monitoring.ingest.records import RecordsWatcher
 from monitoring.ingest.watch import MonitoringWatcher
+from monitoring.nodes.watch import NodeLedgerWatcher
 
 
 def monitoring_pipeline() -> Pipeline:
     ingest = MonitoringWatcher()
     return Pipeline(
-        watchers=(ingest, RecordsWatcher(), ProgressWatcher(), FailureWatcher(), GoodputWatcher()),
+        watchers=(
+            ingest,
+            RecordsWatcher(),
+            ProgressWatcher(),
+            FailureWatcher(),
+            NodeLedgerWatcher(),
+            GoodputWatcher(),
+        ),
         page_watchers=(ingest,),
     )

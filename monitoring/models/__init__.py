@@ -9,6 +9,7 @@ from monitoring.models.goodput import (  # noqa: F401
 )
 from monitoring.models.ingest import AttemptIngest  # noqa: F401
 from monitoring.models.logs import LogChunk, LogFile  # noqa: F401
+from monitoring.models.nodes import NodeEvent, NodeHealth, NodeSignal, Verdict  # noqa: F401
 from monitoring.models.progress import AttemptProgress  # noqa: F401
 from monitoring.models.records import RecordFile, RecordSearch  # noqa: F401
 from monitoring.models.runs import RunSummary  # noqa: F401

@@ -279,15 +279,16 @@ def test_the_efficiency_is_measured_from_the_same_code_at_another_size(
     # step, 10,000 steps = 711.1 s, rounded up to 712.
     # The form's preview: session, user, the form's projects, cluster, account, quota, the
     # usage's quota, charges and reservations, the room's quota and holdings, the other
-    # clusters, their waits (13); the plan's: the job, its summary, the same code's runs
-    # with their summaries (3). However many runs of that code there are.
-    with django_assert_num_queries(16):
+    # clusters, their waits (13); the sizing's past runs of the command (1); the plan's: the
+    # job, its summary, the same code's runs with their summaries (3). However many runs of
+    # that code there are.
+    with django_assert_num_queries(17):
         plan = _plan(client, cluster, project, small)["plan"]
     assert plan["efficiency"] == "0.90" and plan["efficiency_source"] == "measured"
     assert plan["duration_seconds"] == 712
     for rate in (400.0, 300.0):
         _measured(project, member, cluster, gpus=2, rate=rate, code=small.code)
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(17):
         plan = _plan(client, cluster, project, small)["plan"]
     assert plan["efficiency"] == "0.60"  # the newest at the nearest size: 300 / 2 / 250
     # Without another size, and without an efficiency, no number: what to do instead.

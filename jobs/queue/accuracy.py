@@ -71,21 +71,26 @@ class StartHistory:
         """E.g. "corrected from 23 past starts here: within 3 min for half, 9 min for 9 in 10"."""
         if self.factor is None or self.median_error is None or self.p90_error is None:
             count = len(self.samples)
+            if not count:
+                return "Slurm's own, uncorrected: no past estimates here yet"
             return (
-                f"Slurm's estimate as it is: {count or 'no'} past estimate"
-                f"{'s' if count != 1 else ''} here to check it against"
-                + (f" (needs {MIN_SAMPLES})" if count else "")
+                f"Slurm's own, uncorrected: {count} past estimate{'s' if count != 1 else ''} "
+                f"here, {MIN_SAMPLES} needed"
             )
-        return (
-            f"corrected from {len(self.samples)} past starts here: within "
-            f"{format_wait(timedelta(seconds=self.median_error))} for half, "
-            f"{format_wait(timedelta(seconds=self.p90_error))} for 9 in 10"
-            + (
-                f" (Slurm alone: {format_wait(timedelta(seconds=self.raw_median_error))} for half)"
-                if self.raw_median_error is not None
-                else ""
-            )
+        alone = (
+            f" (Slurm alone: {_within(self.raw_median_error)} for half)"
+            if self.raw_median_error is not None
+            else ""
         )
+        return (
+            f"corrected from {len(self.samples)} past starts here: "
+            f"{_within(self.median_error)} for half, {_within(self.p90_error)} for 9 in 10{alone}"
+        )
+
+
+def _within(seconds: float) -> str:
+    """E.g. "within 4 min"; "within 1 min" for less."""
+    return f"within {format_wait(timedelta(seconds=max(seconds, 60.0)))}"
 
 
 def history_of(samples: Sequence[Sample]) -> StartHistory:

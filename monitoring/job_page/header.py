@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Attempt, Job
+from jobs.queue.accuracy import StartHistory, start_history
 from jobs.queue.line import jobs_waiting
 from jobs.queue.waits import format_wait, similar_waits
 from monitoring.hangs.output import steps_are_records
@@ -90,16 +91,29 @@ def _queue_texts(job: Job, latest: Attempt, now: datetime) -> tuple[str, str]:
         gpus_per_node=job.gpus_per_node,
         now=now,
     )
-    return expected_start_text(latest.expected_start_at, now), history.text
+    starts = start_history(cluster_id=job.cluster_id, partition=job.partition, now=now)
+    return expected_start_text(latest.expected_start_at, now, starts), history.text
 
 
-def expected_start_text(expected: datetime | None, now: datetime) -> str:
-    """Slurm's estimate in words; Slurm gives none (N/A) until it has placed the job."""
+def expected_start_text(
+    expected: datetime | None, now: datetime, history: StartHistory | None = None
+) -> str:
+    """Slurm's estimate in words, corrected by the history of its estimates here when that
+    says enough (jobs.queue.accuracy); Slurm gives none (N/A) until it has placed the job."""
     if expected is None:
         return "no estimate yet"
     if expected <= now:
         return f"Slurm expected it to start by {expected:%H:%M} UTC; no newer estimate yet"
-    return f"expected to start in about {format_wait(expected - now)} (Slurm's estimate)"
+    slurm = expected - now
+    if history is None:
+        return f"expected to start in about {format_wait(slurm)} (Slurm's estimate)"
+    if history.factor is None:
+        return f"expected to start in about {format_wait(slurm)} ({history.text})"
+    corrected = timedelta(seconds=history.correct(slurm.total_seconds()))
+    return (
+        f"expected to start in about {format_wait(corrected)} "
+        f"(Slurm says {format_wait(slurm)}; {history.text})"
+    )
 
 
 def format_elapsed(elapsed: timedelta | None) -> str:

@@ -59,7 +59,7 @@
       return tr;
     }));
     const chosen = options.find((o) => o.chosen);
-    basis.textContent = chosen && chosen.basis ? "Expected start " + chosen.basis + "." : "";
+    basis.textContent = chosen && chosen.basis ? "Expected start: " + chosen.basis + "." : "";
   }
 
   async function ask(data) {

@@ -150,7 +150,9 @@ def test_the_header_of_a_pending_job_shows_estimate_and_history(history: Cluster
     attempt = Attempt.objects.get(state=State.PENDING)
     attempt.expected_start_at = NOW + timedelta(minutes=12, seconds=10)
     facts = header_facts(job=attempt.job, attempts=[attempt], now=NOW)
-    assert facts.expected_start == "expected to start in about 12 min (Slurm's estimate)"
+    assert facts.expected_start == (
+        "expected to start in about 12 min (Slurm's own, uncorrected: no past estimates here yet)"
+    )
     assert facts.similar_waits.startswith("similar jobs (2 nodes x 4 GPUs on gpu) waited 6 min")
 
     attempt.state = State.RUNNING

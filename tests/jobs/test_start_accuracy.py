@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from clusters.models import Cluster
+from jobs.enums import State
 from jobs.models import Attempt
 from jobs.queue.accuracy import (
     MIN_SAMPLES,
@@ -20,6 +21,7 @@ from jobs.queue.accuracy import (
     start_history,
 )
 from jobs.queue.start_estimates import record_estimates
+from monitoring.job_page.header import header_facts
 from tests import factories
 from tests.jobs.test_queue_insight import _as
 
@@ -56,14 +58,16 @@ def test_accuracy_is_left_one_out_and_beats_slurm_alone_where_jobs_end_early() -
     assert history.median_error is not None and history.raw_median_error is not None
     assert history.median_error < history.raw_median_error / 4
     assert "corrected from 8 past starts here: within" in history.text
-    assert "(Slurm alone: " in history.text
+    assert "(Slurm alone: within " in history.text
     exact = [dataclasses.replace(s, actual=s.predicted * 0.35) for s in samples]
     assert history_of(exact).median_error == pytest.approx(0)
 
 
 def test_no_history_says_so_and_how_many_it_needs() -> None:
-    assert history_of([]).text.startswith("Slurm's estimate as it is: no past estimates")
-    assert f"(needs {MIN_SAMPLES})" in history_of([Sample(600, 200)]).text
+    assert history_of([]).text == "Slurm's own, uncorrected: no past estimates here yet"
+    assert history_of([Sample(600, 200)]).text == (
+        f"Slurm's own, uncorrected: 1 past estimate here, {MIN_SAMPLES} needed"
+    )
 
 
 def test_the_first_estimate_is_kept_with_when_it_was_read(project, member, cluster) -> None:
@@ -104,3 +108,19 @@ def test_the_history_is_the_clusters_and_partitions_own(project, member, cluster
     assert start_history(cluster_id=cluster.pk, partition="", now=NOW).samples == ()
     months_later = NOW + timedelta(weeks=5)
     assert start_history(cluster_id=cluster.pk, partition="gpu", now=months_later).samples == ()
+
+
+def test_a_pending_jobs_page_shows_the_corrected_start_and_how_right_past_ones_were(
+    project, member, cluster
+) -> None:
+    for predicted in (600, 1200, 1800, 2400, 3000, 3600):
+        _started(
+            project, member, cluster, partition="gpu", predicted=predicted, actual=predicted // 3
+        )
+    job, attempt = factories.job(project, member, cluster, partition="gpu")
+    attempt.state, attempt.expected_start_at = State.PENDING, NOW + timedelta(minutes=30)
+    facts = header_facts(job=job, attempts=[attempt], now=NOW)
+    assert facts.expected_start == (
+        "expected to start in about 10 min (Slurm says 30 min; corrected from 6 past starts "
+        "here: within 1 min for half, within 1 min for 9 in 10 (Slurm alone: within 23 min for half))"
+    )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.avoidance import own_exclusions
 from jobs.enums import NEVER_RESTART, FailureClass
 from jobs.errors import JobError
 from jobs.models import Attempt, Job
@@ -60,7 +61,9 @@ def restart_decision(*, job: Job, attempt: Attempt, failure_class: str) -> Resta
 
 
 def _excluded(previous: Attempt, failed_node: str, exclude: bool) -> str:
-    nodes = [n for n in previous.excluded_nodes.split(",") if n]
+    # The job's own exclusions go on; the cluster's avoided nodes are read afresh when the
+    # restart is handed to Slurm (jobs.avoidance), so a node put back is used again.
+    nodes = own_exclusions(previous)
     if exclude and failed_node and _NODE.match(failed_node) and failed_node not in nodes:
         nodes.append(failed_node)
     return ",".join(nodes)

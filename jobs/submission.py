@@ -12,6 +12,7 @@ from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.slurm import Slurm, SlurmError, SqueueRow
 from clusters.ssh import Connection, pool
+from jobs.avoidance import attempt_avoid_nodes
 from jobs.code.snapshots import job_code_fetch, snapshot_bytes
 from jobs.enums import State
 from jobs.errors import JobError
@@ -128,6 +129,7 @@ def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -
     for name, local_path in settings.RUN_DIR_FILES.items():
         connection.upload(run_dir.file(name), Path(local_path).read_bytes(), mode=0o600)
     _upload_code(attempt, connection, run_dir)
+    attempt_avoid_nodes(attempt=attempt, slurm=slurm)
     script = render_batch_script(job=job, attempt=attempt, run_dir=run_dir)
     connection.upload(run_dir.file(SCRIPT_FILE), script.encode(), mode=0o700)
     return slurm.submit(run_dir.file(SCRIPT_FILE))

@@ -16,6 +16,8 @@ from clusters.ssh import pool
 logger = logging.getLogger(__name__)
 
 EXAMPLES_DIR = "portal-examples"
+# The README's first job: the example trainer from the home directory, where commands start.
+EXAMPLE_COMMAND = f"{EXAMPLES_DIR}/ddp_train.py --steps 200"
 
 
 def examples_install(*, cluster: Cluster, files: dict[str, bytes]) -> dict[str, str]:

@@ -9,6 +9,7 @@ from django import forms
 from django.contrib.auth.models import User
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from clusters.examples import EXAMPLE_COMMAND
 from clusters.models import Cluster, ClusterAccount
 from clusters.slurm import parse_time_limit
 from jobs.code.snapshots import code_inputs
@@ -226,7 +227,10 @@ class JobForm(CodeInputs):
         help_text="Shell lines run first: module load, conda activate, ...",
     )
     command = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        # The DDP template offers the README's example trainer (static/js/job-example.js).
+        widget=forms.Textarea(
+            attrs={"rows": 3, "spellcheck": "false", "data-example": EXAMPLE_COMMAND}
+        ),
         help_text="Command: shell lines. Torchrun templates: the script (a path in your code, "
         "or from your home directory on the cluster without code) and its arguments.",
         error_messages={"required": "Enter the command to run."},

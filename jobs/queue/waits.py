@@ -114,15 +114,22 @@ def waits_by_cluster(
 
 
 def _history(seconds: list[float], partition: str, nodes: int, gpus_per_node: int) -> WaitHistory:
-    enough = len(seconds) >= MIN_WAIT_SAMPLES
+    median, p90 = _median_p90(seconds)
     return WaitHistory(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         partition=partition,
         count=len(seconds),
-        median=timedelta(seconds=percentile(seconds, 0.5)) if enough else None,
-        p90=timedelta(seconds=percentile(seconds, 0.9)) if enough else None,
+        median=median,
+        p90=p90,
     )
+
+
+def _median_p90(ordered: list[float]) -> tuple[timedelta | None, timedelta | None]:
+    """Of seconds in order; (None, None) for fewer than MIN_WAIT_SAMPLES."""
+    if len(ordered) < MIN_WAIT_SAMPLES:
+        return None, None
+    return timedelta(seconds=percentile(ordered, 0.5)), timedelta(seconds=percentile(ordered, 0.9))
 
 
 def format_wait(wait: timedelta) -> str:
@@ -137,3 +144,59 @@ def format_wait(wait: timedelta) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+# The cluster page's history: every partition's waits over the last week.
+RECENT_WINDOW = timedelta(days=7)
+MAX_RECENT_WAITS = 2000
+
+
+@dataclass(frozen=True)
+class PartitionWaits:
+    partition: str  # blank: the cluster's default, where its name is not known
+    count: int
+    median: timedelta | None
+    p90: timedelta | None
+    points: list[tuple[datetime, float]]  # (submitted_at, seconds waited), oldest first
+
+    @property
+    def median_text(self) -> str:
+        return format_wait(self.median) if self.median is not None else "too few to tell"
+
+    @property
+    def p90_text(self) -> str:
+        return format_wait(self.p90) if self.p90 is not None else "too few to tell"
+
+
+def recent_waits_by_partition(
+    *, cluster_id: int, now: datetime, default_partition: str = ""
+) -> list[PartitionWaits]:
+    """The cluster's waits of the last RECENT_WINDOW per partition, by name, in one query.
+
+    The latest MAX_RECENT_WAITS attempts that started; jobs that named no partition count
+    as `default_partition`'s (the cluster's default, where the caller knows its name).
+    """
+    wait = ExpressionWrapper(F("started_at") - F("submitted_at"), output_field=DurationField())
+    rows = (
+        Attempt.objects.filter(
+            job__cluster_id=cluster_id,
+            submitted_at__gte=now - RECENT_WINDOW,
+            started_at__isnull=False,
+        )
+        .annotate(wait=wait)
+        .order_by("-submitted_at")
+        .values_list("job__partition", "submitted_at", "wait")[:MAX_RECENT_WAITS]
+    )
+    found: dict[str, list[tuple[datetime, float]]] = {}
+    for partition, submitted_at, waited in rows:
+        if waited is not None and submitted_at is not None:
+            seconds = max(waited.total_seconds(), 0.0)  # a clock step: it waited no time
+            found.setdefault(partition or default_partition, []).append((submitted_at, seconds))
+    return [_partition_waits(name, points[::-1]) for name, points in sorted(found.items())]
+
+
+def _partition_waits(partition: str, points: list[tuple[datetime, float]]) -> PartitionWaits:
+    median, p90 = _median_p90(sorted(waited for _, waited in points))
+    return PartitionWaits(
+        partition=partition, count=len(points), median=median, p90=p90, points=points
+    )

@@ -170,9 +170,11 @@ def test_cluster_queue_burn_down_and_tokens(
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Clusters").click()
     page.wait_for_url("**/clusters/")
     page.get_by_role("link", name="alps").click()
-    row = page.locator("#queue-table tr", has_text="waits")
-    assert "5150" in row.inner_text() and "(Resources)" in row.inner_text()
-    assert "finished" not in page.locator("#queue-table").inner_text()
+    row = page.locator("#pending-table tr[data-job]", has_text="waits")
+    assert "5150" in row.inner_text() and "Waiting for resources" in row.inner_text()
+    assert row.locator("[data-reason-code]").get_attribute("title") == "Slurm's reason: Resources"
+    for table in ("#line-table", "#pending-table", "#queue-table"):
+        assert "finished" not in page.locator(table).inner_text()
     _no_sideways_scroll(page, "/clusters/alps/", asgi_server)
     _no_sideways_scroll(page, "/clusters/", asgi_server)
     _no_sideways_scroll(page, "/jobs/new/", asgi_server)

@@ -109,7 +109,7 @@ def start_options(
         half = spec.gpus_per_node // 2
         options.append(
             Option(
-                f"{half} GPUs per node instead of {spec.gpus_per_node}",
+                f"{half} GPU{'s' if half != 1 else ''} per node instead of {spec.gpus_per_node}",
                 cluster,
                 dataclasses.replace(spec, gpus_per_node=half),
             )

@@ -3,6 +3,7 @@
 from collections import defaultdict
 from typing import Any
 
+from clusters.avoidance import submission_avoidances
 from jobs.models import Attempt, Job
 from monitoring.checkpoints.registry import job_checkpoints
 from monitoring.diagnosis.diagnose import Diagnosis
@@ -72,11 +73,22 @@ def job_failures(*, job: Job, policy: StragglerPolicy | None = None) -> dict[str
     ]
     checkpoints = job_checkpoints(job_id=job.pk)
     resume = next((c for c in checkpoints if c.resume), None)
+    avoided = submission_avoidances(attempt_uuids=[a.uuid for a in attempts])
     return {
         "diagnoses": diagnosed,
         "checkpoints": checkpoints,
         "resume_from": resume.path if resume else "",
         "stragglers": attempt_stragglers(attempt=latest, policy=policy) if latest else [],
         "hangs": job_hangs(attempts=attempts),
+        # Per attempt, the cluster's avoided nodes its submission left out, and why.
+        "avoided_nodes": [
+            {
+                "attempt": a.number,
+                "nodes": [{"node": n, "reason": r} for n, r in avoided[a.uuid].nodes.items()],
+                "kept_note": avoided[a.uuid].kept_note,
+            }
+            for a in attempts
+            if a.uuid in avoided and (avoided[a.uuid].nodes or avoided[a.uuid].kept_note)
+        ],
         "attempt": latest.number if latest else None,
     }

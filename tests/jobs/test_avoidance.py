@@ -126,3 +126,26 @@ def test_a_restart_keeps_its_failed_node_and_reads_avoided_ones_afresh(
     )
     assert second is not None and second.excluded_nodes == "n2"  # not n3: it was put back
     assert "#SBATCH --exclude=n2\n" in _submit(second)
+
+
+def test_the_job_page_says_which_nodes_were_avoided_and_why(
+    client, project, member, outsider, cluster
+) -> None:
+    node_avoid(cluster=cluster, node="n3", reason="judged bad (score 3.0): 3 x GPU fault")
+    job, attempt = factories.job(project, member, cluster, nodes=4, partition="gpu")
+    node_avoid(cluster=cluster, node="n4", reason="judged bad (score 2.6): 2 x hang")
+    _submit(attempt)  # needs all four: none left out, and it says so
+    second = Attempt.objects.create(job=job, number=2)
+    job.nodes = 2
+    job.save()
+    second.job = job
+    _submit(second)
+    client.force_login(member)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert (
+        "Attempt 2 ran without node <strong>n4</strong>: judged bad (score 2.6): 2 x hang." in page
+    )
+    assert "Attempt 2 ran without node <strong>n3</strong>" in page
+    assert "Attempt 1: Nodes n4, n3 are judged bad but not left out" in page
+    client.force_login(outsider)
+    assert client.get(f"/jobs/{job.pk}/").status_code == 404

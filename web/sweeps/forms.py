@@ -6,9 +6,16 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import User
 
+from clusters.examples import EXAMPLE_COMMAND
 from portal_lib.bounds import INT_MAX
 from sweeps.models import MAX_TRIALS_LIMIT, Sweep
-from web.jobs.forms import TIME_LIMIT_HELP, CodeInputs, TimeLimitField, usable_clusters
+from web.jobs.forms import (
+    TIME_LIMIT_HELP,
+    CodeInputs,
+    TimeLimitField,
+    _number,
+    usable_clusters,
+)
 
 SPACE_HELP = (
     'JSON: each setting as a list of choices or a range, e.g. {"lr": {"type": "float", '
@@ -37,20 +44,35 @@ class JSONTextField(forms.CharField):
 
 
 class SweepForm(CodeInputs, forms.ModelForm):
-    space = JSONTextField(widget=forms.Textarea(attrs={"rows": 4}), help_text=SPACE_HELP)
-    first_trials = JSONTextField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=FIRST_HELP
+    space = JSONTextField(
+        label="Search space", widget=forms.Textarea(attrs={"rows": 4}), help_text=SPACE_HELP
     )
-    time_limit = TimeLimitField(initial="1:00:00", help_text=TIME_LIMIT_HELP)
-    max_trials = forms.IntegerField(min_value=1, max_value=MAX_TRIALS_LIMIT, initial=8)
-    max_concurrent = forms.IntegerField(min_value=1, max_value=MAX_TRIALS_LIMIT, initial=2)
-    nodes = forms.IntegerField(min_value=1, max_value=INT_MAX, initial=1)
-    gpus_per_node = forms.IntegerField(min_value=0, max_value=INT_MAX, initial=1)
-    cpus_per_task = forms.IntegerField(min_value=1, max_value=INT_MAX, initial=1)
-    report_every = forms.IntegerField(min_value=1, max_value=INT_MAX, initial=10)
-    warmup_steps = forms.IntegerField(min_value=1, max_value=INT_MAX, initial=10)
-    startup_trials = forms.IntegerField(min_value=0, max_value=MAX_TRIALS_LIMIT, initial=2)
-    seed = forms.IntegerField(min_value=0, max_value=INT_MAX, initial=0)
+    first_trials = JSONTextField(
+        label="Settings to try first",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=FIRST_HELP,
+    )
+    time_limit = TimeLimitField(
+        label="Time limit per trial", initial="1:00:00", help_text=TIME_LIMIT_HELP
+    )
+    max_trials = _number("Trials in all", 1, MAX_TRIALS_LIMIT, 8)
+    max_concurrent = _number("Trials at once", 1, MAX_TRIALS_LIMIT, 2)
+    nodes = _number("Nodes", 1, INT_MAX, 1)
+    gpus_per_node = _number("GPUs per node", 0, INT_MAX, 1)
+    cpus_per_task = _number("CPUs per node", 1, INT_MAX, 1)
+    report_every = _number(
+        "Judge every (steps)", 1, INT_MAX, 10, help_text="The metric is compared at each multiple."
+    )
+    warmup_steps = _number(
+        "Never stop before step",
+        1,
+        INT_MAX,
+        10,
+        help_text="Median: its warm-up; halving: its first rung.",
+    )
+    startup_trials = _number("Finished trials before stopping any", 0, MAX_TRIALS_LIMIT, 2)
+    seed = _number("Random seed", 0, INT_MAX, 0)
 
     class Meta:
         model = Sweep
@@ -80,16 +102,40 @@ class SweepForm(CodeInputs, forms.ModelForm):
             "max_concurrent",
         ]
         widgets = {
-            "command": forms.Textarea(attrs={"rows": 2}),
-            "setup": forms.Textarea(attrs={"rows": 2}),
+            "command": forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+            "setup": forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        }
+        labels = {
+            "name": "Sweep name",
+            "cluster": "Cluster",
+            "partition": "Partition",
+            "template": "Template",
+            "setup": "Environment set-up",
+            "command": "Command",
+            "memory_mb": "Memory per node (MB)",
+            "sampler": "Sampler",
+            "pruner": "Stop losing trials by",
+            "metric": "Metric to judge by",
+            "direction": "Goal",
+        }
+        help_texts = {
+            "partition": "Blank: the cluster's default.",
+            "setup": "Shell lines run first: module load, conda activate, ...",
+            "memory_mb": "Blank: the partition's default.",
+            "metric": "A series name, as on the job page (e.g. loss).",
         }
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].queryset = usable_clusters(user=user)  # type: ignore[attr-defined]
+        cluster = self.fields["cluster"]
+        assert isinstance(cluster, forms.ModelChoiceField)  # noqa: S101 - the model's foreign key
+        cluster.queryset = usable_clusters(user=user)
+        # As on the job form: no empty choice, so the only cluster (or the first) is chosen.
+        cluster.empty_label = None
+        cluster.error_messages["invalid_choice"] = "Choose a cluster you have an account on."
         self.fields["command"].help_text = (
             "Each trial's command: {name} stands for a setting of the search, e.g. "
-            "portal-examples/ddp_train.py --steps 200 --lr {lr}."
+            f"{EXAMPLE_COMMAND} --lr {{lr}}."
         )
 
     def clean_first_trials(self) -> Any:

@@ -21,6 +21,18 @@ MIN_HISTORY = 5  # values before a drop can be judged
 DEFAULT_MINUTES_LEFT = 10.0
 DEFAULT_FACTOR = 2.0
 MAX_SCANNED_NAMES = 32
+SERIES, THRESHOLD, STEP, FACTOR = "series", "threshold", "step", "factor"
+# The settings each kind reads in rule_fire: the form asks only for these, the rules page
+# shows only these, and two rules of a kind alike in these (and in scope) are one rule.
+KIND_SETTINGS: dict[str, tuple[str, ...]] = {
+    AlertKind.LOSS_NONFINITE: (SERIES,),
+    AlertKind.LOSS_ABOVE: (SERIES, THRESHOLD, STEP),
+    AlertKind.THROUGHPUT_DROP: (SERIES, FACTOR),
+    AlertKind.NO_PROGRESS: (),
+    AlertKind.STARTED: (),
+    AlertKind.ENDED: (),
+    AlertKind.TIME_LIMIT: (THRESHOLD,),
+}
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,36 @@ def recent_update(
         values = list(recent.get(name, [])) + [y for _, y in points.get(name, [])]
         out[name] = values[-RECENT:]
     return out
+
+
+def rule_settings(rule: AlertRule) -> dict[str, object]:
+    """The settings the rule's kind reads, each as rule_fire takes it (its default filled in)."""
+    defaults: dict[str, object] = {STEP: 0.0, FACTOR: DEFAULT_FACTOR}
+    if rule.kind == AlertKind.TIME_LIMIT:
+        defaults[THRESHOLD] = DEFAULT_MINUTES_LEFT
+    out = {}
+    for name in KIND_SETTINGS.get(rule.kind, ()):
+        value = getattr(rule, name)
+        value = value.strip() if isinstance(value, str) else value
+        out[name] = defaults.get(name) if value is None or value == "" else value
+    return out
+
+
+def rule_settings_text(rule: AlertRule) -> str:
+    """The kind's own settings in words: `above 2 after step 100`, `10 min left`."""
+    settings = {k: _figure(v) for k, v in rule_settings(rule).items()}
+    if rule.kind == AlertKind.LOSS_ABOVE:
+        after = f" after step {settings[STEP]}" if rule.step else ""
+        return f"above {settings[THRESHOLD]}{after}"
+    if rule.kind == AlertKind.THROUGHPUT_DROP:
+        return f"below its recent median / {settings[FACTOR]}"
+    if rule.kind == AlertKind.TIME_LIMIT:
+        return f"{settings[THRESHOLD]} min left"
+    return ""
+
+
+def _figure(value: object) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
 def _x(value: float | None, word: str = "at") -> str:

@@ -9,8 +9,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.alerts import services
 from monitoring.alerts.delivery import alert_path
+from monitoring.alerts.rules import KIND_SETTINGS, SERIES, rule_settings, rule_settings_text
 from monitoring.models import Alert, AlertRule
 from portal_lib.bounds import row_id
+from portal_lib.errors import form_add_error
 from web.alerts.forms import AlertRuleForm
 from web.auth import request_user
 
@@ -60,13 +62,35 @@ def alert_rules_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = AlertRuleForm(request.POST, user=user)
         if form.is_valid():
-            rule = services.alert_rule_add(rule=form.save(commit=False), owner=user)
-            messages.success(request, f"Alert rule added: {rule.get_kind_display()}.")
-            return HttpResponseRedirect(reverse("alert-rules"))
+            try:
+                rule = services.alert_rule_add(rule=form.save(commit=False), owner=user)
+            except services.DuplicateRule as exc:  # added meanwhile, by another post
+                form_add_error(form, exc)
+            else:
+                messages.success(request, f"Alert rule added: {rule.get_kind_display()}.")
+                return HttpResponseRedirect(reverse("alert-rules"))
     else:
         form = AlertRuleForm(user=user)
-    rules = list(AlertRule.objects.filter(owner=user).select_related("project").order_by("pk"))
-    return render(request, "monitoring/alert_rules.html", {"form": form, "rules": rules})
+    rules = AlertRule.objects.filter(owner=user).select_related("project").order_by("pk")
+    # Each rule with the settings its kind reads: a "Job ended" rule has no series to show.
+    rows = [
+        {
+            "rule": rule,
+            "series": rule_settings(rule).get(SERIES, ""),
+            "settings": rule_settings_text(rule),
+        }
+        for rule in rules
+    ]
+    return render(
+        request,
+        "monitoring/alert_rules.html",
+        {
+            "form": form,
+            "rows": rows,
+            "show_series": any(row["series"] for row in rows),
+            "kind_settings": {str(kind): list(names) for kind, names in KIND_SETTINGS.items()},
+        },
+    )
 
 
 @login_required

@@ -104,8 +104,12 @@ class Sizing:
     warnings: tuple[SizingWarning, ...] = field(default_factory=tuple)
 
 
-def _card_gpus(data: Any) -> tuple[int | None, float | None, tuple[float, ...]]:
-    """Busy GPUs, peak memory and the busy GPUs' utilisation, from a stored card's data."""
+def _card_gpus(data: Any, gpus: int) -> tuple[int | None, float | None, tuple[float, ...]]:
+    """Busy GPUs, peak memory and the busy GPUs' utilisation, from a stored card's data.
+
+    The busy count only when the card has a utilisation for each of the run's `gpus`: a
+    node whose sampler wrote nothing says nothing of its GPUs' use.
+    """
     if not isinstance(data, dict) or not data.get("per_gpu"):
         return None, None, ()
     threshold = float(data.get("threshold_percent") or 0)
@@ -115,7 +119,7 @@ def _card_gpus(data: Any) -> tuple[int | None, float | None, tuple[float, ...]]:
     peaks = [
         g["peak_memory_mib"] for g in figures if isinstance(g.get("peak_memory_mib"), int | float)
     ]
-    return len(busy), max(peaks, default=None), busy
+    return (len(busy) if len(utils) >= gpus else None), max(peaks, default=None), busy
 
 
 def _longest_words(command: str) -> list[str]:
@@ -165,7 +169,7 @@ def past_runs(
     runs = []
     for pk, user, state, started, ended, elapsed, gpus, card in rows:
         seconds = float(elapsed) if elapsed is not None else (ended - started).total_seconds()
-        busy, peak, utils = _card_gpus(card)
+        busy, peak, utils = _card_gpus(card, gpus)
         runs.append(
             PastRun(pk, user, max(seconds, 0.0), state == State.TIMEOUT, gpus, busy, peak, utils)
         )
@@ -225,18 +229,17 @@ def _time_limit(
 
 def _gpus(history: History, asked: int) -> tuple[int | None, list[str], list[SizingWarning]]:
     """The suggested GPUs (when fewer would do), facts on GPU use, and the warning."""
-    carded = [run for run in history.runs if run.busy_gpus is not None]
     facts = []
-    peaks = [run.peak_memory_mib for run in carded if run.peak_memory_mib is not None]
+    peaks = [run.peak_memory_mib for run in history.runs if run.peak_memory_mib is not None]
     if peaks:
         facts.append(
             f"GPU memory peaked at {max(peaks) / 1024:.1f} GiB per GPU "
             f"over {_plural(len(peaks), 'run')}."
         )
-    utils = [u for run in carded for u in run.busy_util]
+    utils = [u for run in history.runs for u in run.busy_util]
     if utils:
         facts.append(f"Busy GPUs averaged {sum(utils) / len(utils):.0f} % utilisation.")
-    as_big = [run for run in carded if run.gpus >= asked]
+    as_big = [run for run in history.runs if run.busy_gpus is not None and run.gpus >= asked]
     if len(as_big) < MIN_RUNS:
         return None, facts, []
     busy = max(run.busy_gpus or 0 for run in as_big)

@@ -227,6 +227,21 @@ def test_gpus_past_runs_left_idle_are_warned_about_from_their_efficiency_cards(
     assert sizing(history=history, time_limit=timedelta(minutes=20), gpus=4).warnings == ()
 
 
+def test_a_run_whose_card_misses_some_of_its_gpus_says_nothing_of_their_use(
+    project: Project, member: User, cluster: Cluster
+) -> None:
+    """Two nodes of 2 GPUs, samples from one node only (its sampler on the other wrote none)."""
+    for minutes in (10, 11, 12):
+        attempt = _ran(project, member, cluster, minutes, nodes=2, gpus_per_node=2)
+        _gpu_samples(attempt, 80.0, 70.0)
+        assert attempt_card_compute(attempt=attempt) is not None
+    history = _history(project, member)
+    assert [run.busy_gpus for run in history.runs] == [None, None, None]
+    found = sizing(history=history, time_limit=timedelta(minutes=20), gpus=4)
+    assert (found.gpus, found.warnings) == (None, ())
+    assert found.facts[0] == "GPU memory peaked at 25.0 GiB per GPU over 3 runs."
+
+
 def test_a_suggested_gpu_count_keeps_the_gpus_per_node_when_one_node_cannot_hold_it() -> None:
     assert gpu_shape(total=1, gpus_per_node=4) == (1, 1)
     assert gpu_shape(total=6, gpus_per_node=4) == (2, 4)

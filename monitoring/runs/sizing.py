@@ -12,7 +12,8 @@ in the last WINDOW, newest MAX_RUNS first. Its run time is the ledger's elapsed 
 (sacct's) when charged, else the portal's start to end. Its GPUs are its efficiency
 card's (monitoring.goodput.card): a GPU is busy when its mean utilisation reached the
 card's idle threshold (the project's idle policy), the same threshold that counted its
-idle time; its peak GPU memory is the card's too.
+idle time, and counted only when the card has each of its GPUs; its peak GPU memory is
+the card's too.
 
 What it gives, only from at least MIN_RUNS runs and always with its basis:
 - a time limit: the p95 of their run times (interpolated, as jobs.queue.waits) plus

@@ -7,6 +7,7 @@ Which chart a series goes on is decided here, by the same name rules that
 `monitoring.reading.throughput` reads rates and totals with, so the page never guesses.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.urls import reverse
@@ -27,6 +28,7 @@ from monitoring.reading.throughput import (
     sample_rate_per_gpu,
     token_rate_per_gpu,
 )
+from monitoring.runs.plan import command_steps
 from monitoring.runs.summary import eval_series
 
 # Charts of the page, by the kind of series they show.
@@ -83,9 +85,12 @@ def series_kind(name: str) -> str:
 
 
 def attempt_total_steps(*, job: Job, attempt_id: int | None) -> int | None:
-    """The last step: the spec's, else what the log said (`[i/N]`, a tqdm bar's total)."""
+    """The last step: the spec's, else the command's (`--steps 200`, the plan's reader), else
+    what the log said (`[i/N]`, a tqdm bar's total)."""
     if job.total_steps:
         return int(job.total_steps)
+    if found := command_steps(job.params or {}):
+        return found[0]
     if attempt_id is None:
         return None
     state = (
@@ -129,16 +134,28 @@ def mfu_terms(*, job: Job, attempt_id: int | None) -> dict[str, Any]:
     }
 
 
-def banner_lines(*, attempt_id: int, diagnosis: dict[str, Any]) -> list[str]:
-    """The last log lines a failure banner shows: the diagnosis's own, else the log's tail."""
+@dataclass(frozen=True)
+class BannerLine:
+    text: str
+    diagnosed: bool = False  # the line the diagnosis quotes: the box opens on it
+
+
+def banner_lines(*, attempt_id: int, diagnosis: dict[str, Any]) -> list[BannerLine]:
+    """The last log lines a failure banner shows: the diagnosis's own, else the log's tail;
+    the last one holding the diagnosis's evidence is marked."""
     if diagnosis.get("last_lines"):
-        return list(diagnosis["last_lines"])
-    piece = log_tail(attempt_id=attempt_id, file=STDOUT_FILE, lines=BANNER_TAIL_LINES)
-    text = piece.data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    # A tqdm bar's redraws: its newest segment only; no line long enough to push the fixes away.
-    return [
-        line.rsplit("\r", 1)[-1][:MAX_BANNER_LINE] for line in text.splitlines() if line.strip()
-    ]
+        lines = [str(line) for line in diagnosis["last_lines"]]
+    else:
+        piece = log_tail(attempt_id=attempt_id, file=STDOUT_FILE, lines=BANNER_TAIL_LINES)
+        text = piece.data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        # A tqdm bar's redraws: its newest segment only; no line long enough to push the
+        # fixes away.
+        lines = [
+            line.rsplit("\r", 1)[-1][:MAX_BANNER_LINE] for line in text.splitlines() if line.strip()
+        ]
+    evidence = str(diagnosis.get("evidence") or "").strip().split("\n", 1)[0][:MAX_BANNER_LINE]
+    marked = max((i for i, line in enumerate(lines) if evidence and evidence in line), default=-1)
+    return [BannerLine(line, i == marked) for i, line in enumerate(lines)]
 
 
 def _url_template(name: str, job_id: int) -> str:

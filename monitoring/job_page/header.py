@@ -1,6 +1,7 @@
 """The facts a researcher looks for at the top of a job page: where and how long it ran.
 
-(The title says "attempt n of m".)
+(The title says "attempt n of at most m" while a restart may follow, and "not restarted"
+once the restart policy, jobs.restart, has said no to the latest failure.)
 
 One HeaderFacts per page load, from the job and its attempts (a pending job adds one
 query: how long similar jobs waited; a started one two: its hang verdict, and whether its
@@ -11,13 +12,18 @@ time itself.
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobs.enums import FINAL_STATES, State
+from jobs.enums import FINAL_STATES, NEVER_RESTART, FailureClass, State
 from jobs.models import Attempt, Job
 from jobs.queue.accuracy import StartHistory, start_history
 from jobs.queue.line import jobs_waiting
 from jobs.queue.waits import format_wait, similar_waits
+from jobs.restart import restart_decision
 from monitoring.hangs.output import steps_are_records
 from monitoring.hangs.selectors import Stall, attempt_stall
+from monitoring.job_page.facts import FAILED_STATES
+
+# Failures that a bigger run would meet again: no plan is offered from them.
+_FAILS_AGAIN = NEVER_RESTART - {FailureClass.CANCELLED}
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,9 @@ class HeaderFacts:
     steps_are_records: bool = False
     # Waiting in its project's line: its place and why, in words (jobs.queue.line).
     waiting: str = ""
+    attempt_of: str = ""  # "attempt 2 of at most 3", "attempt 1, not restarted"
+    restart_note: str = ""  # why the latest failure is not restarted (jobs.restart)
+    fails_again: bool = False  # its latest failure would end a bigger run the same way
 
     @property
     def finished(self) -> bool:
@@ -59,6 +68,7 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
     expected, waits = _queue_texts(job, latest, now) if pending and latest else ("", "")
     stall = attempt_stall(attempt=latest, now=now) if latest and started else None
     label = State(state).label if state in State.values else state
+    attempt_of, restart_note, fails_again = attempt_wording(job=job, latest=latest)
     return HeaderFacts(
         slurm_ids=[(a.number, a.slurm_job_id) for a in attempts if a.slurm_job_id],
         nodes=latest.node_list if latest else "",
@@ -75,7 +85,25 @@ def header_facts(*, job: Job, attempts: list[Attempt], now: datetime) -> HeaderF
         stall=stall,
         steps_are_records=bool(latest and started and steps_are_records(attempt_id=latest.pk)),
         waiting=_waiting_text(job) if state == State.WAITING else "",
+        attempt_of=attempt_of,
+        restart_note=restart_note,
+        fails_again=fails_again,
     )
+
+
+def attempt_wording(*, job: Job, latest: Attempt | None) -> tuple[str, str, bool]:
+    """The title's attempt count, why no restart follows, and whether a bigger run would
+    fail the same way: true for the latest failure, by the restart policy's own decision
+    (restart_decision)."""
+    number = latest.number if latest else 1
+    failure = latest.failure_class if latest and latest.state in FAILED_STATES else ""
+    fails_again = failure in _FAILS_AGAIN
+    if latest is not None and failure and job.max_restarts:
+        decision = restart_decision(job=job, attempt=latest, failure_class=failure)
+        if not decision.restart:
+            return f"attempt {number}, not restarted", decision.why, fails_again
+    most = f"at most {job.max_restarts + 1}" if job.max_restarts else "1"
+    return f"attempt {number} of {most}", "", fails_again
 
 
 def _waiting_text(job: Job) -> str:

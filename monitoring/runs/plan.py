@@ -32,7 +32,16 @@ GLOBAL_BATCH = "global"  # the global batch stays: more GPUs share each step
 PER_GPU_BATCH = "per_gpu"  # each GPU's batch stays: a step does more work
 BATCH_CHOICES = ((GLOBAL_BATCH, "global batch kept"), (PER_GPU_BATCH, "per-GPU batch kept"))
 # Command flags that name a run's last step, in the order the plan reads them.
-STEP_KEYS = ("total_steps", "max_steps", "steps", "num_steps", "train_steps", "max_iters")
+# Epochs are not steps: a flag that counts them is no last step.
+STEP_KEYS = (
+    "total_steps",
+    "max_steps",
+    "num_train_steps",
+    "steps",
+    "num_steps",
+    "train_steps",
+    "max_iters",
+)
 _COUNTS = {"tokens": TOKEN_COUNT_NAMES, "samples": SAMPLE_COUNT_NAMES}
 
 
@@ -229,11 +238,13 @@ def run_plan(
 
 
 def command_steps(params: Mapping[str, object]) -> tuple[int, str] | None:
-    """The last step a run's settings give (`--steps 200`) and the setting's name, if any."""
+    """The last step a run's settings give (`--steps 200`, `--max-steps 500`) and the
+    setting's name as the command wrote it, if any."""
     for key in STEP_KEYS:
-        value = params.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
-            return int(value), key
+        for name in (key, key.replace("_", "-")):
+            value = params.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+                return int(value), name
     return None
 
 

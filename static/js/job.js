@@ -230,14 +230,25 @@
     const fresh = doc.getElementById("failure-slot");
     const slot = document.getElementById("failure-slot");
     if (fresh && slot) slot.replaceWith(fresh);
+    showDiagnosedLine();
     replaceFacts(doc);
     if (fresh && fresh.dataset.pending && tries < 40) setTimeout(() => refreshBanner(tries + 1), 3000);
   }
 
   // The header's facts (Slurm id, nodes, pending reason, times, a hang) and the hang banner
   // are the server's markup too.
+  // The banner's log box opens on the line its diagnosis quotes, else on the log's last line.
+  function showDiagnosedLine() {
+    const box = document.querySelector("#failure-banner .last-lines");
+    if (!box) return;
+    const line = box.querySelector("mark.diagnosed");
+    if (!line) { box.scrollTop = box.scrollHeight; return; }
+    const at = line.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+    box.scrollTop = Math.max(0, at - box.clientHeight / 3);
+  }
+
   function replaceFacts(doc) {
-    for (const id of ["job-facts", "hang-slot"]) {
+    for (const id of ["job-facts", "hang-slot", "attempt-of"]) {
       const fresh = doc && doc.getElementById(id);
       const here = document.getElementById(id);
       if (fresh && here) here.replaceWith(fresh);
@@ -350,6 +361,7 @@
   document.getElementById("loss-smooth").addEventListener("input", () => charts.redrawLoss());
   document.getElementById("gpu-attempt").textContent = `attempt ${current}`;
   updateMfuNote(false);
+  showDiagnosedLine();
   if (document.getElementById("failure-slot").dataset.pending) refreshBanner(0);
   setInterval(updateProgress, 2000); // the ETA counts down between points too
   connect(1000);

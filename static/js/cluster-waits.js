@@ -18,8 +18,8 @@
   const layout = {
     margin: { t: 30, r: 20, b: 40, l: 55 },
     title: { text: "Wait per job (submitted to started)", font: { size: 14 } },
-    xaxis: { title: "submitted", type: "date" },
-    yaxis: { title: "wait (min)", rangemode: "tozero" },
+    xaxis: { title: { text: "submitted" }, type: "date" },
+    yaxis: { title: { text: "wait (minutes)" }, rangemode: "tozero" },
     legend: { orientation: "h", y: -0.25 },
     showlegend: data.partitions.length > 1,
   };

@@ -11,6 +11,7 @@ from accounts.selectors import tokens_of
 from accounts.services import TokenError, token_issue, token_revoke
 from portal_lib.errors import form_add_error
 from web.accounts.forms import TokenForm
+from web.accounts.snippet import snippet_for
 from web.auth import request_user
 
 
@@ -44,6 +45,7 @@ def token_page(request: HttpRequest) -> HttpResponse:
             "tokens": list(tokens_of(user=user)),
             "new_token": new_token,
             "portal_url": request.build_absolute_uri("/").rstrip("/"),
+            "snippet": snippet_for(user=user),
         },
     )
     # The page that shows a token's text must not be kept by any cache.

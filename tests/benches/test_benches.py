@@ -17,7 +17,14 @@ from tests.fixtures.browser import CHROMIUM
 from tests.helpers import ROOT
 
 BENCH = ROOT / "bench"
-ON_THE_SANDBOX = ("agent_poll.py", "hang.py", "latency.py", "poll.py", "soak.py")
+ON_THE_SANDBOX = (
+    "agent_poll.py",
+    "hang.py",
+    "latency.py",
+    "poll.py",
+    "soak.py",
+    "start_estimates.py",
+)
 DATABASE_ONLY = (
     "compare.py",
     "goodput.py",

@@ -15,12 +15,13 @@ one would have seen, and its losses are identical.
 Environment (set per attempt by the portal's batch script; flags override):
   PORTAL_CHECKPOINT_DIR  where step-<N>.pt files go (default ./checkpoints)
   PORTAL_RESUME_FROM     checkpoint file to resume from; empty: start fresh
-  PORTAL_METRICS_FILE    JSON lines {"step", "loss", "samples", "time"} (rank 0)
+  PORTAL_METRICS_FILE    JSON lines {"step", "loss", "samples", "tokens", "time"} (rank 0)
   PORTAL_PROGRESS_DIR    each rank's heartbeat (portal_metrics.heartbeat, every step);
                          checkpoints are declared pauses (portal_metrics.pause)
 
-Output (rank 0, flushed): `step N, loss=X.XXXX, samples_per_sec=Y`. With a
-metrics file, each record also carries `steps_per_sec/<node>`: the pace each
+Output (rank 0, flushed): `step N, loss=X.XXXX, tokens_per_sec=Y` (a token: one
+sample, so that the portal computes MFU from the model size). With a metrics file,
+each record also carries `steps_per_sec/<node>`: the pace each
 node's slowest rank could keep alone (its compute time per step, waits for the
 other ranks excluded), which is how the portal spots a straggling node.
 `--throttle-node NODE --throttle-seconds S` slows that node's ranks on purpose
@@ -219,6 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(sig, _on_signal)
     backend, device = init_distributed(args.timeout)
+    try:
+        return train(args, backend, device)
+    finally:
+        # Every way out leaves the group, a refused resume too: a process that exits
+        # holding it makes torch print C++ stacks (an NCCL group's destructor, a gloo
+        # pair's closed socket) below the run's last line.
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def train(args: argparse.Namespace, backend: str, device: torch.device) -> int:
+    """The training loop of one rank in the initialised group; its exit code."""
     rank, world = dist.get_rank(), dist.get_world_size()
     lead = rank == 0
     nodes: list[Any] = [None] * world
@@ -336,15 +349,17 @@ def main(argv: list[str] | None = None) -> int:
         window_samples += args.batch_size * world
         if lead and (step % args.log_every == 0 or step == args.steps or stop):
             elapsed = max(time.monotonic() - window_start, 1e-9)
-            log(
-                f"step {step}, loss={mean_loss:.4f}, samples_per_sec={window_samples / elapsed:.1f}"
-            )
+            # A token here is one sample's input vector: training the MLP on one costs
+            # 6 x its parameters in FLOPs, as a transformer's token does, so the portal's
+            # MFU (6 x model size x tokens/s over the GPUs' peak) holds for it.
+            log(f"step {step}, loss={mean_loss:.4f}, tokens_per_sec={window_samples / elapsed:.1f}")
             window_start, window_samples = time.monotonic(), 0
         if metrics is not None:
             record = {
                 "step": step,
                 "loss": mean_loss,
                 "samples": step * args.batch_size * world,
+                "tokens": step * args.batch_size * world,  # one token a sample (see above)
                 "time": time.time(),
                 **{f"steps_per_sec/{node}": rate for node, rate in rates.items()},
             }
@@ -362,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"done at step {step}")
     if metrics is not None:
         metrics.close()
-    dist.barrier()
-    dist.destroy_process_group()
+    dist.barrier()  # no rank leaves the group while another still uses it
     return 0
 
 

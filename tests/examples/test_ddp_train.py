@@ -17,7 +17,7 @@ from clusters.sandbox import pyenv
 from clusters.sandbox.config import Paths
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
-STEP_LINE = re.compile(r"^step (\d+), loss=(\d+\.\d{4}), samples_per_sec=\d+\.\d$", re.MULTILINE)
+STEP_LINE = re.compile(r"^step (\d+), loss=(\d+\.\d{4}), tokens_per_sec=\d+\.\d$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +97,10 @@ def test_trains_two_ranks_and_loss_decreases(full_run: tuple[Path, str]) -> None
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, 21))
     node = next(k for k in records[0] if k.startswith("steps_per_sec/"))
-    assert set(records[0]) == {"step", "loss", "samples", "time", node}
+    assert set(records[0]) == {"step", "loss", "samples", "tokens", "time", node}
     assert records[0][node] > 0
     assert records[-1]["samples"] == 20 * 32 * 2
+    assert records[-1]["tokens"] == records[-1]["samples"]  # a token: one sample
     assert all(f"{r['loss']:.4f}" == losses[r["step"]] for r in records)
 
 
@@ -267,3 +268,25 @@ def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: P
     assert pace("by_rank") < 1 / 0.3  # the node of the rank named
     slow_steps, fast_steps = rates("until")[:3], rates("until")[3:]
     assert max(slow_steps) < 1 / 0.3 < min(fast_steps)  # throttled up to step 3 only
+
+
+def test_a_refused_resume_leaves_the_group_and_prints_no_cpp_stack(
+    job_bin: Path, tmp_path: Path
+) -> None:
+    environ = _env(
+        PORTAL_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
+        PORTAL_RESUME_FROM=str(tmp_path / "missing.pt"),
+    )
+    proc = subprocess.run(
+        _cmd(job_bin, "--steps", "3"),
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert f"checkpoint to resume from not found: {tmp_path / 'missing.pt'}" in proc.stdout
+    # Each rank left its process group: no C++ frames from a group torn down at exit.
+    assert "Exception raised from" not in proc.stderr and "frame #" not in proc.stderr

@@ -105,24 +105,15 @@ def start_options(
             options.append(
                 Option(f"Partition {name}", cluster, dataclasses.replace(spec, partition=name))
             )
-    if spec.gpus_per_node >= 2:
-        half = spec.gpus_per_node // 2
-        options.append(
-            Option(
-                f"{half} GPU{'s' if half != 1 else ''} per node instead of {spec.gpus_per_node}",
-                cluster,
-                dataclasses.replace(spec, gpus_per_node=half),
-            )
-        )
-    elif spec.nodes >= 2:
-        half = spec.nodes // 2
-        options.append(
-            Option(
-                f"{half} node{'s' if half != 1 else ''} instead of {spec.nodes}",
-                cluster,
-                dataclasses.replace(spec, nodes=half),
-            )
-        )
+    # Half the GPUs per node; a job with one per node, half the nodes.
+    field, unit = (
+        ("gpus_per_node", "GPU{} per node") if spec.gpus_per_node >= 2 else ("nodes", "node{}")
+    )
+    asked = getattr(spec, field)
+    if asked >= 2:
+        half = asked // 2
+        label = f"{half} {unit.format('s' if half != 1 else '')} instead of {asked}"
+        options.append(Option(label, cluster, dataclasses.replace(spec, **{field: half})))
     shorter = _shorter(spec.time_limit)
     if shorter is not None:
         options.append(

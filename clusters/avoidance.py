@@ -7,6 +7,7 @@ and add those nodes to the attempt's `--exclude`. Each period is twice as long a
 node's previous one within the look-back, so a node that keeps failing stays out longer.
 """
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +23,9 @@ from django.utils import timezone
 from clusters.access import can_drain
 from clusters.models import AvoidedNode, Cluster, SubmissionAvoidance
 from portal_lib.viewers import signed_in
+
+# A Slurm node name as a node list carries it: no list syntax, no space.
+NODE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def _active(cluster: Cluster, at: datetime) -> "Q":
@@ -88,9 +92,11 @@ def node_avoid(
     )
 
 
-def _staff(user: AbstractBaseUser | AnonymousUser) -> AbstractBaseUser:
+def _staff(user: AbstractBaseUser | AnonymousUser, node: str) -> AbstractBaseUser:
     if not isinstance(user, AbstractBaseUser) or not (signed_in(user) and can_drain(user=user)):
         raise PermissionDenied("Only staff can pin or clear a node.")
+    if not NODE_NAME.match(node):
+        raise ValueError(f"{node!r} is not a node name (letters, digits, '_', '.', '-')")
     return user
 
 
@@ -99,7 +105,7 @@ def node_avoid_pin(
     *, cluster: Cluster, node: str, reason: str, user: AbstractBaseUser | AnonymousUser
 ) -> AvoidedNode:
     """An admin leaves the node out until they clear it, whatever the ledger says."""
-    staff = _staff(user)
+    staff = _staff(user, node)
     now = timezone.now()
     why = f"{reason.strip() or 'pinned'} (pinned by {staff.get_username()})"
     return AvoidedNode.objects.create(
@@ -110,7 +116,7 @@ def node_avoid_pin(
 @transaction.atomic
 def node_avoid_clear(*, cluster: Cluster, node: str, user: AbstractBaseUser | AnonymousUser) -> int:
     """An admin puts the node back: its periods end now, and the ledger starts it afresh."""
-    staff = _staff(user)
+    staff = _staff(user, node)
     now = timezone.now()
     ended = AvoidedNode.objects.filter(_active(cluster, now), node=node).update(
         cleared_at=now, cleared_by_id=staff.pk

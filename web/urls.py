@@ -16,6 +16,7 @@ from web.attempts import api as attempt_api
 from web.clusters import api as cluster_api
 from web.clusters import views as cluster_views
 from web.clusters.drain import node_drain_view
+from web.clusters.nodes import cluster_nodes_page, node_clear_view, node_pin_view
 from web.clusters.readiness import cluster_readiness_view
 from web.goodput import api as goodput_api
 from web.jobs import api as job_api
@@ -121,6 +122,13 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="cluster-status",
     ),
     path("clusters/<slug:cluster>/nodes/<str:node>/drain/", node_drain_view, name="node-drain"),
+    # The node health ledger's page (staff): avoid a node until cleared, or put it back.
+    path("clusters/<slug:name>/nodes/", cluster_nodes_page, name="cluster-nodes"),
+    path("clusters/<slug:cluster>/nodes/avoid/", node_pin_view, name="node-avoid-pin-named"),
+    path("clusters/<slug:cluster>/nodes/<str:node>/avoid/", node_pin_view, name="node-avoid-pin"),
+    path(
+        "clusters/<slug:cluster>/nodes/<str:node>/clear/", node_clear_view, name="node-avoid-clear"
+    ),
     path("clusters/<slug:name>/readiness/", cluster_readiness_view, name="cluster-readiness"),
     # A project: its page, runs table, compare view and sweeps.
     path("projects/<slug:slug>/", views.project_page, name="project-page"),

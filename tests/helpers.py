@@ -18,6 +18,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Cluster, ClusterAccount
+from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from clusters.selectors import account_endpoint
 from clusters.ssh import Connection
 from devtools.servers import wait_until
@@ -71,6 +72,16 @@ def sbatch(connection: Connection, arguments: str) -> str:
     job_id = submitted.text.strip().split(";")[0]
     assert job_id.isdigit(), submitted.text
     return job_id
+
+
+def hold_every_gpu(connection: Connection, *, minutes: int, seconds: int) -> str:
+    """A job named `blocker` on every sandbox node and GPU (for a test alone on the
+    sandbox): what is submitted behind it pends on Resources. Its Slurm job id."""
+    return sbatch(
+        connection,
+        f"--nodes={len(NODES)} --ntasks-per-node=1 --gres=gpu:{GPUS_PER_NODE} "
+        f"--time={minutes} --job-name=blocker --wrap 'sleep {seconds}'",
+    )
 
 
 def slurm_name(prefix: str) -> str:

@@ -16,14 +16,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
-from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from clusters.ssh import Connection
 from jobs.enums import State
 from jobs.models import Attempt
 from jobs.poll.cycle import cluster_poll
 from jobs.queue.reasons import explain_reason
 from tests import factories
-from tests.helpers import sbatch, wait_for
+from tests.helpers import hold_every_gpu, sbatch, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -35,11 +34,7 @@ SCHEDULED = {"Resources", "Priority"}
 def test_jobs_behind_one_holding_every_gpu_show_slurms_reason_in_plain_words(
     researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
 ) -> None:
-    blocker_id = sbatch(
-        alice,
-        f"--nodes={len(NODES)} --ntasks-per-node=1 --gres=gpu:{GPUS_PER_NODE} "
-        "--time=2 --job-name=blocker --wrap 'sleep 110'",
-    )
+    blocker_id = hold_every_gpu(alice, minutes=2, seconds=110)
     account = ClusterAccount.objects.get(cluster=sandbox_cluster, username="alice")
     waiting: list[tuple[Attempt, str]] = []
     try:

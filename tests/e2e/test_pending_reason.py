@@ -19,7 +19,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
-from clusters.sandbox.config import GPUS_PER_NODE, NODES
 from clusters.selectors import portal_endpoint
 from clusters.slurm import Slurm
 from clusters.ssh import Connection
@@ -29,7 +28,7 @@ from jobs.poll.cycle import cluster_poll
 from jobs.queue.start_estimates import ESTIMATE_KEY
 from jobs.slurm_states import portal_state
 from tests import factories
-from tests.helpers import QUEUE_WAIT, sbatch, wait_for
+from tests.helpers import QUEUE_WAIT, hold_every_gpu, sbatch, wait_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -85,11 +84,7 @@ def test_a_held_job_shows_slurms_reason_then_loses_it_when_it_runs(
 def test_a_job_behind_one_holding_every_gpu_shows_slurms_start_estimate(
     researcher, project, sandbox_cluster: Cluster, alice: Connection, client: Client
 ) -> None:
-    blocker_id = sbatch(
-        alice,
-        f"--nodes={len(NODES)} --ntasks-per-node=1 --gres=gpu:{GPUS_PER_NODE} "
-        "--time=3 --job-name=blocker --wrap 'sleep 170'",
-    )
+    blocker_id = hold_every_gpu(alice, minutes=3, seconds=170)
     job, attempt = factories.job(
         project, researcher, sandbox_cluster, state=State.PENDING, nodes=2, gpus_per_node=2
     )

@@ -18,7 +18,7 @@ REFRAME_2411 = """\
              JOBID            PARTITION                 NAME     USER    STATE     TIME TIME_LIMI  NODES   PRIORITY           START_TIME                                   NODELIST(REASON)
            8724936         gpu_titanrtx                sleep  <myuser> PENDING     0:00      5:00      1     689130  2022-02-01T18:32:40          (ReqNodeNotAvail, UnavailableNodes:r34n5)
            8724937         gpu_titanrtx                sleep  <myuser> PENDING     0:00      5:00      1     689129  2022-02-01T18:32:40   (ReqNodeNotAvail, May be reserved for other job)
-"""  # noqa: E501
+"""
 LAUNCH_FAILED = """\
     JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)
     137849     batch   job1  abc PD       0:00      4 (launch failed requeued held)

@@ -36,7 +36,7 @@ DATABASE_ONLY = (
     "runs.py",
     "series.py",
 )
-PURE = ("diagnosis.py", "heartbeat.py", "parsers.py")
+PURE = ("bad_nodes.py", "diagnosis.py", "heartbeat.py", "parsers.py")
 IN_CHROMIUM = ("page.py",)  # daphne and Debian's Chromium on the database, no cluster
 
 

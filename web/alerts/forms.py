@@ -70,6 +70,9 @@ class AlertRuleForm(forms.ModelForm):
             help_text="A project you own: every job of it, whoever submits.",
         )
         self.fields["series"].required = False  # only the kinds that read one ask for it
+        kind = self.fields["kind"]
+        assert isinstance(kind, forms.ChoiceField)  # noqa: S101 - the model's choices
+        kind.choices = [("", "Choose when to be told"), *AlertKind.choices]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -1,6 +1,8 @@
 """The admin's nodes page of a cluster: the ledger's verdicts, evidence jobs, avoidance,
 and the staff's drain, pin and clear; staff only, as draining is."""
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -35,31 +37,42 @@ def cluster_nodes_page(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
+def _node_action(
+    request: HttpRequest, cluster: Cluster, verb: str, act: Callable[[], object], done: str
+) -> HttpResponse:
+    try:
+        act()
+    except ValueError as exc:
+        messages.error(request, f"Cannot {verb}: {exc}.")
+    else:
+        messages.success(request, done)
+    return redirect("cluster-nodes", name=cluster.name)
+
+
 @login_required
 @require_POST
 def node_pin_view(request: HttpRequest, cluster: str, node: str = "") -> HttpResponse:
     """Pin the node of the URL, or the one the form names."""
     target = _staff_cluster(request, cluster)
     node = node or request.POST.get("node", "").strip()
-    try:
-        node_avoid_pin(
-            cluster=target, node=node, reason=request.POST.get("reason", ""), user=request.user
-        )
-    except ValueError as exc:
-        messages.error(request, f"Cannot pin: {exc}.")
-    else:
-        messages.success(request, f"Node {node} is left out of new jobs until you clear it.")
-    return redirect("cluster-nodes", name=target.name)
+    reason = request.POST.get("reason", "")
+    return _node_action(
+        request,
+        target,
+        "pin",
+        lambda: node_avoid_pin(cluster=target, node=node, reason=reason, user=request.user),
+        f"Node {node} is left out of new jobs until you clear it.",
+    )
 
 
 @login_required
 @require_POST
 def node_clear_view(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
     target = _staff_cluster(request, cluster)
-    try:
-        node_avoid_clear(cluster=target, node=node, user=request.user)
-    except ValueError as exc:
-        messages.error(request, f"Cannot clear: {exc}.")
-    else:
-        messages.success(request, f"Node {node} is back: the ledger starts it afresh.")
-    return redirect("cluster-nodes", name=target.name)
+    return _node_action(
+        request,
+        target,
+        "clear",
+        lambda: node_avoid_clear(cluster=target, node=node, user=request.user),
+        f"Node {node} is back: the ledger starts it afresh.",
+    )

@@ -15,6 +15,10 @@ from django.conf import settings
 
 from clusters.sandbox import pyenv
 from clusters.sandbox.config import Paths
+from monitoring.ingest.parse import NewBytes, attempt_parse
+from monitoring.models import AttemptIngest, LogFile
+from monitoring.reading.throughput import COMPUTED_MFU
+from tests import factories
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 STEP_LINE = re.compile(r"^step (\d+), loss=(\d+\.\d{4}), tokens_per_sec=\d+\.\d$", re.MULTILINE)
@@ -102,6 +106,27 @@ def test_trains_two_ranks_and_loss_decreases(full_run: tuple[Path, str]) -> None
     assert records[-1]["samples"] == 20 * 32 * 2
     assert records[-1]["tokens"] == records[-1]["samples"]  # a token: one sample
     assert all(f"{r['loss']:.4f}" == losses[r["step"]] for r in records)
+
+
+@pytest.mark.django_db
+def test_its_output_gives_the_job_page_an_mfu(full_run: tuple[Path, str], project, owner) -> None:
+    """Its tokens/s, with the model size it prints, is what the portal's MFU is computed from."""
+    _, out = full_run
+    params = int(re.search(r"params=(\d+)", out)[1])  # type: ignore[index]
+    cluster = factories.cluster(gpu_peak_bf16_tflops=989.0)
+    _, attempt = factories.job(project, owner, cluster, model_params=params, gpus_per_node=2)
+    log_file = LogFile.objects.create(attempt=attempt, name="stdout.log")
+    parsed = attempt_parse(
+        attempt,
+        {"stdout.log": log_file},
+        {"stdout.log": NewBytes(0, out.encode())},
+        final=False,
+        note=AttemptIngest.objects.create(attempt=attempt),
+    )
+    names = {name for _, name, _, _ in parsed.points}
+    assert {"tokens_per_sec", COMPUTED_MFU} <= names and "samples_per_sec" not in names
+    mfus = [value for _, name, _, value in parsed.points if name == COMPUTED_MFU]
+    assert mfus and all(0 < value < 1 for value in mfus)
 
 
 def test_checkpoints_keep_the_last_k_and_leave_no_temp_files(full_run: tuple[Path, str]) -> None:

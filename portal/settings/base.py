@@ -304,6 +304,7 @@ RUN_DIR_FILES: dict[str, Path] = {
 }
 # Code snapshots: what an upload may hold and cost (portal/settings/code.py).
 from .code import *  # noqa: E402, F403
+
 # The node health ledger and bad nodes' avoidance (portal/settings/nodes.py).
 from .nodes import *  # noqa: E402, F403
 

@@ -49,14 +49,15 @@ def _cmd(job_bin: Path, *args: str) -> list[str]:
     return [str(job_bin / "torchrun"), "--standalone", "--nproc_per_node=2", str(SCRIPT), *args]
 
 
-def train(job_bin: Path, workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run(job_bin: Path, workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """torchrun the example in `workdir`, the portal's files there; however it ends."""
     workdir.mkdir(parents=True, exist_ok=True)
     environ = _env(
         PORTAL_CHECKPOINT_DIR=str(workdir / "checkpoints"),
         PORTAL_METRICS_FILE=str(workdir / "metrics.jsonl"),
         **env,
     )
-    proc = subprocess.run(
+    return subprocess.run(
         _cmd(job_bin, *args),
         cwd=workdir,
         env=environ,
@@ -65,6 +66,10 @@ def train(job_bin: Path, workdir: Path, *args: str, **env: str) -> subprocess.Co
         timeout=90,
         check=False,
     )
+
+
+def train(job_bin: Path, workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    proc = run(job_bin, workdir, *args, **env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -298,19 +303,7 @@ def test_a_throttled_node_reports_its_own_slower_pace(job_bin: Path, tmp_path: P
 def test_a_refused_resume_leaves_the_group_and_prints_no_cpp_stack(
     job_bin: Path, tmp_path: Path
 ) -> None:
-    environ = _env(
-        PORTAL_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
-        PORTAL_RESUME_FROM=str(tmp_path / "missing.pt"),
-    )
-    proc = subprocess.run(
-        _cmd(job_bin, "--steps", "3"),
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    proc = run(job_bin, tmp_path, "--steps", "3", PORTAL_RESUME_FROM=str(tmp_path / "missing.pt"))
     assert proc.returncode != 0
     assert f"checkpoint to resume from not found: {tmp_path / 'missing.pt'}" in proc.stdout
     # Each rank left its process group: no C++ frames from a group torn down at exit.

@@ -24,7 +24,7 @@ from web.jobs import code_api
 from web.jobs import views as job_views
 from web.jobs.page import job_page
 from web.jobs.plan import job_preview
-from web.jobs.starts import job_starts
+from web.jobs.starts import JobStartsView, job_starts
 from web.keys import views as key_views
 from web.live import streams
 from web.metrics import metrics_view
@@ -48,6 +48,7 @@ api: list[URLPattern | URLResolver] = [
     ),
     path("clusters/", cluster_api.ClusterListView.as_view(), name="api-clusters"),
     path("jobs/", job_api.JobListCreateView.as_view(), name="api-jobs"),
+    path("jobs/starts/", JobStartsView.as_view(), name="api-job-starts"),
     path("jobs/<int:job_id>/", job_api.JobDetailView.as_view(), name="api-job"),
     path("jobs/<int:job_id>/cancel/", job_api.JobCancelView.as_view(), name="api-job-cancel"),
     path("jobs/<int:job_id>/clone/", job_api.JobCloneView.as_view(), name="api-job-clone"),

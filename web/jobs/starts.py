@@ -1,22 +1,61 @@
-"""The submit form's expected starts: the choice and its alternatives (jobs.queue.forecast).
+"""Expected starts of a job and its alternatives (jobs.queue.forecast), for the submit form
+and the REST API.
 
-Asked by the form once its preview has settled and is valid (static/js/starts.js), never
-per keystroke; the answers are cached per cluster and options, so a repeated ask costs no
-Slurm command.
+The form asks once its preview has settled and is valid (static/js/starts.js), never per
+keystroke; the answers are cached per cluster and options, so a repeated ask costs no
+Slurm command. The API takes the same body as a submission and submits nothing.
 """
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from clusters.models import Cluster
 from jobs.queue.forecast import expected_starts, start_options
-from jobs.specs import validate_spec
+from jobs.specs import JobSpec, validate_spec
 from projects.access import clusters_for_project
-from projects.models import Quota
+from projects.models import Project, Quota
 from web.auth import request_user
+from web.jobs.api import submission_target
 from web.jobs.forms import JobForm, usable_clusters
+from web.jobs.inputs import JobCreateSerializer
 from web.jobs.views import partitions_for
+
+FIX = "Fix the fields marked in red to see when it would start."
+
+
+def _starts(
+    *, user: User, project: Project, cluster: Cluster, spec: JobSpec
+) -> dict[str, list[str]] | list[dict[str, Any]]:
+    """The spec's problems by field, or each option's expected start as JSON."""
+    partitions = partitions_for(user, cluster)
+    quota = Quota.objects.filter(project=project).first()
+    problems = validate_spec(spec=spec, partitions=partitions, quota=quota)
+    if problems:
+        return problems
+    others = (
+        usable_clusters(user=user)
+        .filter(pk__in=clusters_for_project(project=project).values("pk"))
+        .exclude(pk=cluster.pk)
+    )
+    options = start_options(
+        spec=spec,
+        cluster=cluster,
+        partitions=partitions,
+        others={other: partitions_for(user, other) for other in others},
+    )
+    now = timezone.now()
+    forecasts = expected_starts(user=user, project=project, options=options, now=now)
+    return [forecast.as_json(now) for forecast in forecasts]
 
 
 @login_required
@@ -25,25 +64,39 @@ def job_starts(request: HttpRequest) -> JsonResponse:
     """When the posted job, and each alternative, would start: {"options": [...]}."""
     user = request_user(request)
     form = JobForm(request.POST, user=user)
-    fix = {"options": [], "message": "Fix the fields marked in red to see when it would start."}
     if not form.is_valid():
-        return JsonResponse(fix)
+        return JsonResponse({"options": [], "message": FIX})
     project, cluster = form.cleaned_data["project"], form.cleaned_data["cluster"]
-    partitions = partitions_for(user, cluster)
-    quota = Quota.objects.filter(project=project).first()
-    if validate_spec(spec=form.spec(), partitions=partitions, quota=quota):
-        return JsonResponse(fix)  # the preview names each problem
-    others = (
-        usable_clusters(user=user)
-        .filter(pk__in=clusters_for_project(project=project).values("pk"))
-        .exclude(pk=cluster.pk)
+    answer = _starts(user=user, project=project, cluster=cluster, spec=form.spec())
+    if isinstance(answer, dict):
+        return JsonResponse({"options": [], "message": FIX})  # the preview names each problem
+    return JsonResponse({"options": answer})
+
+
+class JobStartsView(APIView):
+    @extend_schema(
+        operation_id="jobs_starts",
+        request=JobCreateSerializer,
+        responses={200: dict},
     )
-    options = start_options(
-        spec=form.spec(),
-        cluster=cluster,
-        partitions=partitions,
-        others={other: partitions_for(user, other) for other in others},
-    )
-    now = timezone.now()
-    forecasts = expected_starts(user=user, project=project, options=options, now=now)
-    return JsonResponse({"options": [forecast.as_json(now) for forecast in forecasts]})
+    def post(self, request: Request) -> Response:
+        """When this job, and a few alternatives, would start: asked of Slurm's scheduler
+        (`sbatch --test-only`) as your account, corrected by the history of its estimates.
+        The body is a submission's; nothing is submitted."""
+        data = JobCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        user = request_user(request)
+        project, cluster = submission_target(user=user, values=values)
+        usable = usable_clusters(user=user).filter(
+            pk__in=clusters_for_project(project=project).values("pk")
+        )
+        if not usable.filter(pk=cluster.pk).exists():
+            raise ValidationError(
+                {"cluster": [f"Project {project.slug} cannot run on {cluster.name} as you."]}
+            )
+        values["code"] = None  # where the job would start does not depend on its code
+        answer = _starts(user=user, project=project, cluster=cluster, spec=JobSpec(**values))
+        if isinstance(answer, dict):
+            raise ValidationError(answer)
+        return Response({"options": answer})

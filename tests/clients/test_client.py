@@ -253,3 +253,29 @@ def test_a_sweep_from_a_directory_runs_every_trial_from_its_snapshot(
     jobs = Job.objects.filter(sweep_trial__sweep_id=made["id"])
     assert jobs.count() == 2
     assert {j.code.sha256 if j.code else None for j in jobs} == {made["code"]["sha256"]}
+
+
+def test_expected_starts_ask_and_submit_nothing(portal: Portal, cluster) -> None:
+    cluster.ssh_host, cluster.ssh_port = "127.0.0.1", 1  # unreachable: a problem per option
+    cluster.save(update_fields=["ssh_host", "ssh_port"])
+    options = portal.expected_starts(
+        project="vision",
+        cluster="alps",
+        name="x",
+        command="python t.py",
+        time_limit=1800,
+        cpus_per_task=1,
+    )
+    assert [o["label"] for o in options] == ["As chosen", "Time limit 15 min instead of 30 min"]
+    assert options[0]["problem"].startswith("alps did not answer")
+    assert not Job.objects.exists()
+    with pytest.raises(PortalError) as refused:
+        portal.expected_starts(
+            project="vision",
+            cluster="alps",
+            name="x",
+            command="python t.py",
+            gpus_per_node=64,
+            cpus_per_task=1,
+        )
+    assert "gpus_per_node" in (refused.value.errors or {})

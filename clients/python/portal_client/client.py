@@ -212,19 +212,32 @@ class Portal:
 
         if code is not None:
             spec.update(self.upload_code(project, code, max_bytes=code_max_bytes))
-        body = {
-            "project": project,
-            "cluster": cluster,
-            "name": name,
-            "command": command,
-            "template": template,
-            "nodes": nodes,
-            "gpus_per_node": gpus_per_node,
-            "time_limit": _duration(time_limit),
-            **({"params": params} if params else {}),
-            **spec,
-        }
-        return Job(self, self.post("jobs/", body))
+        if params:
+            spec["params"] = params
+        body = _job_body(project, cluster, name, command, template, nodes, gpus_per_node)
+        return Job(self, self.post("jobs/", {**body, "time_limit": _duration(time_limit), **spec}))
+
+    def expected_starts(
+        self,
+        *,
+        project: str,
+        cluster: str,
+        name: str,
+        command: str,
+        template: str = "command",
+        nodes: int = 1,
+        gpus_per_node: int = 1,
+        time_limit: timedelta | int | float | str = 3600,
+        **spec: Any,
+    ) -> list[dict[str, Any]]:
+        """When this job, and a few alternatives (another cluster or partition, fewer GPUs, a
+        shorter time limit), would start; nothing is submitted. One dict per option: its
+        `label`, `expected` ("now", "in 12 min") and `expected_at` (ISO time, None with a
+        `problem`), Slurm's own answer `slurm` and the `basis` of the correction.
+        """
+        body = _job_body(project, cluster, name, command, template, nodes, gpus_per_node)
+        answer = self.post("jobs/starts/", {**body, "time_limit": _duration(time_limit), **spec})
+        return list(answer["options"])
 
     def sweep(
         self,
@@ -284,3 +297,23 @@ class Portal:
                 code_diff_truncated=packed.git.diff_truncated,
             )
         return fields
+
+
+def _job_body(
+    project: str,
+    cluster: str,
+    name: str,
+    command: str,
+    template: str,
+    nodes: int,
+    gpus_per_node: int,
+) -> dict[str, Any]:
+    return {
+        "project": project,
+        "cluster": cluster,
+        "name": name,
+        "command": command,
+        "template": template,
+        "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+    }

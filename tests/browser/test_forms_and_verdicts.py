@@ -189,7 +189,7 @@ def test_a_failed_job_opens_on_its_error_line_with_true_words(
         assert outer is not None and inner is not None
         assert outer["y"] <= inner["y"] and inner["y"] + 10 <= outer["y"] + outer["height"]
         page.wait_for_timeout(300)
-        screenshot(page, f"issue36-failure-banner-{name}", full_page=False)
+        screenshot(page, f"issue36-failure-banner-{name}", full_page=size == PHONE)
         if size == PHONE:
             assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 

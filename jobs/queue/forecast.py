@@ -8,6 +8,9 @@ Alternatives, at most MAX_OPTIONS rows with the choice first: the same job on ea
 cluster the project may use, on another partition of the chosen cluster that fits it,
 with half the GPUs, and with half the time limit (a shorter limit can backfill into a gap).
 
+A project whose concurrency limit is full would hold the job in its line first (jobs.queue.
+line): such an option says so, with Slurm's start as the earliest it could be.
+
 Cost: every option of one cluster is asked in one SSH command, and each answer is cached
 for ANSWER_SECONDS by cluster, account and options; the form asks only once a burst of
 typing has settled (static/js/starts.js), so a page open or a keystroke costs no query.
@@ -29,12 +32,14 @@ from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_endpoint, account_for
 from clusters.slurm import Slurm, TestOnly, scheduling_options
 from clusters.ssh import pool
+from jobs.estimate import project_room, spec_request
 from jobs.preview import script_preview
 from jobs.queue.accuracy import StartHistory, start_history
 from jobs.queue.waits import format_wait
 from jobs.specs import JobSpec
 from portal_lib.cache import CACHE_DOWN
 from projects.models import Project
+from projects.quota import concurrency_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +67,9 @@ class Forecast:
     expected_start: datetime | None  # corrected by the history
     history: StartHistory | None
     problem: str = ""  # why there is no start: no account, Slurm refused, unreachable
+    # Why it would first wait in its project's line (jobs.queue.line): Slurm's start is then
+    # the earliest it could start, once the project has room.
+    line: str = ""
 
     def as_json(self, now: datetime) -> dict[str, Any]:
         def wait(at: datetime | None) -> str:
@@ -69,6 +77,9 @@ class Forecast:
                 return ""
             return "now" if at <= now + timedelta(seconds=30) else f"in {format_wait(at - now)}"
 
+        expected = wait(self.expected_start)
+        if self.line and expected:
+            expected = f"after the project's line ({expected} at the earliest)"
         return {
             "label": self.option.label,
             "cluster": self.option.cluster.name,
@@ -77,11 +88,12 @@ class Forecast:
             "nodes": self.option.spec.nodes,
             "time_limit_minutes": int(self.option.spec.time_limit.total_seconds() // 60),
             "chosen": self.option.chosen,
-            "expected": wait(self.expected_start),
+            "expected": expected,
             "expected_at": self.expected_start.isoformat() if self.expected_start else None,
             "slurm": wait(self.slurm_start),
             "basis": self.history.text if self.history else "",
             "problem": self.problem,
+            "line": self.line,
         }
 
 
@@ -161,12 +173,17 @@ def expected_starts(
         asks = [scheduling_options(_script(project, options[i])) for i in indices]
         answers.update(zip(indices, _answers(cluster, account, asks), strict=True))
     histories: dict[tuple[int, str], StartHistory] = {}
+    room = project_room(project=project)
     forecasts = []
     for index, option in enumerate(options):
         answer = answers[index]
+        line = ""
+        if room.quota is not None:
+            request = spec_request(project=project, cluster=option.cluster, spec=option.spec)
+            line = concurrency_verdict(request=request, quota=room.quota, held=room.held)
         if isinstance(answer, str) or answer.start is None:
             problem = answer if isinstance(answer, str) else f"Slurm: {answer.error}"
-            forecasts.append(Forecast(option, None, None, None, problem))
+            forecasts.append(Forecast(option, None, None, None, problem, line))
             continue
         place = (option.cluster.pk, option.spec.partition)
         if place not in histories:
@@ -174,7 +191,7 @@ def expected_starts(
         history = histories[place]
         predicted = max(0.0, (answer.start - now).total_seconds())
         expected = now + timedelta(seconds=history.correct(predicted))
-        forecasts.append(Forecast(option, answer.start, expected, history))
+        forecasts.append(Forecast(option, answer.start, expected, history, line=line))
     return forecasts
 
 

@@ -47,6 +47,12 @@
       name.textContent = o.label;
       label.append(name);
       const expected = o.problem ? cell(o.problem, "muted") : cell(o.expected);
+      if (o.line) {
+        const why = document.createElement("small");
+        why.className = "muted line-note";
+        why.textContent = "Waits in the project's line first: " + o.line + ".";
+        expected.append(document.createElement("br"), why);
+      }
       if (!o.chosen && !o.problem) {
         const use = document.createElement("button");
         use.type = "button";

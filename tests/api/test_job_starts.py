@@ -10,6 +10,7 @@ import pytest
 
 from clusters.ssh import stats
 from jobs.models import Job
+from projects.models import Quota
 from tests import factories
 from tests.helpers import Tokens, bearer
 
@@ -71,3 +72,21 @@ def test_an_unreachable_cluster_is_a_problem_per_option_and_nothing_is_submitted
     assert all(o["problem"].startswith("alps did not answer") for o in options)
     assert all(o["expected_at"] is None for o in options)
     assert not Job.objects.exists()
+    assert all(o["line"] == "" for o in options)  # the project has room
+
+
+def test_an_option_over_the_projects_gpus_at_once_says_it_waits_in_line_first(
+    cluster, project, tokens: Tokens, no_submission
+) -> None:
+    Quota.objects.filter(project=project).update(max_concurrent_gpus=3)
+    submitted = bearer(tokens.member).post(
+        "/api/v1/jobs/", json.dumps(SPEC), content_type="application/json"
+    )
+    assert submitted.status_code == 201, submitted.content  # it holds 2 GPUs
+    cluster.ssh_host, cluster.ssh_port = "127.0.0.1", 1
+    cluster.save(update_fields=["ssh_host", "ssh_port"])
+    options = {o["label"]: o for o in _ask(tokens.member).json()["options"]}
+    assert options["As chosen"]["line"] == (
+        "project vision has 2 of its 3 concurrent GPUs in use and this job needs 2"
+    )
+    assert options["1 GPU per node instead of 2"]["line"] == ""

@@ -132,6 +132,19 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         },
     ),
     (
+        # Asks Slurm as the caller (here an unreachable cluster: a problem per option).
+        "expected starts",
+        post("/api/v1/jobs/starts/", SUBMIT),
+        {
+            "owner": OK,
+            "member": OK,
+            "viewer": FORBID,
+            "outsider": BAD,
+            "read": FORBID,
+            **NO_AUTH,
+        },
+    ),
+    (
         "start a sweep",
         post("/api/v1/sweeps/", SWEEP),
         # As for a job: not one of theirs is answered as a project that does not exist.

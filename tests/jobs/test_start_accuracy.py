@@ -76,7 +76,7 @@ def test_the_first_estimate_is_kept_with_when_it_was_read(project, member, clust
     record_estimates([attempt], queue)
     attempt.refresh_from_db()
     first, read = attempt.first_estimate_at, attempt.first_estimate_read_at
-    assert first == attempt.expected_start_at and read is not None
+    assert first is not None and read is not None and first == attempt.expected_start_at
     later = {"809": dataclasses.replace(queue["809"], start_time=first + timedelta(minutes=9))}
     assert record_estimates([attempt], later) == 1
     attempt.refresh_from_db()

@@ -199,19 +199,23 @@ class WastedJob:
     attempts: int
     gpu_hours: float
     parts: dict[str, float]
+    project: str = ""
 
     @property
     def wasted_gpu_hours(self) -> float:
         return sum(self.parts.values())
 
 
-def wasted_jobs(*, project_id: int, week: date, limit: int = 5) -> list[WastedJob]:
-    """The project's jobs that wasted most GPU-hours (hung, idle, lost) in the week: one query."""
+def _most_wasted(cards: QuerySet[EfficiencyCard], *, limit: int) -> list[WastedJob]:
+    """The cards' jobs that wasted most GPU-hours (hung, idle, lost): one query."""
     waste = sum((F(part_column(part)) for part in WASTE_PARTS[1:]), F(part_column(WASTE_PARTS[0])))
     found = (
-        cards_in_weeks(first=week, last=week)
-        .filter(attempt__job__project_id=project_id)
-        .values("attempt__job_id", "attempt__job__name", "attempt__job__user__username")
+        cards.values(
+            "attempt__job_id",
+            "attempt__job__name",
+            "attempt__job__user__username",
+            "attempt__job__project__slug",
+        )
         .annotate(
             attempts=Count("pk"),
             gpu_hours_sum=Sum("gpu_hours"),
@@ -229,6 +233,19 @@ def wasted_jobs(*, project_id: int, week: date, limit: int = 5) -> list[WastedJo
             attempts=row["attempts"],
             gpu_hours=row["gpu_hours_sum"] or 0.0,
             parts={part: row[f"{part}_sum"] or 0.0 for part in WASTE_PARTS},
+            project=row["attempt__job__project__slug"],
         )
         for row in cast(Iterable[dict[str, Any]], found)
     ]
+
+
+def wasted_jobs(*, project_id: int, week: date, limit: int = 5) -> list[WastedJob]:
+    """The project's jobs that wasted most GPU-hours (hung, idle, lost) in the week: one query."""
+    cards = cards_in_weeks(first=week, last=week).filter(attempt__job__project_id=project_id)
+    return _most_wasted(cards, limit=limit)
+
+
+def top_wasted_jobs(*, week: date, limit: int = 10) -> list[WastedJob]:
+    """Every project's jobs that wasted most GPU-hours in the week, with their project: one
+    query (the staff overview)."""
+    return _most_wasted(cards_in_weeks(first=week, last=week), limit=limit)

@@ -2,9 +2,9 @@
 
 A blocker (alice's own job, not the portal's) holds every GPU of the sandbox; two jobs
 named as the portal names its attempts queue behind it. The poll stores the reason the
-portal account's squeue gives each (Resources for the first, Resources or Priority for
-the one behind it); the cluster page shows each in plain words, Slurm's code in the
-tooltip, and lists the blocker nowhere (it is no portal job).
+portal account's squeue gives each: Resources or Priority (which one depends on the
+scheduler's pass: both were seen for the first); the cluster page shows each in plain
+words, Slurm's code in the tooltip, and lists the blocker nowhere (it is no portal job).
 """
 
 import html
@@ -61,8 +61,6 @@ def test_jobs_behind_one_holding_every_gpu_show_slurms_reason_in_plain_words(
             return all(a.slurm_reason in SCHEDULED for a, _ in waiting)
 
         wait_for(reasons_read, 90, "Slurm to give both pending jobs a scheduling reason")
-        wide = waiting[0][0]  # the first behind the blocker; the narrow one may be on Priority
-        assert wide.slurm_reason == "Resources", wide.slurm_reason
 
         client.force_login(researcher)
         page = client.get(reverse("cluster-page", args=[sandbox_cluster.name])).content.decode()
@@ -75,7 +73,6 @@ def test_jobs_behind_one_holding_every_gpu_show_slurms_reason_in_plain_words(
             assert slurm_id in row
             assert html.escape(reason.words) in row
             assert f'title="Slurm\'s reason: {attempt.slurm_reason}"' in row
-        assert "Waiting for resources: the GPUs, CPUs, memory or nodes it asked for" in pending
         assert "blocker" not in page
     finally:
         ids = " ".join(shlex.quote(i) for i in [blocker_id, *(s for _, s in waiting)])

@@ -255,8 +255,9 @@ def test_outsiders_and_anonymous_see_no_diagnosis(oom_job, outsider, client) -> 
 
 def test_the_failures_api_query_count(oom_job, member, client, django_assert_num_queries) -> None:
     client.force_login(member)
-    # session, user, the job with its viewer check, its attempts, its checkpoints, its hangs
-    with django_assert_num_queries(6):
+    # session, user, the job with its viewer check, its attempts, its checkpoints, the
+    # nodes its submissions avoided, its hangs
+    with django_assert_num_queries(7):
         assert client.get(f"/api/v1/jobs/{oom_job.pk}/failures").status_code == 200
 
 

@@ -1,0 +1,1 @@
+"""The staff overview: every project's budget pace, the week's goodput and waste, idle policies."""

@@ -29,6 +29,7 @@ from web.keys import views as key_views
 from web.live import streams
 from web.metrics import metrics_view
 from web.outbox import outbox_page
+from web.overview.views import idle_policy_edit, overview_page
 from web.projects import api as project_api
 from web.runs import api as runs_api
 from web.runs import views as runs_views
@@ -149,6 +150,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="sweep-trial-stop",
     ),
     path("sweeps/<int:sweep_id>/<slug:action>/", sweep_views.sweep_action, name="sweep-action"),
+    # The staff overview: budgets' pace, the week's goodput and waste, idle policies in place.
+    path("overview/", overview_page, name="staff-overview"),
+    path("overview/<slug:slug>/idle-policy/", idle_policy_edit, name="overview-idle-policy"),
     # The user's personal API tokens.
     path("account/tokens/", account_views.token_page, name="account-tokens"),
     path(

@@ -50,6 +50,7 @@ BAD_NODES = (
     else {"n003": (0.7, "fault"), "n017": (0.5, "fault"), "n042": (0.4, "hang")}
 )
 ONE_OFF = 0.002  # a healthy node's rare fault, per job placed there
+USERS = 12 if QUICK else 40  # people submitting (a bad verdict needs two people's jobs)
 SHAPES = ((1, 0.62), (2, 0.22), (4, 0.12), (8, 0.04))  # nodes, share of jobs
 LOAD = 0.8  # node-hours asked per node-hour the cluster has
 CHECKPOINT = 30.0  # minutes between checkpoints
@@ -61,6 +62,7 @@ START = datetime(2026, 11, 1, tzinfo=UTC)
 @dataclass
 class Job:
     ident: int
+    user: int
     nodes: int
     hours: float  # work left
     attempt: int = 1
@@ -105,7 +107,8 @@ def _arrivals(rng: random.Random) -> list[tuple[float, Job]]:
         at += rng.expovariate(rate)
         hours = min(max(rng.lognormvariate(1.6, 0.9), 1.0), 24.0)
         ident += 1
-        jobs.append((at, Job(ident, rng.choices(sizes, weights)[0], hours)))
+        user = rng.randrange(USERS)
+        jobs.append((at, Job(ident, user, rng.choices(sizes, weights)[0], hours)))
     return jobs
 
 
@@ -120,19 +123,22 @@ class Ledger:
     def __init__(self) -> None:
         self.policy = score_policy()
         self.signals: dict[str, list[Signal]] = defaultdict(list)
+        self.users: dict[str, set[int]] = defaultdict(set)
         self.healthy: dict[str, int] = defaultdict(int)
         self.periods: dict[str, list[tuple[float, float]]] = defaultdict(list)
 
     def avoided(self, now: float) -> dict[str, str]:
         return {n: "bad" for n, ps in self.periods.items() if ps and ps[-1][1] > now}
 
-    def blame(self, node: str, now: float, weight: float) -> None:
+    def blame(self, node: str, now: float, weight: float, user: int) -> None:
         at = START + timedelta(hours=now)
         self.signals[node].append(Signal(weight, at, self.healthy[node]))
+        self.users[node].add(user)
         score = node_score(
             self.signals[node], now=at, healthy_jobs=self.healthy[node], policy=self.policy
         )
-        if verdict(score, self.policy) == BAD and node not in self.avoided(now):
+        judged = verdict(score, self.policy, users=len(self.users[node]))
+        if judged == BAD and node not in self.avoided(now):
             recent = [p for p in self.periods[node] if p[0] >= now - 30 * 24]
             self.periods[node].append((now, now + avoid_hours(len(recent))))
 
@@ -208,9 +214,10 @@ def simulate(with_ledger: bool) -> Result:
             lost = ran - kept + (STARTUP / 60 if job.attempt > 1 else 0.0)
             result.lost += lost * job.nodes * GPUS
             if with_ledger:
-                ledger.blame(event.culprit, now, weights[event.how])
+                ledger.blame(event.culprit, now, weights[event.how], job.user)
             own = [*job.own_excluded, event.culprit]
-            queue.append(Job(job.ident, job.nodes, job.hours - kept, job.attempt + 1, own))
+            left = job.hours - kept
+            queue.append(Job(job.ident, job.user, job.nodes, left, job.attempt + 1, own))
         place(now)
     for node, periods in ledger.periods.items():
         if periods:

@@ -32,7 +32,13 @@ def score_policy() -> ScorePolicy:
         healthy_factor=settings.NODE_HEALTHY_JOB_FACTOR,
         suspect=settings.NODE_SUSPECT_SCORE,
         bad=settings.NODE_BAD_SCORE,
+        bad_min_users=settings.NODE_BAD_MIN_USERS,
     )
+
+
+def signal_users(events: list[NodeEvent]) -> int:
+    """How many people's jobs the events came from."""
+    return len({e.attempt.job.user_id for e in events if e.attempt is not None})
 
 
 def node_signals(
@@ -44,7 +50,7 @@ def node_signals(
         oldest = since
     return list(
         NodeEvent.objects.filter(cluster=cluster, node=node, at__gte=oldest, weight__gt=0)
-        .select_related("attempt")
+        .select_related("attempt__job")
         .order_by("-at", "-id")
     )
 
@@ -92,7 +98,7 @@ def node_judge(*, cluster: Cluster, node: str, now: datetime | None = None) -> N
         healthy_jobs=health.healthy_jobs,
         policy=policy,
     )
-    judged = verdict(score, policy)
+    judged = verdict(score, policy, users=signal_users(events))
     changed = judged != health.verdict
     NodeHealth.objects.filter(pk=health.pk).update(
         score=score,

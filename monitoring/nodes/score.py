@@ -25,6 +25,9 @@ class ScorePolicy:
     healthy_factor: float = 0.5
     suspect: float = 1.0
     bad: float = 2.5
+    # A job's output names the node it blames: one person's jobs alone could print a fault
+    # on a healthy node. Bad needs signals from this many people; one alone, suspect.
+    bad_min_users: int = 1
 
 
 def signal_value(signal: Signal, *, now: datetime, healthy_jobs: int, policy: ScorePolicy) -> float:
@@ -41,9 +44,10 @@ def node_score(
     return sum(signal_value(s, now=now, healthy_jobs=healthy_jobs, policy=policy) for s in signals)
 
 
-def verdict(score: float, policy: ScorePolicy) -> str:
-    if score >= policy.bad:
+def verdict(score: float, policy: ScorePolicy, users: int | None = None) -> str:
+    """The verdict for a score whose signals came from `users` people (None: enough)."""
+    if score >= policy.bad and (users is None or users >= policy.bad_min_users):
         return BAD
-    if score >= policy.suspect:
+    if score >= min(policy.suspect, policy.bad):
         return SUSPECT
     return HEALTHY

@@ -11,7 +11,7 @@ from django.conf import settings
 from clusters.avoidance import avoided_nodes, node_clears
 from clusters.models import AvoidedNode, Cluster
 from monitoring.models import NodeEvent, NodeHealth, NodeSignal
-from monitoring.nodes.ledger import score_policy
+from monitoring.nodes.ledger import score_policy, signal_users
 from monitoring.nodes.score import BAD, HEALTHY, Signal, node_score, verdict
 
 EVIDENCE_SHOWN = 5
@@ -66,6 +66,7 @@ def cluster_node_rows(*, cluster: Cluster, now: datetime, month_start: datetime)
         .order_by("-at", "-id")
     )
     counted: dict[str, list[Signal]] = defaultdict(list)
+    counted_events: dict[str, list[NodeEvent]] = defaultdict(list)
     for event in events:
         row = rows.setdefault(event.node, NodeRow(node=event.node))
         cleared = clears.get(event.node)
@@ -74,6 +75,7 @@ def cluster_node_rows(*, cluster: Cluster, now: datetime, month_start: datetime)
         if cleared is not None and event.at < cleared:
             continue
         counted[event.node].append(Signal(event.weight, event.at, event.healthy_before))
+        counted_events[event.node].append(event)
         if len(row.evidence) < EVIDENCE_SHOWN:
             row.evidence.append(event)
     for node, period in avoided.items():
@@ -82,5 +84,6 @@ def cluster_node_rows(*, cluster: Cluster, now: datetime, month_start: datetime)
         signals = counted.get(row.node, [])
         row.signals = len(signals)
         row.score = node_score(signals, now=now, healthy_jobs=row.healthy_jobs, policy=policy)
-        row.verdict = verdict(row.score, policy)
+        users = signal_users(counted_events.get(row.node, []))
+        row.verdict = verdict(row.score, policy, users=users)
     return sorted(rows.values(), key=lambda r: (r.avoided is None, -r.score, r.node))

@@ -23,6 +23,9 @@ NODE_HEALTHY_JOB_FACTOR: float = env.float("NODE_HEALTHY_JOB_FACTOR", default=0.
 # Verdicts: a score at or above these is suspect, bad (3 GPU faults in a day: bad).
 NODE_SUSPECT_SCORE: float = env.float("NODE_SUSPECT_SCORE", default=1.0)
 NODE_BAD_SCORE: float = env.float("NODE_BAD_SCORE", default=2.5)
+# What blames a node is what its jobs print: a bad verdict needs signals from jobs of at
+# least this many people, so that no one person's jobs can take a node from everyone.
+NODE_BAD_MIN_USERS: int = env.int("NODE_BAD_MIN_USERS", default=2)
 # A bad node is left out of submissions for this long, twice as long each time it turns
 # bad again within the look-back, at most the maximum.
 NODE_AVOID_HOURS: float = env.float("NODE_AVOID_HOURS", default=24.0)

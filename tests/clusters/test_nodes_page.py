@@ -22,9 +22,9 @@ def cluster(db):
     return factories.cluster()
 
 
-def _blame(project, member, cluster, node: str, hours_ago: float = 1.0) -> Attempt:
+def _blame(project, user, cluster, node: str, hours_ago: float = 1.0) -> Attempt:
     """An attempt of 2 GPUs that ran 30 minutes on `node` and failed there."""
-    _, attempt = factories.job(project, member, cluster, nodes=1, gpus_per_node=2)
+    _, attempt = factories.job(project, user, cluster, nodes=1, gpus_per_node=2)
     ended = timezone.now() - timedelta(hours=hours_ago)
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.FAILED,
@@ -47,12 +47,13 @@ def _blame(project, member, cluster, node: str, hours_ago: float = 1.0) -> Attem
 
 
 def test_staff_see_each_node_worst_first_with_its_evidence_and_a_drain_reason(
-    client: Client, staff, project, member, cluster, django_assert_num_queries
+    client: Client, staff, project, member, owner, cluster, django_assert_num_queries
 ) -> None:
     now = timezone.now()
     if now.day == 1 and now.hour < 4:
         pytest.skip("the faults of the test would fall in last month")
-    faults = [_blame(project, member, cluster, "gpu07") for _ in range(3)]
+    # Two people's jobs failed there: enough for a bad verdict (NODE_BAD_MIN_USERS).
+    faults = [_blame(project, user, cluster, "gpu07") for user in (member, owner, member)]
     NodeHealth.objects.create(cluster=cluster, node="gpu01", healthy_jobs=12)
     node_avoid(cluster=cluster, node="gpu07", reason="judged bad (score 3.0)")
     client.force_login(staff)

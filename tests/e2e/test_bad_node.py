@@ -4,7 +4,7 @@ Node n2 is made faulty through the jobs placed on it: each prints the line PyTor
 prints when a GPU has an uncorrectable ECC error and exits 1, as a job on a failing GPU
 does; on n1 and n3 the same job runs to its end. Each job takes a whole node (both of its
 GPUs), so jobs keep landing on n2 as it frees at once. After the configured number of
-faults (three at the default weights and thresholds) n2 is bad: jobs handed to Slurm
+faults (three at the default weights and thresholds, from two people's jobs) n2 is bad: jobs handed to Slurm
 from then on carry `--exclude=n2` and run on the others, and no healthy node is blamed.
 """
 
@@ -12,6 +12,7 @@ import shlex
 import time
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from clusters.avoidance import avoided_nodes
@@ -19,6 +20,7 @@ from jobs.enums import FailureClass, State, Template
 from jobs.models import Attempt, Job
 from jobs.services import job_submit
 from monitoring.models import NodeEvent, NodeHealth
+from projects.models import Membership
 from tests.factories import spec
 from tests.helpers import run_file, wait_for
 
@@ -33,9 +35,9 @@ COMMAND = (
 LIVE = (State.QUEUED, State.WAITING, State.SUBMITTING, State.PENDING, State.RUNNING)
 
 
-def _submit(researcher, project, cluster, name: str) -> Job:
+def _submit(user, project, cluster, name: str) -> Job:
     return job_submit(
-        user=researcher,
+        user=user,
         project=project,
         cluster=cluster,
         spec=spec(name=name, template=Template.COMMAND, command=COMMAND, gpus_per_node=2),
@@ -51,6 +53,10 @@ def _ended(jobs: list[Job]) -> bool:
 def test_a_faulty_node_is_judged_bad_and_later_jobs_run_elsewhere(
     celery_worker, researcher, project, sandbox_cluster
 ) -> None:
+    # Two people's jobs (one person's alone never make a node bad: NODE_BAD_MIN_USERS).
+    bob = User.objects.get(username="bob")
+    Membership.objects.create(user=bob, project=project, role=Membership.Role.MEMBER)
+    people = (researcher, bob)
     # Phase 1: jobs until n2 is bad, at most 12, four in flight (the project's 8 GPUs).
     first: list[Job] = []
     deadline = time.monotonic() + 240
@@ -58,7 +64,8 @@ def test_a_faulty_node_is_judged_bad_and_later_jobs_run_elsewhere(
         assert time.monotonic() < deadline, "n2 was never judged bad"
         live = Attempt.objects.filter(job__in=first, state__in=LIVE).count()
         if live < 4 and len(first) < 12:
-            first.append(_submit(researcher, project, sandbox_cluster, f"fault {len(first)}"))
+            user = people[len(first) % 2]
+            first.append(_submit(user, project, sandbox_cluster, f"fault {len(first)}"))
         time.sleep(0.5)
     wait_for(lambda: _ended(first), 180, "the first jobs to end")
 

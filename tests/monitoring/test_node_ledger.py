@@ -24,6 +24,7 @@ LEDGER = {
     "NODE_HEALTHY_JOB_FACTOR": 0.5,
     "NODE_SUSPECT_SCORE": 1.0,
     "NODE_BAD_SCORE": 2.5,
+    "NODE_BAD_MIN_USERS": 1,
 }
 
 
@@ -37,8 +38,9 @@ def run(project, member, cluster, django_capture_on_commit_callbacks):
     """End an attempt on `node_list` with `state` and `log`, then poll it through the
     failure and ledger watchers, as one poll does."""
 
-    def ended(node_list: str, log: bytes, state: str = State.FAILED) -> Attempt:
-        _, attempt = factories.job(project, member, cluster, nodes=node_list.count(",") + 1)
+    def ended(node_list: str, log: bytes, state: str = State.FAILED, user=None) -> Attempt:
+        nodes = node_list.count(",") + 1
+        _, attempt = factories.job(project, user or member, cluster, nodes=nodes)
         code = 0 if state == State.COMPLETED else 1
         Attempt.objects.filter(pk=attempt.pk).update(
             state=state, exit_code=code, node_list=node_list, files_complete=True
@@ -128,3 +130,14 @@ def test_a_cleared_node_starts_afresh(run, cluster, staff) -> None:
     run("n2", GPU_FAULT)  # one fault after the clear: suspect, not bad again
     assert _verdict(cluster, "n2") == "suspect"
     assert avoided_nodes(cluster=cluster) == {}
+
+
+@override_settings(**{**LEDGER, "NODE_BAD_MIN_USERS": 2})
+def test_one_persons_jobs_alone_never_make_a_node_bad(run, cluster, owner) -> None:
+    for _ in range(4):
+        run("n2", GPU_FAULT)  # all the member's: they could have printed the line anywhere
+    assert _verdict(cluster, "n2") == "suspect"
+    assert avoided_nodes(cluster=cluster) == {}
+    run("n2", GPU_FAULT, user=owner)  # a second person's job fails there too
+    assert _verdict(cluster, "n2") == "bad"
+    assert "n2" in avoided_nodes(cluster=cluster)

@@ -57,3 +57,10 @@ def test_three_gpu_faults_in_a_day_are_bad_and_fade_to_healthy() -> None:
     assert verdict(faded, POLICY) == HEALTHY
     # Or three healthy jobs on it the same day: the node earned its place back.
     assert verdict(_score(faults, healthy_jobs=3), POLICY) == HEALTHY
+
+
+def test_one_persons_signals_alone_make_a_node_suspect_never_bad() -> None:
+    policy = ScorePolicy(bad=2.5, bad_min_users=2)
+    assert verdict(3.0, policy, users=1) == SUSPECT
+    assert verdict(3.0, policy, users=2) == BAD
+    assert verdict(3.0, policy) == BAD  # the number of people unknown: the score decides

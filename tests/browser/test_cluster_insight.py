@@ -74,5 +74,7 @@ def test_staff_read_the_lines_the_reasons_and_the_waits(
 
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
-    page.wait_for_timeout(300)
+    page.locator("#chart-waits .main-svg").first.wait_for()
+    # Once drawn at the phone's width (Plotly sizes the chart to its box as it draws).
+    page.wait_for_function("document.documentElement.scrollWidth <= 390", timeout=10_000)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390

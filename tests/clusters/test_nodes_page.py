@@ -5,10 +5,12 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.messages import get_messages
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
 from clusters.avoidance import avoided_nodes, node_avoid
+from clusters.status import ClusterStatus
 from jobs.enums import State
 from jobs.models import Attempt
 from monitoring.models import NodeEvent, NodeHealth, NodeSignal
@@ -118,3 +120,17 @@ def test_the_cluster_list_links_staff_to_each_clusters_node_health(
     client.force_login(member)
     page = client.get("/clusters/").content.decode()
     assert f'href="/clusters/{cluster.name}/"' in page and "node health" not in page
+
+
+def test_the_cluster_page_links_staff_to_its_node_health(
+    client: Client, staff, member, cluster
+) -> None:
+    # A status as a read would leave it in the cache: the page asks no cluster.
+    status = ClusterStatus(cluster=cluster.name, read_at=timezone.now(), partitions=[], nodes=[])
+    cache.set(f"clusters:status:{cluster.pk}", status, 600)
+    link = f'<a href="{PAGE.format(cluster.name)}" id="cluster-nodes-link">'
+    client.force_login(staff)
+    assert link in client.get(f"/clusters/{cluster.name}/").content.decode()
+    client.force_login(member)
+    page = client.get(f"/clusters/{cluster.name}/").content.decode()
+    assert cluster.name in page and "cluster-nodes-link" not in page

@@ -124,7 +124,9 @@ def test_a_job_behind_one_holding_every_gpu_shows_slurms_start_estimate(
         client.force_login(researcher)
         page = client.get(reverse("job-page", args=[job.pk])).content.decode()
         facts = page[page.index('id="job-facts"') : page.index("</dl>")]
-        assert "(Slurm&#x27;s estimate)" in facts or "no newer estimate yet" in facts, facts
+        # Slurm's own, or corrected by a history of its estimates (jobs.queue.accuracy).
+        shown = ("(Slurm&#x27;s own, uncorrected: ", "; corrected from ", "no newer estimate yet")
+        assert any(words in facts for words in shown), facts
         assert "similar jobs (2 nodes x 2 GPUs on the default partition)" in facts
     finally:
         alice.run(f"scancel {shlex.quote(slurm_id)} {shlex.quote(blocker_id)}")

@@ -11,8 +11,12 @@ from projects.models import IdlePolicy, Project
 DEFAULT = IdlePolicy()  # the model's defaults, for a project without a policy
 
 
-def _minutes(value: timedelta | None) -> float | None:
-    return None if value is None else round(value.total_seconds() / 60, 2)
+def _minutes(value: timedelta | None) -> float | int | None:
+    """Minutes as the box shows them: `60`, `0.5`."""
+    if value is None:
+        return None
+    minutes = round(value.total_seconds() / 60, 2)
+    return int(minutes) if minutes.is_integer() else minutes
 
 
 class IdlePolicyForm(forms.Form):

@@ -58,6 +58,7 @@ class BenchJob:
     squeue_first: datetime | None = None  # first StartTime squeue reported
     squeue_read_at: datetime | None = None
     pending_estimate: bool = False  # that first StartTime was a pending job's estimate
+    corrected: bool = False  # ours had a history to correct by (MIN_SAMPLES estimates)
     started: datetime | None = None
 
 
@@ -173,6 +174,7 @@ def main() -> None:
             if answer.start is not None:
                 predicted = max(0.0, (answer.start - job.asked_at).total_seconds())
                 job.ours = job.asked_at + timedelta(seconds=factor_history.correct(predicted))
+                job.corrected = factor_history.factor is not None
             submit(job)
         deadline = time.monotonic() + (300 if QUICK else 1800)
         while any(j.started is None for j in jobs) and time.monotonic() < deadline:
@@ -191,10 +193,13 @@ def main() -> None:
         f"the correction learned {final.factor or 1:.2f} x Slurm's wait "
         f"from {len(final.samples)} estimates"
     )
-    waited = [j for j in measured if j.pending_estimate]
     for title, group in (
         ("all measured jobs", measured),
-        ("those that waited (squeue gave a pending estimate)", waited),
+        (
+            "those that waited (squeue gave a pending estimate)",
+            [j for j in measured if j.pending_estimate],
+        ),
+        ("those predicted once the history could correct", [j for j in measured if j.corrected]),
     ):
         print(f"\n{title}: {len(group)}")
         _table(

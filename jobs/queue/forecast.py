@@ -215,7 +215,8 @@ def _answers(cluster: Cluster, account: ClusterAccount, asks: list[list[str]]) -
                 found = slurm.test_starts([asks[i] for i in missing])
         except ClusterError as exc:
             logger.warning("cannot ask cluster %s for start estimates: %s", cluster.name, exc)
-            return [cached.get(key, f"{cluster.name} did not answer: {exc}") for key in keys]
+            problem = f"{cluster.name} did not answer; the portal asks again at your next change"
+            return [cached.get(key, problem) for key in keys]
         fresh = {keys[i]: answer for i, answer in zip(missing, found, strict=True)}
         with contextlib.suppress(*CACHE_DOWN):
             cache.set_many(fresh, timeout=ANSWER_SECONDS)

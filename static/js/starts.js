@@ -39,6 +39,17 @@
   }
 
   function show(options) {
+    // One problem for every row (the cluster did not answer): said once.
+    const problems = new Set(options.map((o) => o.problem));
+    if (options.length > 1 && problems.size === 1 && options[0].problem) {
+      const tr = document.createElement("tr");
+      const only = cell(options[0].problem, "muted");
+      only.colSpan = 3;
+      tr.append(only);
+      rows.replaceChildren(tr);
+      basis.textContent = "";
+      return;
+    }
     rows.replaceChildren(...options.map((o) => {
       const tr = document.createElement("tr");
       tr.dataset.chosen = o.chosen ? "true" : "false";

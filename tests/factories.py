@@ -1,6 +1,7 @@
 """Rows for tests, built directly: the one place that knows how (no factory library for so few)."""
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -14,7 +15,7 @@ from jobs.specs import JobSpec
 from monitoring.goodput.efficiency import PARTS
 from monitoring.models import AttemptProgress, EfficiencyCard
 from monitoring.series.write import series_append
-from projects.models import Project
+from projects.models import Project, UsageCharge
 from sweeps.models import Sweep
 
 GPU_PARTITION = PartitionLimits(
@@ -110,6 +111,25 @@ def efficiency_card(
         gpu_hours=total,
         queued_gpu_hours=queued,
         **{f"{part}_gpu_hours": value for part, value in hours.items()},
+    )
+
+
+def usage_charge(attempt: Attempt, *, gpu_hours: str, ended_at: datetime) -> UsageCharge:
+    """The ledger's charge of an ended attempt (four GPUs for an hour, `gpu_hours` charged),
+    to its job's project, user and cluster."""
+    job = attempt.job
+    return UsageCharge.objects.create(
+        attempt=attempt,
+        project_id=job.project_id,
+        user_id=job.user_id,
+        cluster_id=job.cluster_id,
+        gpus=4,
+        started_at=ended_at - timedelta(hours=1),
+        ended_at=ended_at,
+        elapsed_seconds=3600,
+        gpu_hours=Decimal(gpu_hours),
+        cost=Decimal(0),
+        source=UsageCharge.Source.SACCT,
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.enums import State
-from projects.models import IdlePolicy, Project, Quota, UsageCharge
+from projects.models import IdlePolicy, Project, Quota
 from tests import factories
 from tests.helpers import browser_log_in, screenshot
 
@@ -24,20 +24,8 @@ def _spend(project, user, cluster, hours: str, *, wasted: dict[str, float]) -> N
     _, attempt = factories.job(
         project, user, cluster, name=f"train-{project.slug}", state=State.FAILED
     )
-    ended = timezone.now() - timedelta(minutes=5)
-    UsageCharge.objects.create(
-        attempt=attempt,
-        project=project,
-        user=user,
-        cluster=cluster,
-        gpus=4,
-        started_at=ended - timedelta(hours=1),
-        ended_at=ended,
-        elapsed_seconds=3600,
-        gpu_hours=Decimal(hours),
-        cost=Decimal(0),
-        source=UsageCharge.Source.SACCT,
-    )
+    ended = timezone.now()  # in this week and this period, whatever the day
+    factories.usage_charge(attempt, gpu_hours=hours, ended_at=ended)
     factories.efficiency_card(attempt, ended_at=ended, productive=float(hours) / 2, **wasted)
 
 

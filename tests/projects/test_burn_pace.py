@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from projects.burndown import projects_burn_pace
-from projects.models import Project, Quota, Reservation, UsageCharge
+from projects.models import Project, Quota, Reservation
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -32,19 +32,7 @@ def _project(slug: str, budget: str | None) -> Project:
 
 def _charge(project: Project, user: User, cluster: Cluster, hours: str, ended: datetime) -> None:
     _, attempt = factories.job(project, user, cluster, name=f"run-{project.slug}")
-    UsageCharge.objects.create(
-        attempt=attempt,
-        project=project,
-        user=user,
-        cluster=cluster,
-        gpus=4,
-        started_at=ended - timedelta(hours=1),
-        ended_at=ended,
-        elapsed_seconds=3600,
-        gpu_hours=Decimal(hours),
-        cost=Decimal(0),
-        source=UsageCharge.Source.SACCT,
-    )
+    factories.usage_charge(attempt, gpu_hours=hours, ended_at=ended)
 
 
 def _hold(project: Project, user: User, cluster: Cluster, hours: str) -> None:

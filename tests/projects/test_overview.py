@@ -14,7 +14,7 @@ from django.utils import timezone
 from jobs.enums import State
 from jobs.models import Job
 from monitoring.goodput.report import top_wasted_jobs, week_start
-from projects.models import IdlePolicy, Project, UsageCharge
+from projects.models import IdlePolicy, Project
 from tests import factories
 
 PAGE = reverse("staff-overview")
@@ -39,21 +39,8 @@ def busy(project: Project, owner: User, other_job: Job) -> Job:
     """Vision spent 95 of its 100 GPU-hours; its job and speech's wasted GPU-hours this week."""
     cluster = other_job.cluster
     job, attempt = factories.job(project, owner, cluster, name="burner", state=State.FAILED)
-    now = timezone.now()
-    UsageCharge.objects.create(
-        attempt=attempt,
-        project=project,
-        user=owner,
-        cluster=cluster,
-        gpus=4,
-        started_at=now - timedelta(hours=1),
-        ended_at=now - timedelta(minutes=1),
-        elapsed_seconds=3600,
-        gpu_hours=Decimal("95"),
-        cost=Decimal(0),
-        source=UsageCharge.Source.SACCT,
-    )
-    ended = now - timedelta(minutes=1)
+    ended = timezone.now()  # in this week and this period, whatever the day
+    factories.usage_charge(attempt, gpu_hours="95", ended_at=ended)
     factories.efficiency_card(attempt, ended_at=ended, productive=3.0, idle=1.0, hung=2.0)
     speech = other_job.attempts.get(number=1)
     factories.efficiency_card(speech, ended_at=ended, productive=1.0, lost=0.5)

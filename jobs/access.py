@@ -1,8 +1,8 @@
 """Who may see, submit and cancel jobs: the one place for these rules.
 
 Seeing follows the project (any role) and the staff rule (`portal_lib.viewers`);
-submitting needs the owner or member role; cancelling is for the job's
-submitter and the project's owners.
+submitting needs the owner or member role; cancelling, and writing the run's
+note, tags and group, are for the job's submitter and the project's owners.
 """
 
 from collections.abc import Collection
@@ -86,3 +86,15 @@ def can_cancel(*, user: Viewer | None, job: Job, owner_of: Collection[int] | Non
 def require_canceller(*, user: Viewer | None, job: Job) -> None:
     if not can_cancel(user=user, job=job):
         raise JobPermissionRefused("Only the job's submitter or a project owner can cancel it.")
+
+
+def can_annotate(*, user: Viewer | None, job: Job) -> bool:
+    """Who may write the run's note, tags and group: whoever may cancel it."""
+    return can_cancel(user=user, job=job)
+
+
+def require_annotator(*, user: Viewer | None, job: Job) -> None:
+    if not can_annotate(user=user, job=job):
+        raise JobPermissionRefused(
+            "Only the job's submitter or a project owner can change its note, tags and group."
+        )

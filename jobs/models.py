@@ -217,6 +217,13 @@ class Job(CodeSource):
     # (jsonb_path_ops, made by migration 0011 there only) serves `params @> {...}`.
     params = models.JSONField(default=dict, blank=True)
     param_sources = models.JSONField(default=dict, blank=True)
+    # What the researcher says of the run (jobs.notes checks them, jobs.services.job_annotate
+    # writes them). Tags are a JSON list, not an ArrayField, so that the local run's SQLite
+    # keeps them too; on PostgreSQL a GIN index (jsonb_path_ops, made by migration 0019 there
+    # only) serves the runs table's `tags @> '["x"]'`, and (project, group) is an index.
+    note = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    group = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -228,6 +235,8 @@ class Job(CodeSource):
             # The runs table's default order (monitoring.runs.table).
             models.Index(fields=["project", "-created_at", "-id"], name="job_project_recent"),
             models.Index(fields=["project", "state"], name="job_project_state"),
+            # The runs table's group filter and compare's groups.
+            models.Index(fields=["project", "group"], name="job_project_group"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
             # How long similar jobs waited (jobs.queue.waits): the jobs of one shape on a cluster.
             models.Index(

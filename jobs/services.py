@@ -1,4 +1,5 @@
-"""Writes on jobs: submit, start an attempt, cancel, diagnoses, logged settings, re-driving."""
+"""Writes on jobs: submit, start an attempt, cancel, notes, diagnoses, logged settings,
+re-driving."""
 
 import logging
 from collections.abc import Mapping
@@ -13,11 +14,12 @@ from django.utils import timezone
 from clusters.inventory import PartitionLimits, cluster_partitions
 from clusters.models import Cluster, ClusterAccount
 from clusters.selectors import account_for
-from jobs.access import require_canceller, require_submitter
+from jobs.access import require_annotator, require_canceller, require_submitter
 from jobs.billing import RoomFull, attempt_reserve
 from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
 from jobs.models import Attempt, Job, JobEvent
+from jobs.notes import clean_group, clean_note, clean_tags
 from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
 from jobs.queue.line import wait_reason
 from jobs.specs import JobSpec, validate_spec
@@ -153,6 +155,35 @@ def _reserve_or_wait(attempt: Attempt, *, project: Project) -> str:
 def _queue_submission(attempt_id: int) -> None:
     # `attempts_reconcile` re-sends a submission whose message was lost.
     queue_on_commit(SUBMIT_ATTEMPT, attempt_id, redriven=True)
+
+
+def job_annotate(
+    *,
+    job: Job,
+    user: User,
+    note: str | None = None,
+    tags: list[str] | None = None,
+    group: str | None = None,
+) -> Job:
+    """Write the run's note, tags and group (None: leave that one as it is).
+
+    All three are checked before anything is written, so a refused tag changes no note.
+    """
+    require_annotator(user=user, job=job)
+    changes: dict[str, Any] = {}
+    if note is not None:
+        changes["note"] = clean_note(note)
+    if tags is not None:
+        changes["tags"] = clean_tags(tags)
+    if group is not None:
+        changes["group"] = clean_group(group)
+    if changes:
+        with transaction.atomic():
+            # An update of these columns only: a poll writing the state meanwhile keeps it.
+            Job.objects.filter(pk=job.pk).update(**changes, updated_at=timezone.now())
+        for name, value in changes.items():
+            setattr(job, name, value)
+    return job
 
 
 def job_cancel(*, job: Job, user: User) -> None:

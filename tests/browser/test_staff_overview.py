@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.enums import State
-from projects.models import IdlePolicy, Project, Quota
+from projects.models import IdlePolicy, Project, Quota, Reservation
 from tests import factories
 from tests.helpers import browser_log_in, screenshot
 
@@ -33,6 +33,11 @@ def _spend(project, user, cluster, hours: str, *, wasted: dict[str, float]) -> N
 def portal(project, owner, member):
     cluster = factories.cluster("alps")
     _spend(project, owner, cluster, "96", wasted={"idle": 30.0, "hung": 18.0})
+    # Four more held by a live job: vision is out of budget now, whatever the day.
+    _, live = factories.job(project, owner, cluster, name="live", state=State.RUNNING)
+    Reservation.objects.create(
+        attempt=live, project=project, gpus=4, gpu_hours=Decimal(4), created_at=timezone.now()
+    )
     speech = Project.objects.create(slug="speech", name="Speech", slurm_account="speech")
     Quota.objects.create(project=speech, gpu_hours_per_period=Decimal("2000"))
     _spend(speech, member, cluster, "12", wasted={"lost": 6.0})
@@ -63,10 +68,11 @@ def test_staff_read_the_overview_and_edit_idle_policies_in_place(
     page.get_by_role("link", name="Overview").click()
     page.get_by_role("heading", name="Budgets this period").wait_for()
     at_risk = page.locator("#at-risk").inner_text()
-    assert "Vision models" in at_risk and "Speech" not in at_risk
+    assert "Vision models: out of budget now" in at_risk and "Speech" not in at_risk
     vision = page.locator("#budget-table tr[data-project=vision]")
-    assert vision.locator("[data-col=left]").inner_text() == "4.0"
-    assert "96 % spent" in vision.locator("[data-col=burn]").inner_text()
+    assert vision.locator("[data-col=held]").inner_text() == "4.0"
+    assert vision.locator("[data-col=left]").inner_text() == "0.0"
+    assert "100 % spent" in vision.locator("[data-col=burn]").inner_text()
     robotics = page.locator("#budget-table tr[data-project=robotics]").inner_text()
     assert "no quota" in robotics
     assert (

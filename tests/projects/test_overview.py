@@ -14,7 +14,7 @@ from django.utils import timezone
 from jobs.enums import State
 from jobs.models import Job
 from monitoring.goodput.report import top_wasted_jobs, week_start
-from projects.models import IdlePolicy, Project
+from projects.models import IdlePolicy, Project, Reservation
 from tests import factories
 
 PAGE = reverse("staff-overview")
@@ -36,11 +36,16 @@ def policy(project: Project) -> IdlePolicy:
 
 @pytest.fixture
 def busy(project: Project, owner: User, other_job: Job) -> Job:
-    """Vision spent 95 of its 100 GPU-hours; its job and speech's wasted GPU-hours this week."""
+    """Vision used 95 of its 100 GPU-hours and holds 5; its job and speech's wasted this week."""
     cluster = other_job.cluster
     job, attempt = factories.job(project, owner, cluster, name="burner", state=State.FAILED)
     ended = timezone.now()  # in this week and this period, whatever the day
     factories.usage_charge(attempt, gpu_hours="95", ended_at=ended)
+    # Five more held by a live job: out of budget now, whatever the day of the period.
+    _, live = factories.job(project, owner, cluster, name="live", state=State.RUNNING)
+    Reservation.objects.create(
+        attempt=live, project=project, gpus=4, gpu_hours=Decimal(5), created_at=ended
+    )
     factories.efficiency_card(attempt, ended_at=ended, productive=3.0, idle=1.0, hung=2.0)
     speech = other_job.attempts.get(number=1)
     factories.efficiency_card(speech, ended_at=ended, productive=1.0, lost=0.5)
@@ -84,10 +89,10 @@ def test_staff_see_budgets_goodput_waste_policies_and_queues(
     rows = {row.project.slug: row for row in data.rows}
     assert set(rows) == {"vision", "speech"}
     vision = rows["vision"]
-    assert vision.pace.usage.left_gpu_hours == Decimal("5.00")
-    assert vision.pace.on_course_to_run_out
+    assert vision.pace.usage.left_gpu_hours == Decimal("0.00")
+    assert vision.pace.out_of_budget and vision.pace.on_course_to_run_out
     assert [p.project.slug for p in data.at_risk] == ["vision"]
-    assert 'id="at-risk"' in page and "Vision models" in page
+    assert 'id="at-risk"' in page and "out of budget now" in page
     assert vision.week is not None and vision.week.goodput == pytest.approx(0.5)
     assert rows["speech"].week is not None and rows["speech"].week_before is None
     assert [(w.project, w.name, w.wasted_gpu_hours) for w in data.wasted] == [
@@ -96,7 +101,7 @@ def test_staff_see_budgets_goodput_waste_policies_and_queues(
     ]
     assert vision.form["watch"].value() is True and rows["speech"].form["watch"].value() is False
     [line] = data.clusters
-    assert (line.cluster.name, line.waiting, line.running) == ("alps", 1, 0)
+    assert (line.cluster.name, line.waiting, line.running) == ("alps", 1, 1)
     assert reverse("cluster-page", args=["alps"]) + "#h-queue" in page
 
 

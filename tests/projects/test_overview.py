@@ -157,4 +157,10 @@ def test_a_refused_value_is_shown_in_its_row_and_nothing_changes(
     assert response.status_code == 400
     [row] = response.context["overview"].rows
     assert "Say under what utilisation" in str(row.form.errors["threshold_percent"])
+    for typo in ("1e15", "nan", "inf"):  # past a year, or no number: refused, never a 500
+        response = client.post(
+            _edit("vision"), _post(watch="on", threshold_percent="10", warn_after=typo)
+        )
+        assert response.status_code == 400
+    assert IdlePolicy.objects.get().warn_after == timedelta(hours=1)
     assert client.post(_edit("nope"), _post(watch="on")).status_code == 404

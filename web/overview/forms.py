@@ -9,6 +9,7 @@ from django import forms
 from projects.models import IdlePolicy, Project
 
 DEFAULT = IdlePolicy()  # the model's defaults, for a project without a policy
+A_YEAR = 365 * 24 * 60  # minutes: longer is a typing slip (and past timedelta's range)
 
 
 def _minutes(value: timedelta | None) -> float | int | None:
@@ -17,6 +18,14 @@ def _minutes(value: timedelta | None) -> float | int | None:
         return None
     minutes = round(value.total_seconds() / 60, 2)
     return int(minutes) if minutes.is_integer() else minutes
+
+
+def policy_words(policy: IdlePolicy) -> str:
+    """`warn after 60 min under 10 %, cancel 30 min later`."""
+    words = f"warn after {_minutes(policy.warn_after)} min under {policy.threshold_percent} %"
+    if policy.cancel_after is not None:
+        words += f", cancel {_minutes(policy.cancel_after)} min later"
+    return words
 
 
 class IdlePolicyForm(forms.Form):
@@ -29,10 +38,13 @@ class IdlePolicyForm(forms.Form):
     threshold_percent = forms.IntegerField(
         label="Idle under (% utilisation)", min_value=1, max_value=100, required=False
     )
-    warn_after = forms.FloatField(label="Warn after (min)", min_value=0, required=False)
+    warn_after = forms.FloatField(
+        label="Warn after (min)", min_value=0, max_value=A_YEAR, required=False
+    )
     cancel_after = forms.FloatField(
         label="Cancel after (min more)",
         min_value=0,
+        max_value=A_YEAR,
         required=False,
         help_text="Blank: never cancel.",
     )

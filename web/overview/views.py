@@ -4,7 +4,7 @@ A non-staff user is refused (403) and nothing changes; the edit goes through
 projects.idle_policy, as the admin's inline is the raw edit beside it.
 """
 
-from datetime import date, timedelta
+from datetime import date
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -20,20 +20,8 @@ from portal_lib.viewers import is_staff
 from projects.idle_policy import idle_policy_remove, idle_policy_set
 from projects.models import IdlePolicy, Project
 from web.auth import request_user
-from web.overview.forms import IdlePolicyForm
+from web.overview.forms import IdlePolicyForm, policy_words
 from web.overview.rows import overview
-
-
-def policy_words(policy: IdlePolicy) -> str:
-    """`warn after 60 min under 10 %, cancel 30 min later`."""
-    words = f"warn after {_minutes(policy.warn_after)} under {policy.threshold_percent} %"
-    if policy.cancel_after is not None:
-        words += f", cancel {_minutes(policy.cancel_after)} later"
-    return words
-
-
-def _minutes(value: timedelta) -> str:
-    return f"{value.total_seconds() / 60:g} min"
 
 
 def _staff_only(request: HttpRequest) -> None:

@@ -56,15 +56,14 @@ def node_signals(
 
 
 def _reason(events: list[NodeEvent], score: float) -> str:
+    """Why the node is avoided, as every job's page shows it: no other person's jobs named."""
     counts = Counter(NodeSignal(e.kind).label for e in events)
     what = ", ".join(f"{n} x {label}" for label, n in counts.most_common())
-    jobs = sorted({e.attempt.job_id for e in events if e.attempt is not None})
-    named = ", ".join(f"#{j}" for j in jobs[-5:])
-    return f"judged bad (score {score:.1f}): {what}" + (f" in jobs {named}" if named else "")
+    return f"judged bad (score {score:.1f}): {what}"
 
 
-def _alert_staff(cluster: Cluster, node: str, reason: str) -> None:
-    """Mail the staff with an address, after the commit; the node page has the evidence."""
+def _alert_staff(cluster: Cluster, node: str, reason: str, events: list[NodeEvent]) -> None:
+    """Mail the staff with an address, after the commit, naming the evidence jobs."""
     logger.warning("node %s of cluster %s turned bad: %s", node, cluster.name, reason)
     addresses = list(
         get_user_model()
@@ -74,10 +73,12 @@ def _alert_staff(cluster: Cluster, node: str, reason: str) -> None:
     )
     if not addresses:
         return
+    jobs = sorted({e.attempt.job_id for e in events if e.attempt is not None})
     subject = f"[portal] node {node} of {cluster.name} is bad and avoided"
     body = (
-        f"Node {node} of cluster {cluster.name} was {reason}.\n"
-        "New submissions and restarts on the cluster leave it out for a while; "
+        f"Node {node} of cluster {cluster.name} was {reason}"
+        + (f", in jobs {', '.join(f'#{j}' for j in jobs[-10:])}" if jobs else "")
+        + ".\nNew submissions and restarts on the cluster leave it out for a while; "
         "see the cluster's nodes page to drain it, pin it or put it back."
     )
     transaction.on_commit(lambda: send_mail(subject, body, None, addresses, fail_silently=True))
@@ -110,7 +111,7 @@ def node_judge(*, cluster: Cluster, node: str, now: datetime | None = None) -> N
     if judged == BAD:
         reason = _reason(events, score)
         if node_avoid(cluster=cluster, node=node, reason=reason, now=now) is not None:
-            _alert_staff(cluster, node, reason)
+            _alert_staff(cluster, node, reason, events)
     return health
 
 

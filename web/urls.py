@@ -22,6 +22,7 @@ from web.goodput import api as goodput_api
 from web.jobs import api as job_api
 from web.jobs import code_api
 from web.jobs import views as job_views
+from web.jobs.notes_api import JobNotesView
 from web.jobs.page import job_page
 from web.jobs.plan import job_preview
 from web.jobs.starts import JobStartsView, job_starts
@@ -55,6 +56,7 @@ api: list[URLPattern | URLResolver] = [
     path("jobs/<int:job_id>/clone/", job_api.JobCloneView.as_view(), name="api-job-clone"),
     path("jobs/<int:job_id>/attempts/", job_api.AttemptListView.as_view(), name="api-job-attempts"),
     path("jobs/<int:job_id>/events/", job_api.JobEventListView.as_view(), name="api-job-events"),
+    path("jobs/<int:job_id>/notes/", JobNotesView.as_view(), name="api-job-notes"),
     path("sweeps/", sweep_api.SweepListCreateView.as_view(), name="api-sweeps"),
     path("sweeps/<int:sweep_id>/", sweep_api.SweepDetailView.as_view(), name="api-sweep"),
     # One attempt's data: log bytes by range, series, GPU samples, and their live streams.

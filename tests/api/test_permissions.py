@@ -46,6 +46,8 @@ class Request:
         path = self.path.format(job=job.pk, sweep=sweep_id)
         if self.method == "GET":
             return client.get(path, self.params)
+        if self.method == "PATCH":
+            return client.patch(path, json.dumps(self.body or {}), content_type="application/json")
         if self.upload is not None:
             return client.post(path, {"archive": SimpleUploadedFile("code.tar.gz", self.upload)})
         return client.post(path, json.dumps(self.body or {}), content_type="application/json")
@@ -57,6 +59,10 @@ def get(path: str, **params: str | int) -> Request:
 
 def post(path: str, body: dict[str, object] | None = None) -> Request:
     return Request("POST", path, body=body)
+
+
+def patch(path: str, body: dict[str, object]) -> Request:
+    return Request("PATCH", path, body=body)
 
 
 ATTEMPT = "/api/v1/jobs/{job}/attempts/1"
@@ -104,6 +110,7 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("job", get("/api/v1/jobs/{job}/"), READ),
     ("attempts", get("/api/v1/jobs/{job}/attempts/"), READ),
     ("events", get("/api/v1/jobs/{job}/events/"), READ),
+    ("notes", get("/api/v1/jobs/{job}/notes/"), READ),
     ("log range", get(f"{ATTEMPT}/log", offset=0, limit=10), READ),
     ("log tail", get(f"{ATTEMPT}/log", lines=2), READ),
     ("log download", get(f"{ATTEMPT}/log/download"), READ),
@@ -167,6 +174,12 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         "clone",
         post("/api/v1/jobs/{job}/clone/", {"name": "copy"}),
         {**READ, "owner": CREATED, "member": CREATED, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        # As for cancel: the job's submitter (here the owner) or a project owner.
+        "annotate",
+        patch("/api/v1/jobs/{job}/notes/", {"note": "the one", "tags": ["best"], "group": "g"}),
+        {**READ, "owner": OK, "member": FORBID, "viewer": FORBID, "read": FORBID},
     ),
     (
         # The job is the owner's: a member who did not submit it may not cancel it.

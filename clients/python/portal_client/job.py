@@ -67,6 +67,35 @@ class Job:
         """Submit a copy, with any spec fields changed (e.g. nodes=4)."""
         return Job(self.portal, self.portal.post(f"jobs/{self.id}/clone/", changes))
 
+    @property
+    def note(self) -> str:
+        return str(self.data.get("note") or "")
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.data.get("tags") or [])
+
+    @property
+    def group(self) -> str:
+        return str(self.data.get("group") or "")
+
+    def annotate(
+        self,
+        *,
+        note: str | None = None,
+        tags: list[str] | None = None,
+        group: str | None = None,
+    ) -> "Job":
+        """Write the run's note, tags (the whole set) or group; None leaves one as it is.
+
+        Its submitter or a project owner may; a refused value raises PortalError naming it.
+        """
+        given = {"note": note, "tags": tags, "group": group}
+        changes = {key: value for key, value in given.items() if value is not None}
+        answer = self.portal.request("PATCH", f"jobs/{self.id}/notes/", json=changes).json()
+        self.data.update({key: answer[key] for key in given})
+        return self
+
     def wait(
         self, timeout: float | None = None, *, poll: float = 2.0, progress: bool | None = None
     ) -> "Job":

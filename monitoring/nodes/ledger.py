@@ -3,7 +3,7 @@ verdicts, and a bad node's avoidance (clusters.avoidance) with an alert to staff
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -115,10 +115,18 @@ def node_judge(*, cluster: Cluster, node: str, now: datetime | None = None) -> N
     return health
 
 
-def _count_healthy(cluster: Cluster, nodes: Iterable[str]) -> None:
-    for node in nodes:
-        health, _ = NodeHealth.objects.get_or_create(cluster=cluster, node=node)
-        NodeHealth.objects.filter(pk=health.pk).update(healthy_jobs=F("healthy_jobs") + 1)
+def _count_healthy(cluster: Cluster, nodes: Sequence[str], attempt: Attempt, at: datetime) -> None:
+    """A healthy job for each node: one insert of events, one of new nodes, one update."""
+    NodeEvent.objects.bulk_create(
+        NodeEvent(cluster=cluster, node=n, kind=NodeSignal.HEALTHY, at=at, attempt=attempt)
+        for n in nodes
+    )
+    NodeHealth.objects.bulk_create(
+        (NodeHealth(cluster=cluster, node=n) for n in nodes), ignore_conflicts=True
+    )
+    NodeHealth.objects.filter(cluster=cluster, node__in=nodes).update(
+        healthy_jobs=F("healthy_jobs") + 1
+    )
 
 
 def attempt_nodes_record(*, attempt: Attempt, cluster: Cluster) -> bool:
@@ -133,11 +141,8 @@ def attempt_nodes_record(*, attempt: Attempt, cluster: Cluster) -> bool:
     weights = settings.NODE_SIGNAL_WEIGHTS
     try:
         with transaction.atomic():
-            for node in word.healthy:
-                NodeEvent.objects.create(
-                    cluster=cluster, node=node, kind=NodeSignal.HEALTHY, at=now, attempt=attempt
-                )
-            _count_healthy(cluster, word.healthy)
+            if word.healthy:
+                _count_healthy(cluster, word.healthy, attempt, now)
             for blame in word.blames:
                 health, _ = NodeHealth.objects.get_or_create(cluster=cluster, node=blame.node)
                 NodeEvent.objects.create(

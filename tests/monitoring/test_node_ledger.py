@@ -3,7 +3,9 @@ the verdicts, a bad node's avoidance and the staff's alert; healthy nodes never 
 
 import pytest
 from django.core import mail
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from clusters.agent import AgentReply
 from clusters.avoidance import avoided_nodes, node_avoid_clear
@@ -12,6 +14,7 @@ from jobs.models import Attempt
 from monitoring.diagnosis.failures import FailureWatcher
 from monitoring.logs.store import Delivery, log_files, log_store
 from monitoring.models import NodeEvent, NodeHealth, NodeSignal
+from monitoring.nodes.ledger import attempt_nodes_record
 from monitoring.nodes.watch import NodeLedgerWatcher
 from tests import factories
 
@@ -143,3 +146,19 @@ def test_one_persons_jobs_alone_never_make_a_node_bad(run, cluster, owner) -> No
     run("n2", GPU_FAULT, user=owner)  # a second person's job fails there too
     assert _verdict(cluster, "n2") == "bad"
     assert "n2" in avoided_nodes(cluster=cluster)
+
+
+@override_settings(**LEDGER)
+def test_a_completed_jobs_healthy_nodes_cost_the_same_queries_for_two_or_eight(
+    project, member, cluster
+) -> None:
+    counts = []
+    for nodes in ("n1,n2", "n1,n2,n3,n4,n5,n6,n7,n8"):
+        _, attempt = factories.job(project, member, cluster, nodes=nodes.count(",") + 1)
+        Attempt.objects.filter(pk=attempt.pk).update(state=State.COMPLETED, node_list=nodes)
+        attempt.refresh_from_db()
+        with CaptureQueriesContext(connection) as queries:
+            assert attempt_nodes_record(attempt=attempt, cluster=cluster)
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+    assert NodeHealth.objects.get(cluster=cluster, node="n2").healthy_jobs == 2

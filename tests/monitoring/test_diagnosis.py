@@ -279,7 +279,11 @@ def test_the_job_page_shows_an_unknown_failures_last_lines_escaped(
     client.force_login(member)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "The end of the log" in page
-    assert "step 41, loss=0.1\n&lt;script&gt;alert(1)&lt;/script&gt;\nValueError: bad shape" in page
+    # The line the diagnosis quotes is marked: the box opens on it.
+    assert (
+        "step 41, loss=0.1\n&lt;script&gt;alert(1)&lt;/script&gt;\n"
+        '<mark class="diagnosed">ValueError: bad shape</mark>'
+    ) in page
     assert "<script>alert(1)" not in page
 
 

@@ -61,5 +61,10 @@ def clean_group(group: str) -> str:
     return group
 
 
+def is_label(text: str) -> bool:
+    """Whether the text could be a tag or group (what a filter may look for)."""
+    return bool(_LABEL.match(text))
+
+
 def _refused(field: str, message: str) -> JobError:
     return JobError(message, errors={field: [message]})

@@ -1,8 +1,9 @@
 """The runs table of a project: runs with their settings and stored summary metrics.
 
-Columns are the job's own (name, user, state, created), the summary's (RunSummary,
-stored by the poll) and any parameter (`p.<key>`). Every column sorts and filters
-(`loss_best<2.5`, `p.lr=0.001`, `state!=FAILED`, `name~llama`); pages are LIMIT/OFFSET
+Columns are the job's own (name, tags, group, user, state, created), the summary's
+(RunSummary, stored by the poll) and any parameter (`p.<key>`). Every column filters
+(`loss_best<2.5`, `p.lr=0.001`, `state!=FAILED`, `name~llama`, `tags=baseline`: has the
+tag, `group=seeds`) and all but tags sort; pages are LIMIT/OFFSET
 with a capped count. A page costs the same few queries whatever the project's size:
 the keys of the newest runs' settings, the capped count, and the rows with their
 summaries in one join.
@@ -20,6 +21,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from jobs.enums import State
 from jobs.models import Job
+from jobs.notes import is_label
 from jobs.params import param_from_text
 from monitoring.models.runs import SUMMARY_COLUMNS
 from portal_lib.bounds import INT_MAX
@@ -34,6 +36,8 @@ MAX_FILTERS = 10
 # Column key -> (title, ORM path or None for a parameter).
 BASE_COLUMNS: dict[str, tuple[str, str]] = {
     "name": ("Run", "name"),
+    "tags": ("Tags", "tags"),
+    "group": ("Group", "group"),
     "user": ("User", "user__username"),
     "state": ("State", "state"),
     "created": ("Created", "created_at"),
@@ -51,9 +55,21 @@ assert {p.removeprefix("summary__") for _, p in BASE_COLUMNS.values() if "summar
 SUMMARY_SORTS = frozenset(
     k for k, (_, path) in BASE_COLUMNS.items() if path.startswith("summary__")
 )
-DEFAULT_COLUMNS = ("name", "state", "loss_last", "loss_best", "eval_best", "throughput", "mfu")
+DEFAULT_COLUMNS = (
+    "name",
+    "tags",
+    "group",
+    "state",
+    "loss_last",
+    "loss_best",
+    "eval_best",
+    "throughput",
+    "mfu",
+)
 DEFAULT_TAIL = ("gpu_hours", "duration")
-TEXT_COLUMNS = frozenset({"name", "user", "state"})
+TEXT_COLUMNS = frozenset({"name", "group", "user", "state"})
+# A set of labels has no order to sort by; it filters (tags=x: has the tag).
+UNSORTED = frozenset({"tags"})
 PARAM_PREFIX = "p."
 _FILTER = re.compile(r"^\s*([\w.\-/]+?)\s*(<=|>=|!=|=|<|>|~)\s*(.*?)\s*$")
 
@@ -112,6 +128,8 @@ def runs_query_from(params: Any, *, param_keys: list[str]) -> RunsQuery:
     sort = sort.lstrip("-")
     if not _known(sort):
         raise RunsQueryError(f"Cannot sort by {sort[:80]!r}: choose a column.", param="sort")
+    if sort in UNSORTED:
+        raise RunsQueryError("Runs do not sort by tags; filter them: tags=baseline.", param="sort")
     filters = [parse_filter(f) for f in params.getlist("f")[:MAX_FILTERS] if f.strip()]
     try:
         page = max(int(params.get("page") or 1), 1)
@@ -127,13 +145,32 @@ def default_columns(param_keys: list[str]) -> list[str]:
     return [*DEFAULT_COLUMNS, *(PARAM_PREFIX + k for k in param_keys[:4]), *DEFAULT_TAIL]
 
 
-def param_keys(*, project: Project) -> list[str]:
-    """The setting names of the project's newest runs, sorted (one bounded query)."""
+@dataclass(frozen=True)
+class Vocabulary:
+    """What the newest runs of a project name: setting keys, tags and groups, each sorted."""
+
+    param_keys: list[str]
+    tags: list[str]
+    groups: list[str]
+
+
+def vocabulary(*, project: Project) -> Vocabulary:
+    """The settings, tags and groups of the project's newest runs (one bounded query)."""
     newest = Job.objects.filter(project=project).order_by("-created_at", "-id")
     keys: set[str] = set()
-    for params in newest.values_list("params", flat=True)[:KEYS_FROM_NEWEST]:
+    tags: set[str] = set()
+    groups: set[str] = set()
+    for params, run_tags, group in newest.values_list("params", "tags", "group")[:KEYS_FROM_NEWEST]:
         keys.update(params or {})
-    return sorted(keys)
+        tags.update(run_tags or ())
+        groups.add(group)
+    groups.discard("")
+    return Vocabulary(sorted(keys), sorted(tags), sorted(groups))
+
+
+def param_keys(*, project: Project) -> list[str]:
+    """The setting names of the project's newest runs, sorted (one bounded query)."""
+    return vocabulary(project=project).param_keys
 
 
 def _expression(column: str) -> Any:
@@ -154,6 +191,8 @@ def _number(text: str) -> float:
 def _condition(flt: Filter, alias: str) -> Q:
     if flt.column.startswith(PARAM_PREFIX):
         return _param_condition(flt.column[len(PARAM_PREFIX) :], flt.op, flt.value, alias)
+    if flt.column == "tags":
+        return _tag_condition(flt.op, flt.value)
     path = BASE_COLUMNS[flt.column][1]
     if flt.op == "~":
         return Q(**{f"{path}__icontains": flt.value})
@@ -180,6 +219,22 @@ def _condition(flt: Filter, alias: str) -> Q:
     if flt.op == "!=":
         return ~Q(**{path: number})
     return Q(**{f"{path}__{compare[flt.op]}": number})
+
+
+def _tag_condition(op: str, text: str) -> Q:
+    if op == "~":
+        return Q(tags__icontains=text)
+    tag = text.lower()  # tags are kept lower-case (jobs.notes)
+    if op not in ("=", "!=") or not is_label(tag):
+        raise RunsQueryError(
+            "Filter tags with = (has the tag), != (has not) or ~ (a tag contains), "
+            "and a tag of letters, digits, '-', '_' and '.': tags=baseline."
+        )
+    if connection.vendor == "postgresql":  # tags @> '["x"]': the GIN index
+        has = Q(tags__contains=[tag])
+    else:  # SQLite has no JSON containment; a tag's characters never include a quote
+        has = Q(tags__icontains=f'"{tag}"')
+    return ~has if op == "!=" else has
 
 
 def _param_condition(key: str, op: str, text: str, alias: str) -> Q:
@@ -222,7 +277,7 @@ def runs_queryset(*, project: Project, query: RunsQuery) -> QuerySet[Job]:
     expression = _expression(query.sort)
     # Blank values last either way; the job's own columns are never blank, and leaving
     # NULLS LAST off them lets the newest-first order walk the (project, created) index.
-    nullable = query.sort not in ("name", "user", "state", "created")
+    nullable = query.sort not in ("name", "group", "user", "state", "created")
     order = OrderBy(expression, descending=query.descending, nulls_last=nullable or None)
     tie = "-id" if query.descending else "id"
     return runs.order_by(order, tie)
@@ -249,7 +304,7 @@ def runs_page(*, project: Project, query: RunsQuery) -> RunsPage:
     start = (query.page - 1) * query.page_size
     ids = _page_ids(project, query, start)
     found = Job.objects.filter(pk__in=ids).select_related("summary", "user")
-    by_id = found.defer("command", "setup", "metric_patterns", "summary__metrics").in_bulk()
+    by_id = found.defer("command", "setup", "metric_patterns", "note", "summary__metrics").in_bulk()
     rows = [by_id[i] for i in ids if i in by_id]
     pages = max((min(count, COUNT_CAP) + query.page_size - 1) // query.page_size, 1)
     if count > COUNT_CAP:  # the count stops at the cap; a full page may have more after it
@@ -293,8 +348,10 @@ def cell(job: Job, column: str) -> Any:
         return job.user.get_username()
     if column == "created":
         return job.created_at
-    if column in ("name", "state"):
+    if column in ("name", "state", "group"):
         return getattr(job, column)
+    if column == "tags":
+        return list(job.tags or [])
     summary = getattr(job, "summary", None)
     if summary is None:
         return None

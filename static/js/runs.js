@@ -18,6 +18,17 @@
     filters.value.split("\n").map((line) => line.trim()).filter(Boolean).forEach((line) => params.append("f", line));
     window.location.search = params.toString();
   });
+  // Picking a tag or group adds its filter (tags=x, group=x) and applies it.
+  for (const quick of form.querySelectorAll("select[data-filter]")) {
+    quick.addEventListener("change", () => {
+      if (!quick.value) return;
+      const line = `${quick.dataset.filter}=${quick.value}`;
+      const lines = filters.value.split("\n").map((l) => l.trim()).filter(Boolean);
+      if (!lines.includes(line)) lines.push(line);
+      filters.value = lines.join("\n");
+      form.requestSubmit();
+    });
+  }
   const picks = () => [...document.querySelectorAll(".run-pick:checked")].map((box) => box.value);
   document.getElementById("runs-table").addEventListener("change", () => {
     compare.disabled = picks().length < 1;

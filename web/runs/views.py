@@ -21,19 +21,21 @@ from monitoring.runs.step_clock import AXES, AXIS_TITLES, STEP
 from monitoring.runs.table import (
     BASE_COLUMNS,
     PARAM_PREFIX,
+    UNSORTED,
     RunsQueryError,
     cell,
     column_title,
     default_columns,
-    param_keys,
     runs_page,
     runs_query_from,
+    vocabulary,
 )
 from portal_lib.bounds import IdOutOfRange, row_ids
 from projects.access import projects_visible_to
 from projects.models import Project
 
 DEFAULT_WIDTH = 900
+LABEL_COLUMNS = frozenset({"name", "tags", "group", "user", "state"})  # aligned left
 
 
 def _project(request: HttpRequest, slug: str) -> Project:
@@ -56,7 +58,8 @@ def _with(query: QueryDict, **changes: str) -> str:
 def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
     """Runs with settings and summary metrics: columns, sort, filters and page in the URL."""
     project = _project(request, slug)
-    keys = param_keys(project=project)
+    named = vocabulary(project=project)
+    keys = named.param_keys
     error = ""
     try:
         query = runs_query_from(request.GET, param_keys=keys)
@@ -69,6 +72,8 @@ def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "key": column,
             "title": column_title(column),
+            "sorts": column not in UNSORTED,
+            "numeric": column not in LABEL_COLUMNS,
             "sorted": column == query.sort,
             "descending": query.descending,
             "link": _with(
@@ -95,6 +100,10 @@ def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
             "columns": query.columns,
             "offered": [{"key": c, "title": column_title(c)} for c in offered],
             "filters": request.GET.getlist("f"),
+            # The quick filters: each adds f=tags=<tag> or f=group=<group> to the table's URL.
+            "tags": named.tags,
+            "groups": named.groups,
+            "base_query": _with(request.GET, page="1"),
             "sort": sort,
             "error": error,
             "defaults": ",".join(default_columns(keys)),

@@ -33,7 +33,7 @@ def test_a_member_who_did_not_submit_it_reads_the_note(
     status, html = _page(client, member, job)
     assert status == 200
     assert 'id="run-notes-form"' not in html and "js/run-notes.js" not in html
-    assert "first line<br>second &lt;i&gt;" in html
+    assert "first line\nsecond &lt;i&gt;" in html
     assert 'class="run-tag"' in html
 
 

@@ -1,0 +1,68 @@
+"""A run's note, tags and group in Chromium against daphne: the submitter writes them on the
+job page, a refused tag is marked beside its field, and the tag links to the runs table
+filtered by it; a member who did not submit the run reads them and has no form."""
+
+import pytest
+
+from tests import factories
+from tests.helpers import browser_log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_notes_edited_on_the_job_page_then_the_runs_table_filtered_by_tag(
+    asgi_server, project, owner, member, page
+) -> None:
+    cluster = factories.cluster("alps")
+    job, _ = factories.job(project, owner, cluster, name="lr3e-4-seed1")
+    factories.job(project, owner, cluster, name="lr1e-3-seed1")
+    browser_log_in(page, asgi_server, owner)
+    page.goto(f"{asgi_server}/jobs/{job.pk}/")
+    card = page.locator("#run-notes")
+    card.get_by_label("Note").fill("The run that mattered: no warm-up, and it still converged.")
+    card.get_by_label("Tags").fill("Baseline, no-warmup a/b")
+    card.get_by_label("Group").fill("seeds-lr3e-4")
+    card.get_by_role("button", name="Save").click()
+    error = page.locator("#run-tags-error")
+    error.wait_for()
+    assert "'a/b': use only letters" in error.inner_text()
+    assert page.locator("#run-tags").get_attribute("aria-invalid") == "true"
+    assert "Not saved" in page.locator("#run-notes-status").inner_text()
+    card.scroll_into_view_if_needed()
+    screenshot(page, "run-notes-refused", full_page=False)
+
+    card.get_by_label("Tags").fill("Baseline, no-warmup")
+    card.get_by_role("button", name="Save").click()
+    page.get_by_text("Saved.").wait_for()
+    assert error.is_hidden()
+    assert page.locator("#run-tags").input_value() == "baseline, no-warmup"  # as kept
+    assert page.locator("#run-labels a").all_inner_texts() == [
+        "seeds-lr3e-4",
+        "baseline",
+        "no-warmup",
+    ]
+    screenshot(page, "run-notes-saved")
+
+    page.reload()  # kept
+    assert page.locator("#run-note").input_value().startswith("The run that mattered")
+    assert page.locator("#run-group").input_value() == "seeds-lr3e-4"
+
+    page.locator("#run-labels a.run-tag", has_text="baseline").click()
+    page.wait_for_url("**/runs/?f=tags%3Dbaseline")
+    rows = page.locator("#runs-table tbody tr")
+    assert rows.count() == 1 and "lr3e-4-seed1" in rows.first.inner_text()
+    assert page.locator("#runs-filters").input_value().strip() == "tags=baseline"
+    screenshot(page, "run-notes-runs-filtered")
+    # The group's quick filter adds to the tag's.
+    page.select_option("#runs-group-filter", "seeds-lr3e-4")
+    page.wait_for_url("**f=group%3Dseeds-lr3e-4**")
+    assert "f=tags%3Dbaseline" in page.url and rows.count() == 1
+
+    # A member who did not submit the run reads the note and has no form.
+    page.context.clear_cookies()
+    browser_log_in(page, asgi_server, member)
+    page.goto(f"{asgi_server}/jobs/{job.pk}/")
+    assert "no warm-up" in page.locator("#run-note-text").inner_text()
+    assert page.locator("#run-notes-form").count() == 0
+    page.locator("#run-notes").scroll_into_view_if_needed()
+    screenshot(page, "run-notes-read-only", full_page=False)

@@ -105,6 +105,9 @@ def test_alert_rules_refuse_a_copy_and_show_only_their_own_settings(
     assert "(Job ended; your jobs)" in error.inner_text()
     _both_sizes(page, "/alerts/rules/", "issue36-alert-rule-refused")
 
+    page.get_by_label("When").select_option(label="Time limit close")
+    assert form.locator('[data-field="threshold"] label').inner_text() == "Minutes left"
+    assert form.locator('[data-field="series"]').is_hidden()
     page.get_by_label("When").select_option(label="Loss above a bound after a step")
     assert form.locator('[data-field="series"]').is_visible()
     assert form.locator('[data-field="factor"]').is_hidden()

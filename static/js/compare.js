@@ -44,7 +44,9 @@
       if (data.groups) {
         data.groups.forEach((group, i) => {
           const color = COLORS[i % COLORS.length];
-          const name = plain(`${params.get("group")}=${group.label} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`);
+          // By the runs' own groups ("@group") the label is the group's name; by a setting, key=value.
+          const by = params.get("group") === "@group" ? "" : `${params.get("group")}=`;
+          const name = plain(`${by}${group.label} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`);
           traces.push({ type: "scatter", mode: "lines", x: xaxis.scale(group.x), y: group.hi, line: { width: 0, color }, showlegend: false, hoverinfo: "skip" });
           traces.push({ type: "scatter", mode: "lines", x: xaxis.scale(group.x), y: group.lo, line: { width: 0, color }, fill: "tonexty", fillcolor: color + "33", showlegend: false, hoverinfo: "skip" });
           traces.push({ type: "scatter", mode: "lines", name, x: xaxis.scale(group.x), y: group.mean, line: { color, width: 2 } });
@@ -58,6 +60,7 @@
       const shown = data.runs.reduce((sum, run) => sum + run.x.length, 0);
       note.textContent = `${data.runs.length} runs, ${points.toLocaleString()} points, ${shown.toLocaleString()} drawn (each pixel column's minimum and maximum).`;
       const gaps = data.runs.reduce((sum, run) => sum + run.nonfinite.length, 0);
+      if (data.groups) note.textContent += " Each group: its runs' mean as a line, mean ± 1 standard deviation as the band.";
       if (gaps) note.textContent += ` ${gaps.toLocaleString()} NaN or infinite value${gaps === 1 ? "" : "s"} shown as gaps.`;
       // Linear: fitted to the runs that are not orders of magnitude off (the server's
       // y_range), saying which are; log: every run whole, Plotly's own range.

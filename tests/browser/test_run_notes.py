@@ -4,8 +4,11 @@ filtered by it; a member who did not submit the run reads them and has no form."
 
 import pytest
 
+from jobs.models import Job
+from jobs.services import job_annotate
 from tests import factories
-from tests.helpers import browser_log_in, screenshot
+from tests.browser.test_runs import _stage
+from tests.helpers import browser_log_in, screenshot, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -66,3 +69,24 @@ def test_notes_edited_on_the_job_page_then_the_runs_table_filtered_by_tag(
     assert page.locator("#run-notes-form").count() == 0
     page.locator("#run-notes").scroll_into_view_if_needed()
     screenshot(page, "run-notes-read-only", full_page=False)
+
+
+def test_compare_draws_each_runs_group_as_a_mean_and_a_band(
+    asgi_server, project, owner, member, page
+) -> None:
+    ids = _stage(project, owner)  # six runs: lr 0.01 and 0.001, seeds 1 to 3
+    for job in Job.objects.filter(pk__in=ids):
+        job_annotate(job=job, user=owner, group=f"lr{job.params['lr']}-seeds")
+    browser_log_in(page, asgi_server, member)
+    runs = ",".join(map(str, ids))
+    page.goto(f"{asgi_server}/projects/{project.slug}/compare/?runs={runs}")
+    wait_for(lambda: page.locator("#compare-chart .scatterlayer .trace").count() == 6, 60, "runs")
+    page.select_option("#compare-group", "@group")  # the toggle: each run, or the groups
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_url("**group=%40group**")
+    # Two groups: a band (two edge traces) and a mean line each.
+    legend = page.locator("#compare-chart .legendtext")
+    wait_for(lambda: legend.count() == 2, 60, "2 groups")
+    assert sorted(legend.all_text_contents()) == ["lr0.001-seeds (3 runs)", "lr0.01-seeds (3 runs)"]
+    assert "mean ± 1 standard deviation" in page.locator("#compare-note").inner_text()
+    screenshot(page, "run-notes-compare-groups")

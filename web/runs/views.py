@@ -36,6 +36,9 @@ from projects.models import Project
 
 DEFAULT_WIDTH = 900
 LABEL_COLUMNS = frozenset({"name", "tags", "group", "user", "state"})  # aligned left
+# Compare's "group by" for the runs' own group (their notes), not a setting: no setting's
+# name starts with "@" (jobs.params).
+RUN_GROUP = "@group"
 
 
 def _project(request: HttpRequest, slug: str) -> Project:
@@ -118,7 +121,9 @@ def _selected(request: HttpRequest, project: Project) -> list[Job]:
     ids = row_ids(request.GET.get("runs", ""), name="runs", limit=MAX_RUNS)
     found = {
         job.pk: job
-        for job in Job.objects.filter(project=project, pk__in=ids).only("id", "name", "params")
+        for job in Job.objects.filter(project=project, pk__in=ids).only(
+            "id", "name", "params", "group"
+        )
     }
     return [found[i] for i in ids if i in found]
 
@@ -160,6 +165,8 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "axis_title": AXIS_TITLES[axis],
             "axes": AXIS_TITLES,
             "keys": keys,
+            "run_group": RUN_GROUP,
+            "has_run_groups": any(job.group for job in jobs),
             "diff": settings_diff(jobs),
             "runs": ",".join(str(job.pk) for job in jobs),
         },
@@ -211,6 +218,14 @@ def compare_curves(request: HttpRequest, slug: str) -> JsonResponse:
     }
     group = request.GET.get("group", "")
     if group:
-        labels = {job.pk: (job.params or {}).get(group) for job in jobs}
+        labels = {job.pk: _group_label(job, group) for job in jobs}
         body["groups"] = group_bands(curves, labels, width=width)
     return JsonResponse(body)
+
+
+def _group_label(job: Job, group: str) -> Any:
+    """The run's value for compare's grouping: a setting's, or its own group (a run without
+    one stands alone, named, rather than being averaged with the other loose runs)."""
+    if group == RUN_GROUP:
+        return job.group or f"{job.name} #{job.pk}"
+    return (job.params or {}).get(group)

@@ -6,6 +6,7 @@ from monitoring.goodput.watch import GoodputWatcher
 from monitoring.hangs.watch import ProgressWatcher
 from monitoring.ingest.records import RecordsWatcher
 from monitoring.ingest.watch import MonitoringWatcher
+from monitoring.nodes.watch import NodeLedgerWatcher
 
 
 def test_the_apps_register_the_watchers_once_in_order() -> None:
@@ -16,6 +17,7 @@ def test_the_apps_register_the_watchers_once_in_order() -> None:
         RecordsWatcher,
         ProgressWatcher,
         FailureWatcher,
+        NodeLedgerWatcher,
         GoodputWatcher,
     ]
     # Only the ingest reads the jobs with a page open between slices: the same object.

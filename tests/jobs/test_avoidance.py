@@ -149,3 +149,22 @@ def test_the_job_page_says_which_nodes_were_avoided_and_why(
     assert "Attempt 1: Nodes n4, n3 are judged bad but not left out" in page
     client.force_login(outsider)
     assert client.get(f"/jobs/{job.pk}/").status_code == 404
+
+
+def test_the_failures_api_says_which_nodes_were_avoided(
+    client, project, member, outsider, cluster
+) -> None:
+    node_avoid(cluster=cluster, node="n3", reason="judged bad (score 3.0): 3 x GPU fault")
+    job, attempt = factories.job(project, member, cluster, nodes=2, partition="gpu")
+    _submit(attempt)
+    client.force_login(member)
+    body = client.get(f"/api/v1/jobs/{job.pk}/failures").json()
+    assert body["avoided_nodes"] == [
+        {
+            "attempt": 1,
+            "nodes": [{"node": "n3", "reason": "judged bad (score 3.0): 3 x GPU fault"}],
+            "kept_note": "",
+        }
+    ]
+    client.force_login(outsider)
+    assert client.get(f"/api/v1/jobs/{job.pk}/failures").status_code == 404

@@ -68,6 +68,11 @@ NOT_SPEC = {
     "created_at",
     "updated_at",
     "param_sources",
+    # What the researcher writes of a run once it exists (jobs.notes): a clone is a new run
+    # and starts without them.
+    "note",
+    "tags",
+    "group",
 }
 
 

@@ -46,9 +46,16 @@ def test_notes_edited_on_the_job_page_then_the_runs_table_filtered_by_tag(
     ]
     screenshot(page, "run-notes-saved")
 
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone
     page.reload()  # kept
     assert page.locator("#run-note").input_value().startswith("The run that mattered")
     assert page.locator("#run-group").input_value() == "seeds-lr3e-4"
+    card.scroll_into_view_if_needed()
+    for part in ("#run-notes", "#run-tags", "#run-group", "#run-notes-save"):
+        box = page.locator(part).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, part
+    screenshot(page, "run-notes-phone", full_page=False)
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     page.locator("#run-labels a.run-tag", has_text="baseline").click()
     page.wait_for_url("**/runs/?f=tags%3Dbaseline")

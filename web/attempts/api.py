@@ -394,17 +394,6 @@ class StragglerSerializer(serializers.Serializer[Any]):
     message = serializers.CharField()
 
 
-class AvoidedNodeSerializer(serializers.Serializer[Any]):
-    node = serializers.CharField()
-    reason = serializers.CharField()
-
-
-class AttemptAvoidanceSerializer(serializers.Serializer[Any]):
-    attempt = serializers.IntegerField()
-    nodes = AvoidedNodeSerializer(many=True, help_text="The avoided nodes it ran without.")
-    kept_note = serializers.CharField(help_text="Why avoided nodes were kept in; empty: none.")
-
-
 class JobFailuresSerializer(serializers.Serializer[Any]):
     diagnoses = AttemptDiagnosisSerializer(many=True)
     checkpoints = CheckpointSerializer(many=True)
@@ -413,8 +402,8 @@ class JobFailuresSerializer(serializers.Serializer[Any]):
     hangs = serializers.ListField(
         child=serializers.DictField(), help_text="monitoring.hangs.selectors"
     )
-    avoided_nodes = AttemptAvoidanceSerializer(
-        many=True, help_text="Per attempt, the cluster's bad nodes its submission left out."
+    avoided_nodes = serializers.ListField(
+        child=serializers.DictField(), help_text="monitoring.job_page.selectors.job_failures"
     )
     attempt = serializers.IntegerField(allow_null=True, help_text="The latest attempt.")
 

@@ -19,10 +19,10 @@ LABEL_CHARS = "letters, digits, '-', '_' and '.'"
 
 def clean_note(note: str) -> str:
     """The note without surrounding blank space, or a JobError naming `note`."""
-    note = note.strip()
+    note = note.replace("\r\n", "\n").strip()  # a browser's line ends count once
     if len(note) > NOTE_MAX:
         raise _refused("note", f"Keep the note to {NOTE_MAX:,} characters (it has {len(note):,}).")
-    return note.replace("\r\n", "\n")
+    return note
 
 
 def clean_tags(tags: Iterable[str]) -> list[str]:

@@ -83,6 +83,12 @@ def test_a_refused_value_names_its_field_and_writes_nothing(
     assert Job.objects.get(pk=sams_job.pk).group == ""
 
 
+def test_a_browsers_line_ends_count_once(sams_job: Job) -> None:
+    note = "\r\n".join(["x" * 99] * 40)  # 3,960 characters and 39 line ends, sent as CR LF
+    job_annotate(job=sams_job, user=sams_job.user, note=note)
+    assert Job.objects.get(pk=sams_job.pk).note == note.replace("\r\n", "\n")
+
+
 def test_tags_typed_in_one_box_split_on_commas_and_spaces() -> None:
     assert tags_from_text(" baseline, lr-sweep  v2,,") == ["baseline", "lr-sweep", "v2"]
     assert clean_tags(tags_from_text("A a B")) == ["a", "b"]

@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Func, Q, TextField, Value
-from django.db.models.functions import Trim
+from django.db.models import F, Q
 
 from jobs.enums import State
 from jobs.models import Attempt
@@ -44,6 +43,8 @@ from jobs.queue.waits import format_wait, percentile
 
 MIN_RUNS = 3  # fewer runs say too little to size from
 MAX_RUNS = 200  # the newest matching attempts read (one query)
+# Rows read for them: commands with the same longest words but other text are rare.
+LIKE_SLACK = 4
 PREFILTER_WORDS = 8
 WINDOW = timedelta(days=180)
 SHARE = 0.95
@@ -131,17 +132,7 @@ def past_runs(
     *, project_id: int, project: str, user_id: int, template: str, command: str, now: datetime
 ) -> History:
     """The runs the sizing rests on (one query; see the module for which)."""
-    # Collapsed first, then trimmed: PostgreSQL's TRIM drops spaces only.
-    same = Trim(
-        Func(
-            "job__command",
-            Value(r"\s+"),
-            Value(" "),
-            Value("g"),
-            function="REGEXP_REPLACE",
-            output_field=TextField(),
-        )
-    )
+    wanted = collapsed(command)
     rows = (
         Attempt.objects.filter(
             job__project_id=project_id,
@@ -150,13 +141,13 @@ def past_runs(
             started_at__isnull=False,
             ended_at__gte=now - WINDOW,
         )
-        # Its longest words first: LIKEs, far cheaper than the regular expression, which then
-        # runs only on the commands that have them all.
+        # Its longest words first: LIKEs, cheap in any database; the collapsed text is then
+        # compared here, on the few commands that have them all (SQLite, the local run's
+        # database, has no regular-expression replace).
         .filter(*[Q(job__command__contains=word) for word in _longest_words(command)])
-        .annotate(same_command=same)
-        .filter(same_command=collapsed(command))
         .order_by("-ended_at", "-pk")
         .values_list(
+            "job__command",
             "pk",
             "job__user_id",
             "state",
@@ -165,10 +156,11 @@ def past_runs(
             "usage_charge__elapsed_seconds",
             F("job__nodes") * F("job__gpus_per_node"),
             "efficiency__data",
-        )[:MAX_RUNS]
+        )[: MAX_RUNS * LIKE_SLACK]
     )
+    same = [row[1:] for row in rows if collapsed(row[0]) == wanted][:MAX_RUNS]
     runs = []
-    for pk, user, state, started, ended, elapsed, gpus, card in rows:
+    for pk, user, state, started, ended, elapsed, gpus, card in same:
         seconds = float(elapsed) if elapsed is not None else (ended - started).total_seconds()
         busy, peak, utils = _card_gpus(card, gpus)
         runs.append(

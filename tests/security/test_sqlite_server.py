@@ -12,6 +12,7 @@ Redis database afterwards.
 
 import dataclasses
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -259,3 +260,34 @@ def test_twenty_submissions_at_once_reach_slurm_once_each(tmp_path: Path, sandbo
         ids |= {line.split()[0] for line in run_jobs(state_dir, worker_tag())}
         cancel_jobs(state_dir, sorted(ids))
         servers.purge_queue(env)
+
+
+def test_the_submit_forms_preview_works_on_sqlite(
+    sqlite_portal: tuple[str, str, str, Path],
+) -> None:
+    """The local run's database has no regular-expression functions: the preview (its
+    sizing from past runs among them) must not need them."""
+    url, _, session, _ = sqlite_portal
+    with httpx.Client(base_url=url, timeout=30) as client:
+        client.cookies.set(settings.SESSION_COOKIE_NAME, session)
+        form = client.get("/jobs/new/")
+        assert form.status_code == 200
+        csrf = client.cookies[settings.CSRF_COOKIE_NAME]
+        fields = {
+            "project": re.search(r'<option value="(\d+)"[^>]*>\s*vision', form.text)[1],  # type: ignore[index]
+            "cluster": "local",
+            "partition": "gpu",
+            "name": "preview",
+            "template": "command",
+            "command": "python train.py --steps 10",
+            "nodes": "1",
+            "gpus_per_node": "1",
+            "cpus_per_task": "1",
+            "time_limit": "0:30:00",
+            "max_restarts": "0",
+        }
+        preview = client.post("/jobs/new/preview/", data=fields, headers={"X-CSRFToken": csrf})
+    assert preview.status_code == 200, preview.text[:2000]
+    answer = preview.json()
+    assert answer["errors"] == {} and "#SBATCH" in answer["script"]
+    assert answer["sizing"] is not None

@@ -162,6 +162,7 @@ CACHE_JSON_TYPES = [
     "clusters.status.PartitionStatus",
     "clusters.slurm.scontrol.Node",
     "clusters.inventory.PartitionLimits",
+    "clusters.slurm.test_only.TestOnly",
 ]
 
 CHANNEL_LAYERS = {

@@ -8,6 +8,7 @@ import pytest
 
 from clusters.slurm import SlurmTools, TestOnly, scheduling_options
 from clusters.slurm.test_only import MARKER, asks_command, parse_answers
+from portal_lib.cache import JSONSerializer
 from tests.clusters.slurm_output import fixture
 
 TOOLS = SlurmTools(conf="/etc/slurm/slurm.conf")
@@ -63,3 +64,11 @@ def test_scheduling_options_of_a_batch_script() -> None:
         "#SBATCH --gres=gpu:2\necho '#SBATCH --nodes=9'\n"
     )
     assert scheduling_options(script) == ["--nodes=2", "--exclude=n[1-2]", "--gres=gpu:2"]
+
+
+def test_answers_round_trip_through_the_production_caches_serializer() -> None:
+    """The form's answers are cached in Redis, whose serializer builds back only the
+    dataclasses settings.CACHE_JSON_TYPES names (tests use an in-memory cache)."""
+    serializer = JSONSerializer()
+    answers = parse_answers(fixture("sbatch_test_only.txt"), asks=4)
+    assert serializer.loads(serializer.dumps(answers)) == answers  # type: ignore[arg-type]

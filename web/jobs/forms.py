@@ -18,7 +18,7 @@ from jobs.models import MAX_RESTARTS_LIMIT
 from jobs.params import ParamValue, params_from_lines
 from jobs.specs import MAX_TIME_LIMIT, JobSpec
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
-from projects.access import submittable_projects
+from projects.access import clusters_for_project, submittable_projects
 from projects.models import Project
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMbBtT]?)\s*$")
@@ -49,6 +49,13 @@ def usable_clusters(*, user: User) -> QuerySet[Cluster]:
         Q(user_id=user.pk) | Q(user__isnull=True)
     )
     return Cluster.objects.filter(is_active=True).filter(Exists(runnable)).order_by("name")
+
+
+def project_clusters(*, user: User, project: Project) -> QuerySet[Cluster]:
+    """The usable clusters (above) that the project's quota lets it run on."""
+    return usable_clusters(user=user).filter(
+        pk__in=clusters_for_project(project=project).values("pk")
+    )
 
 
 class TimeLimitField(forms.CharField):

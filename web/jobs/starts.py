@@ -22,11 +22,10 @@ from rest_framework.views import APIView
 from clusters.models import Cluster
 from jobs.queue.forecast import expected_starts, start_options
 from jobs.specs import JobSpec, validate_spec
-from projects.access import clusters_for_project
 from projects.models import Project, Quota
 from web.auth import request_user
 from web.jobs.api import submission_target
-from web.jobs.forms import JobForm, usable_clusters
+from web.jobs.forms import JobForm, project_clusters
 from web.jobs.inputs import JobCreateSerializer
 from web.jobs.views import partitions_for
 
@@ -42,11 +41,7 @@ def _starts(
     problems = validate_spec(spec=spec, partitions=partitions, quota=quota)
     if problems:
         return problems
-    others = (
-        usable_clusters(user=user)
-        .filter(pk__in=clusters_for_project(project=project).values("pk"))
-        .exclude(pk=cluster.pk)
-    )
+    others = project_clusters(user=user, project=project).exclude(pk=cluster.pk)
     options = start_options(
         spec=spec,
         cluster=cluster,
@@ -88,10 +83,7 @@ class JobStartsView(APIView):
         values = dict(data.validated_data)
         user = request_user(request)
         project, cluster = submission_target(user=user, values=values)
-        usable = usable_clusters(user=user).filter(
-            pk__in=clusters_for_project(project=project).values("pk")
-        )
-        if not usable.filter(pk=cluster.pk).exists():
+        if not project_clusters(user=user, project=project).filter(pk=cluster.pk).exists():
             raise ValidationError(
                 {"cluster": [f"Project {project.slug} cannot run on {cluster.name} as you."]}
             )

@@ -34,10 +34,15 @@ from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec, spec_from_job, validate_spec
 from portal_lib.bounds import IdOutOfRange, row_id, row_ids
 from portal_lib.errors import PortalError, form_add_error
-from projects.access import clusters_for_project
 from projects.models import Project, Quota
 from web.auth import request_user
-from web.jobs.forms import JobForm, format_time_limit, initial_from_spec, usable_clusters
+from web.jobs.forms import (
+    JobForm,
+    format_time_limit,
+    initial_from_spec,
+    project_clusters,
+    usable_clusters,
+)
 
 MAX_STATE_IDS = 200
 
@@ -325,9 +330,7 @@ def form_preview(request: HttpRequest) -> FormPreview:
     room = None
     if valid and project is not None and cluster is not None:
         payload["script"] = script_preview(project=project, cluster=cluster, spec=spec)
-        others = usable_clusters(user=user).filter(
-            pk__in=clusters_for_project(project=project).values("pk")
-        )
+        others = project_clusters(user=user, project=project)
         room = project_room(project=project)
         payload["estimate"] = estimate_for(
             project=project, cluster=cluster, spec=spec, others=list(others), room=room

@@ -251,6 +251,8 @@ def test_cancel_from_the_job_page(
     assert "Only the job&#x27;s submitter or a project owner" in response.content.decode()
     assert Attempt.objects.get(job=theirs).state == State.QUEUED
     assert client.get(reverse("job-cancel", args=[theirs.pk])).status_code == 405
+    page = client.get(reverse("job-page", args=[theirs.pk])).content.decode()
+    assert 'id="job-cancel"' not in page, "a member who may not cancel is not offered to"
 
     client.force_login(owner)
     page = client.get(reverse("job-page", args=[theirs.pk])).content.decode()

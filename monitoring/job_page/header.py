@@ -16,6 +16,7 @@ from jobs.enums import FINAL_STATES, NEVER_RESTART, FailureClass, State
 from jobs.models import Attempt, Job
 from jobs.queue.accuracy import StartHistory, start_history
 from jobs.queue.line import jobs_waiting
+from jobs.queue.reasons import explain_reason
 from jobs.queue.waits import format_wait, similar_waits
 from jobs.restart import restart_decision
 from monitoring.hangs.output import steps_are_records
@@ -52,6 +53,11 @@ class HeaderFacts:
     @property
     def finished(self) -> bool:
         return self.state in FINAL_STATES
+
+    @property
+    def pending_words(self) -> str:
+        """Slurm's reason in plain words, with what the owner can do about it."""
+        return explain_reason(self.pending_reason).text if self.pending_reason else ""
 
     @property
     def elapsed_text(self) -> str:

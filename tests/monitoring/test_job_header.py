@@ -9,6 +9,7 @@ from django.utils.html import escape
 
 from jobs.enums import State
 from jobs.models import Attempt
+from jobs.queue.reasons import explain_reason
 from monitoring.job_page.header import format_elapsed, header_facts
 from monitoring.models import AttemptProgress, LogFile
 from tests import factories
@@ -64,6 +65,8 @@ def test_the_page_shows_the_facts_and_refuses_outsiders(
     header = page[page.index('id="job-facts"') : page.index("</dl>")]
     assert ">101 <small" in header and ">102 <small" in header
     assert 'id="fact-reason"' in header and "(Priority)" in header
+    words = header[header.index('id="fact-reason-words"') :]
+    assert words.split("<", 1)[0].endswith(explain_reason("Priority").text), "the code in words"
     # No estimate from Slurm stored yet; the history line names the spec it compares.
     assert 'id="fact-expected-start"' in header and "no estimate yet" in header
     assert "similar jobs (1 node x 1 GPU on the default partition)" in header

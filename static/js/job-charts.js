@@ -116,13 +116,6 @@
       return Object.entries(starts).map(([n, x]) => ({ attempt: Number(n), x })).filter((s) => s.attempt > first);
     }
 
-    function smooth(values) {
-      const alpha = Number(document.getElementById("loss-smooth").value);
-      if (!alpha) return values;
-      let last = values.length ? values[0] : 0;
-      return values.map((v) => (last = alpha * last + (1 - alpha) * v));
-    }
-
     function titleOf(chart) {
       if (chart === "chart-mfu") {
         if (mfuTerms && mfuTerms.source === "computed") {
@@ -136,16 +129,6 @@
         "chart-learning_rate": "Learning rate", "chart-grad_norm": "Gradient norm",
         "chart-eval_loss": "Evaluation loss", "chart-eval": "Evaluation metrics",
       }[chart] || GPU_TITLES[chart.replace("chart-", "")] || "";
-    }
-
-    // Smoothing restarts after a gap: a NaN never bleeds into the values after it.
-    function smoothed(values) {
-      const out = [];
-      let run = [];
-      for (const v of values) {
-        if (v === null) { out.push(...smooth(run), null); run = []; } else run.push(v);
-      }
-      return out.concat(smooth(run));
     }
 
     const gapMarks = {}; // chart id -> [{x, name, colour}] of the last draw
@@ -169,7 +152,7 @@
         }
         const scale = name === "mfu_computed" ? 100 : 1; // the portal's MFU is a fraction; a printed one as printed
         let ys = points.map((p) => (p[1] === null ? null : p[1] * scale));
-        if (chart === "chart-loss") ys = smoothed(ys);
+        if (chart === "chart-loss") ys = ChartScale.smoothed(ys, ChartScale.alphaOf(document.getElementById("loss-smooth")));
         const colour = colourFor(chart, name);
         traces.push({
           type: "scatter", mode: points.length < 40 ? "lines+markers" : "lines",
@@ -206,9 +189,8 @@
         // Small charts name their x in the hover only: an axis title there sits on the legend.
         xaxis: { title: { text: chart === "chart-loss" ? "step" : "" }, domain: [0, units.length > 2 ? 0.86 : 1] },
         legend: { orientation: "h", y: -0.22, yanchor: "top" }, showlegend: true,
-        yaxis: { title: { text: units[0] || "" } },
+        yaxis: ChartScale.yAxis({ title: { text: units[0] || "" } }, chart === "chart-loss" && document.getElementById("loss-log").checked),
       };
-      if (chart === "chart-loss" && document.getElementById("loss-log").checked) layout.yaxis.type = "log";
       if (units[1]) layout.yaxis2 = { title: { text: units[1] }, overlaying: "y", side: "right" };
       if (units[2]) layout.yaxis3 = { title: { text: units[2] }, overlaying: "y", side: "right", anchor: "free", position: 1 };
       if (!time) {

@@ -9,6 +9,7 @@ from jobs.models import Attempt
 
 class NodeSignal(models.TextChoices):
     GPU_HARDWARE = "gpu_hardware", "GPU hardware fault"
+    GPU_ECC = "gpu_ecc", "Uncorrected ECC errors"
     NODE_FAILURE = "node_failure", "Node failure"
     HANG = "hang", "Hang's culprit"
     NCCL_TIMEOUT = "nccl_timeout", "NCCL timeout"

@@ -11,6 +11,8 @@ env = environ.Env()
 # that names a node is likelier the node's than not; a straggler is a hint.
 NODE_SIGNAL_WEIGHTS: dict[str, float] = {
     "gpu_hardware": env.float("NODE_WEIGHT_GPU_HARDWARE", default=1.0),
+    # The node's uncorrected ECC count rose during an attempt (nvidia-smi's, in the samples).
+    "gpu_ecc": env.float("NODE_WEIGHT_GPU_ECC", default=1.0),
     "node_failure": env.float("NODE_WEIGHT_NODE_FAILURE", default=1.0),
     "hang": env.float("NODE_WEIGHT_HANG", default=0.7),
     "nccl_timeout": env.float("NODE_WEIGHT_NCCL_TIMEOUT", default=0.5),

@@ -61,7 +61,9 @@ class Server(paramiko.ServerInterface):
                 while chunk := os.read(proc.stdout.fileno(), 65536):
                     channel.sendall(chunk)
                 channel.send_exit_status(proc.wait())
-            except OSError:  # the client closed the channel: sshd's writes fail alike
+            # The client closed the channel (OSError) or, when the write was under way, its
+            # whole connection (paramiko's packetizer raises EOFError): sshd's writes fail alike.
+            except (OSError, EOFError):
                 self.killed.append(command)
                 proc.kill()
             finally:

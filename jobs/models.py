@@ -224,6 +224,14 @@ class Job(CodeSource):
     note = models.TextField(blank=True)
     tags = models.JSONField(default=list, blank=True)
     group = models.CharField(max_length=64, blank=True)
+    # A fork's lineage (jobs.lineage): the job it started from, and that job's checkpoint
+    # (its path on the cluster, which PORTAL_RESUME_FROM names) and step. The path stays
+    # when the parent's checkpoint is later deleted.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    parent_checkpoint = models.CharField(max_length=1024, blank=True)
+    parent_step = models.BigIntegerField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

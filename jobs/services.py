@@ -18,6 +18,7 @@ from jobs.access import require_annotator, require_canceller, require_submitter
 from jobs.billing import RoomFull, attempt_reserve
 from jobs.enums import FINAL_STATES, State
 from jobs.errors import JobError
+from jobs.lineage import ForkPoint
 from jobs.models import Attempt, Job, JobEvent
 from jobs.notes import clean_group, clean_note, clean_tags
 from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
@@ -41,10 +42,18 @@ def job_submit(
     cluster: Cluster,
     spec: JobSpec,
     partitions: dict[str, PartitionLimits] | None = None,
+    fork: ForkPoint | None = None,
 ) -> Job:
-    """Check the request, record the job and its first attempt, and queue the submission."""
+    """Check the request, record the job and its first attempt, and queue the submission.
+
+    A fork (jobs.lineage) records its parent and resumes from the parent's checkpoint.
+    """
     require_submitter(user=user, project=project)
+    if fork is not None:
+        fork.check_place(user=user, project=project, cluster=cluster)
     account = submit_account(user=user, cluster=cluster)
+    if fork is not None:
+        fork.check_account(account)
     if partitions is None:
         partitions = cluster_partitions(cluster=cluster, account=account)
     quota = Quota.objects.filter(project=project).first()
@@ -60,10 +69,15 @@ def job_submit(
             user=user,
             cluster=cluster,
             **spec.job_fields(),
+            **(fork.job_fields() if fork else {}),
             state=State.QUEUED,
         )
         attempt_start(
-            job=job, number=1, account=account, reason=f"Submitted by {user.get_username()}."
+            job=job,
+            number=1,
+            account=account,
+            reason=fork.reason(user) if fork else f"Submitted by {user.get_username()}.",
+            resume_from=fork.checkpoint if fork else "",
         )
     return job
 

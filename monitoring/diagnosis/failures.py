@@ -15,12 +15,8 @@ from jobs.models import Attempt
 from jobs.restart import attempt_restart
 from jobs.rundir import STDOUT_FILE, file_key
 from jobs.services import attempt_diagnosis_claim, attempt_diagnosis_store
-from monitoring.checkpoints.registry import (
-    checkpoint_path,
-    checkpoints_ingest,
-    latest_complete,
-    listing_requests,
-)
+from monitoring.checkpoints.chosen import restart_point
+from monitoring.checkpoints.registry import checkpoints_ingest, listing_requests
 from monitoring.diagnosis.diagnose import TAIL_BYTES, Diagnosis, diagnose
 from monitoring.diagnosis.hang import hang_diagnosis
 from monitoring.logs.store import log_read
@@ -62,17 +58,17 @@ def attempt_diagnose(*, attempt: Attempt) -> Diagnosis | None:
 
 
 def attempt_after_failure(*, attempt: Attempt) -> None:
-    """Diagnose, then restart from the latest complete checkpoint if the policy says so."""
+    """Diagnose, then restart from the attempt's latest checkpoint if the policy says so."""
     found = attempt_diagnose(attempt=attempt)
     if found is None:
         return
-    checkpoint = latest_complete(job_id=attempt.job_id)
+    resume_from, resume_step = restart_point(attempt=attempt)
     failed_node = node_of_attempt(found.node, expand_nodes(attempt.node_list))
     attempt_restart(
         attempt=attempt,
         failure_class=found.failure_class,
-        resume_from=checkpoint_path(checkpoint) if checkpoint else "",
-        resume_step=checkpoint.step if checkpoint else None,
+        resume_from=resume_from,
+        resume_step=resume_step,
         failed_node=failed_node,
     )
 

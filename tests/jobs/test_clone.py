@@ -73,6 +73,10 @@ NOT_SPEC = {
     "note",
     "tags",
     "group",
+    # A fork's lineage (jobs.lineage): a clone starts afresh, from no checkpoint.
+    "parent",
+    "parent_checkpoint",
+    "parent_step",
 }
 
 

@@ -37,7 +37,14 @@ GPU_QUERY_FIELDS = (
     "memory.total",
     "temperature.gpu",
     "power.draw",
+    # GPU faults (monitoring.nodes): counts since the driver loaded, and whether pages wait to
+    # be retired; "[N/A]" where a GPU has no ECC or retires no pages (Ampere on remaps rows).
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.corrected.volatile.total",
+    "retired_pages.pending",
 )
+# Lines of a sampler started before the fault fields were asked for: the first columns only.
+GPU_QUERY_FIELDS_BEFORE_FAULTS = 8
 # Slurm's warning before the time limit goes to the batch shell, which passes it on
 # to the job's steps: the trainer checkpoints and exits before it is killed.
 WARNING_SIGNAL = "USR1"
@@ -53,6 +60,14 @@ STACK_SIGNAL = "USR2"
 # directory), the archive removed once unpacked.
 CODE_ARCHIVE_FILE = "code.tar"
 CODE_DIR = "code"
+# The preflight of a job that asks for one (jobs.preflight): the script beside the others,
+# each node's result in preflight/<node>.json, all of them merged into preflight.json by the
+# batch shell before the command; a failing preflight ends the batch script with this status.
+PREFLIGHT_SCRIPT = "portal_preflight.py"
+PREFLIGHT_DIR = "preflight"
+PREFLIGHT_FILE = "preflight.json"
+PREFLIGHT_LOG = "preflight.log"
+PREFLIGHT_EXIT = 86
 # The command's working directory (the code directory, or the account's home), written as the
 # command starts: where trainers' own files (TensorBoard events, metrics.csv) are looked for.
 WORKDIR_FILE = "workdir"

@@ -21,7 +21,9 @@ reads busy however busy the machine is; power, temperature and SM clock follow i
 memory is a plausible value while a process is bound. An unbound GPU reads 0 %, as a
 free GPU does. Stand-in processes themselves are never counted.
 
-Test hook: ``PORTAL_FAKE_NVSMI_NA=power.draw,clocks.sm`` makes those fields ``[N/A]``.
+Test hooks: ``PORTAL_FAKE_NVSMI_NA=power.draw,clocks.sm`` makes those fields ``[N/A]``;
+a faults file beside the script makes a node's GPUs report ECC errors
+(``nvidia_smi_faults``).
 """
 
 from __future__ import annotations
@@ -38,9 +40,17 @@ from dataclasses import dataclass, replace
 from dataclasses import field as dc_field
 
 try:
+    from . import nvidia_smi_faults as faults
     from . import nvidia_smi_summary as summary
-except ImportError:  # installed as a script, the module beside it (clusters/sandbox/system.py)
+    from .nvidia_smi_args import USAGE, UsageError, parse_args
+except ImportError:  # installed as a script, the modules beside it (clusters/sandbox/system.py)
+    import nvidia_smi_faults as faults  # type: ignore[no-redef,import-not-found]
     import nvidia_smi_summary as summary  # type: ignore[no-redef,import-not-found]
+    from nvidia_smi_args import (  # type: ignore[import-not-found,no-redef]
+        USAGE,
+        UsageError,
+        parse_args,
+    )
 
 # Every sandbox node has this many; clusters.sandbox.config takes it from here.
 GPUS_PER_NODE = 2
@@ -58,6 +68,7 @@ class Gpu:
     # Share of the last sampling interval its bound processes computed (see the docstring).
     busy: float = dc_field(default=0.0, compare=False)
     bound: bool = dc_field(default=False, compare=False)  # any process bound to it
+    faults: faults.Faults = dc_field(default=faults.HEALTHY, compare=False)
 
     @property
     def seed(self) -> int:
@@ -191,8 +202,13 @@ class ProcessTable:
         return {g: spent.get(g, 0.0) for g in bound}
 
 
-def with_activity(gpus: list[Gpu], activity: dict[int, float]) -> list[Gpu]:
-    return [replace(g, busy=activity.get(g.index, 0.0), bound=g.index in activity) for g in gpus]
+def with_activity(
+    gpus: list[Gpu], activity: dict[int, float], node: faults.Faults = faults.HEALTHY
+) -> list[Gpu]:
+    return [
+        replace(g, busy=activity.get(g.index, 0.0), bound=g.index in activity, faults=node)
+        for g in gpus
+    ]
 
 
 @dataclass(frozen=True)
@@ -224,6 +240,13 @@ FIELDS: dict[str, Field] = {
     "power.limit": Field("W", lambda g, t: f"{POWER_LIMIT_W:.2f}"),
     "clocks.sm": Field("MHz", lambda g, t: str(g.sm_clock(t))),
     "clocks.max.sm": Field("MHz", lambda g, t: "1980"),
+    "ecc.errors.uncorrected.volatile.total": Field(
+        "", lambda g, t: str(g.faults.uncorrected(g.index, t))
+    ),
+    "ecc.errors.corrected.volatile.total": Field(
+        "", lambda g, t: str(g.faults.corrected(g.index, t))
+    ),
+    "retired_pages.pending": Field("", lambda g, t: g.faults.pending(g.index)),
 }
 # The real tool accepts these spellings too and echoes them in the header.
 ALIASES = {
@@ -233,67 +256,6 @@ ALIASES = {
     "clocks.current.sm": "clocks.sm",
     "clocks.max.sm": "clocks.max.sm",
 }
-
-USAGE = """NVIDIA System Management Interface -- sandbox stand-in
-
-    nvidia-smi [-L] [-i ID[,ID]] [--query-gpu=FIELDS --format=csv[,noheader][,nounits]]
-               [-l SEC | -lms MS]
-"""
-
-
-class UsageError(Exception):
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass
-class Options:
-    query: list[str] | None = None
-    fmt: set[str] | None = None
-    ids: list[str] | None = None
-    loop_s: float | None = None
-    list_gpus: bool = False
-    help: bool = False
-
-
-def _parse(argv: list[str]) -> Options:
-    opts = Options()
-    args = list(argv)
-    while args:
-        arg = args.pop(0)
-        name, eq, inline = arg.partition("=")
-
-        def value(name: str = name, eq: str = eq, inline: str = inline) -> str:
-            if eq:
-                return inline
-            if not args:
-                raise UsageError(f'Option "{name}" requires a value.', 2)
-            return args.pop(0)
-
-        if name in ("--query-gpu",):
-            opts.query = [f.strip() for f in value().split(",") if f.strip()]
-        elif name in ("--format",):
-            opts.fmt = {f.strip() for f in value().split(",") if f.strip()}
-        elif name in ("-i", "--id"):
-            opts.ids = [i.strip() for i in value().split(",") if i.strip()]
-        elif name in ("-l", "--loop"):
-            # A bare -l means every 5 seconds, as in the real tool.
-            if eq or (args and args[0].isdigit()):
-                opts.loop_s = float(value())
-            else:
-                opts.loop_s = 5.0
-        elif name in ("-lms", "--loop-ms"):
-            opts.loop_s = float(value()) / 1000
-        elif name in ("-L", "--list-gpus"):
-            opts.list_gpus = True
-        elif name in ("-h", "--help"):
-            opts.help = True
-        else:
-            raise UsageError(
-                "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.", 2
-            )
-    return opts
 
 
 def node_name() -> str:
@@ -366,7 +328,7 @@ def render_summary(gpus: list[Gpu], now: float) -> str:
 
 
 def run(argv: list[str], write: Callable[[str], None]) -> int:
-    opts = _parse(argv)
+    opts = parse_args(argv)
     if opts.help:
         write(USAGE)
         return 0
@@ -379,12 +341,14 @@ def run(argv: list[str], write: Callable[[str], None]) -> int:
     if fields is not None and "csv" not in fmt:
         raise UsageError('"--format" must be specified with "--query-gpu" (e.g. csv).', 2)
     table = ProcessTable(node_name())
+    faults_file = faults.faults_path(__file__)
     table.sample(time.time())
     time.sleep(FIRST_WINDOW_S)  # the first line needs an interval too
     first = True
     while True:
         now = time.time()
-        gpus = with_activity(gpus, table.sample(now))
+        node = faults.node_faults(faults_file, node_name())
+        gpus = with_activity(gpus, table.sample(now), node)
         if fields is not None:
             # With -l the real tool repeats the header only once.
             header = first and "noheader" not in fmt

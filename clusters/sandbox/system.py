@@ -214,14 +214,16 @@ def tenant_keys(paths: Paths) -> tuple[dict[str, str], str]:
 
 
 def install_nvidia_smi(paths: Paths) -> bool:
-    """Copy the stand-in (and its table module) into bin/ with a shebang every user can execute."""
+    """Copy the stand-in (and its modules) into bin/ with a shebang every user can execute."""
     source = Path(__file__).with_name("nvidia_smi.py").read_text()
     # Root's python may live under /root (pyenv), which alice cannot reach.
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else shutil.which("python3")
     body = source.split("\n", 1)[1] if source.startswith("#!") else source
-    table = Path(__file__).with_name("nvidia_smi_summary.py").read_text()
-    # Beside the script: its directory is the first on its import path.
-    changed = write_if_changed(paths.bin / "nvidia_smi_summary.py", table, 0o644)
+    changed = False
+    # Its modules beside the script: its directory is the first on its import path.
+    for module in ("nvidia_smi_args.py", "nvidia_smi_faults.py", "nvidia_smi_summary.py"):
+        text = Path(__file__).with_name(module).read_text()
+        changed = write_if_changed(paths.bin / module, text, 0o644) or changed
     return write_if_changed(paths.bin / "nvidia-smi", f"#!{python}\n{body}", 0o755) or changed
 
 

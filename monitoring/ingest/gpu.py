@@ -16,7 +16,7 @@ from clusters.slurm.hostlist import expand_nodes
 from jobs.models import Attempt
 from jobs.rundir import GPU_FILE_GLOB, GpuSeries, gpu_file_node, run_dir_key
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.reading.gpu import GpuParseError, parse_gpu_line
+from monitoring.reading.gpu import GpuParseError, faults_tally, parse_gpu_line
 
 GPU_FIELDS = (
     ("utilization", "utilization"),
@@ -76,7 +76,8 @@ def gpu_points(
 
     Slurm picks the physical indexes (GPU 1 when another job holds GPU 0), so a file
     counts the first `gpus_per_node` indexes it shows; they are kept on the file's row
-    (`metric_names`) so that later polls keep the same ones.
+    (`metric_names`) so that later polls keep the same ones. Their fault fields are tallied
+    on the row's parser state (`reader_state`, stdout's reader's on the stdout row).
     """
     node = gpu_file_node(log_file.name) or ""
     allowed = {int(index) for index in log_file.metric_names if index.isdigit()}
@@ -94,6 +95,9 @@ def gpu_points(
                 continue
             allowed.add(sample.index)
             log_file.metric_names = [*log_file.metric_names, str(sample.index)]
+        # The fault counts are no series: a tally on the file's row (read by monitoring.nodes).
+        if isinstance(log_file.reader_state, dict):
+            faults_tally(log_file.reader_state, sample)
         x = sample.time.timestamp()
         for metric, attribute in GPU_FIELDS:
             value = getattr(sample, attribute)

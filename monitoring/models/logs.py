@@ -27,7 +27,8 @@ class LogFile(models.Model):
     # Metric names this file has given (metrics.jsonl: those stdout must not repeat).
     metric_names = JSONField(default=list, blank=True)
     # The stdout reader's state between polls (monitoring.reading.reader.ReaderState.to_json):
-    # latest step, epoch and its base, total steps, the provisional segment read.
+    # latest step, epoch and its base, total steps, the provisional segment read. On a GPU
+    # file: its GPUs' fault tally (monitoring.reading.gpu.faults_tally).
     reader_state = JSONField(default=dict, blank=True)
     # How stdout grew poll by poll while the job ran (monitoring.logs.bursts.Tally.to_json).
     growth = JSONField(default=dict, blank=True)

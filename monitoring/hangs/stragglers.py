@@ -148,7 +148,9 @@ def find_stragglers(
     return found
 
 
-def _window(attempt_id: int, name: str, x_from: float, node: str, gpu: int | None) -> _Window:
+def _window(
+    attempt_id: int, name: str, x_from: float | None, node: str, gpu: int | None
+) -> _Window:
     data = series_read(attempt_id=attempt_id, name=name, x_from=x_from, max_points=10_000)
     span = (data.xs[-1] - data.xs[0]) if data.xs else 0.0
     return _Window(node=node, gpu=gpu, values=list(data.ys), span=span)
@@ -157,10 +159,23 @@ def _window(attempt_id: int, name: str, x_from: float, node: str, gpu: int | Non
 def attempt_stragglers(
     *, attempt: Attempt, policy: StragglerPolicy | None = None
 ) -> list[Straggler]:
-    """Findings for a running attempt; none for one that is not running."""
+    """Findings for a running attempt, over the recent window; none for one not running."""
     if attempt.state != State.RUNNING:
         return []
-    policy = policy or StragglerPolicy.from_settings()
+    return _stragglers(attempt, policy or StragglerPolicy.from_settings(), whole_run=False)
+
+
+def persistent_stragglers(
+    *, attempt: Attempt, policy: StragglerPolicy | None = None
+) -> list[Straggler]:
+    """Findings over an ended attempt's whole run: what stayed behind (or hot) for most of
+    it, not for a recent minute (the node ledger's straggler signal)."""
+    if not attempt.is_finished:
+        return []
+    return _stragglers(attempt, policy or StragglerPolicy.from_settings(), whole_run=True)
+
+
+def _stragglers(attempt: Attempt, policy: StragglerPolicy, *, whole_run: bool) -> list[Straggler]:
     rows = sorted(
         (name, x)
         for name, (x, _) in last_points(attempt_ids=[attempt.pk]).get(attempt.pk, {}).items()
@@ -168,18 +183,14 @@ def attempt_stragglers(
     )
     gpu_now = max((x for n, x in rows if n.startswith(GPU_SERIES_PREFIX)), default=0.0)
     pace_now = max((x for n, x in rows if n.startswith("steps_per_sec/")), default=0.0)
+    gpu_from = None if whole_run else gpu_now - policy.window_seconds
+    pace_from = None if whole_run else pace_now - policy.window_steps + 1
     utilization, temperature, pace = [], [], []
     multi_node = attempt.job.nodes > 1
     for name, _last_x in rows:
         gpu = gpu_series(name)
         if gpu is not None and gpu.metric in _WATCHED_GPU_METRICS:
-            window = _window(
-                attempt.pk,
-                name,
-                gpu_now - policy.window_seconds,
-                gpu.node,
-                gpu.index,
-            )
+            window = _window(attempt.pk, name, gpu_from, gpu.node, gpu.index)
             if gpu.metric == "temperature":
                 temperature.append(window)
             elif multi_node:
@@ -187,9 +198,7 @@ def attempt_stragglers(
             continue
         node = _PACE.match(name)
         if node and multi_node:
-            pace.append(
-                _window(attempt.pk, name, pace_now - policy.window_steps + 1, node["node"], None)
-            )
+            pace.append(_window(attempt.pk, name, pace_from, node["node"], None))
     return find_stragglers(
         utilization=utilization, pace=pace, temperature=temperature, policy=policy
     )

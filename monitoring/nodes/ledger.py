@@ -17,6 +17,7 @@ from clusters.avoidance import node_avoid, node_clears
 from clusters.models import Cluster
 from jobs.models import Attempt
 from monitoring.models import NodeEvent, NodeHealth, NodeSignal
+from monitoring.nodes.observed import observed_blames
 from monitoring.nodes.score import BAD, ScorePolicy, Signal, node_score, verdict
 from monitoring.nodes.signals import attempt_word
 
@@ -134,7 +135,7 @@ def attempt_nodes_record(*, attempt: Attempt, cluster: Cluster) -> bool:
 
     False when there was nothing to record or it was recorded already (by another poll).
     """
-    word = attempt_word(attempt)
+    word = attempt_word(attempt).adding(observed_blames(attempt))
     if not word.blames and not word.healthy:
         return False
     now = attempt.ended_at or timezone.now()

@@ -5,6 +5,7 @@ fault or node failure names its only node); a user's own error blames no node, a
 node is credited with a healthy job only when the attempt ran to its end.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clusters.slurm.hostlist import expand_nodes
@@ -12,6 +13,7 @@ from jobs.enums import FailureClass, State
 from jobs.models import Attempt
 from monitoring.diagnosis.diagnose import Diagnosis
 from monitoring.diagnosis.failures import node_of_attempt
+from monitoring.diagnosis.preflight import preflight_nodes
 from monitoring.models import NodeSignal
 
 # The failure classes that can be a node's fault, and the signal each records.
@@ -41,6 +43,16 @@ class AttemptWord:
     blames: tuple[Blame, ...] = ()
     healthy: tuple[str, ...] = ()
 
+    def adding(self, blames: Sequence[Blame]) -> "AttemptWord":
+        """With more blames (monitoring.nodes.observed): a node blamed ran no healthy job."""
+        if not blames:
+            return self
+        blamed = {b.node for b in blames}
+        return AttemptWord(
+            blames=(*self.blames, *blames),
+            healthy=tuple(n for n in self.healthy if n not in blamed),
+        )
+
 
 def _blamed_node(attempt: Attempt, diagnosis: Diagnosis, nodes: list[str]) -> str:
     node = node_of_attempt(diagnosis.node, nodes) if diagnosis.node else ""
@@ -56,6 +68,15 @@ def attempt_word(attempt: Attempt) -> AttemptWord:
         return AttemptWord()
     if attempt.state in _RAN_TO_THE_END:
         return AttemptWord(healthy=tuple(nodes))
+    if attempt.failure_class == FailureClass.PREFLIGHT:  # each faulty node of the allocation
+        found = preflight_nodes(attempt.diagnosis).items()
+        return AttemptWord(
+            blames=tuple(
+                Blame(node=n, kind=NodeSignal.PREFLIGHT, detail=f"Preflight: {why}"[:_DETAIL_CHARS])
+                for n, why in found
+                if n in nodes
+            )
+        )
     kind = _NODE_CLASSES.get(attempt.failure_class)  # type: ignore[call-overload]
     if kind is None or not attempt.diagnosis:
         return AttemptWord()

@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from monitoring.alerts.delivery import alert_deliver
+from monitoring.checkpoints.storage import checkpoint_rules_apply
 from monitoring.goodput.card import efficiency_cards_refresh
 from monitoring.goodput.digest import goodput_digests_send
 from monitoring.goodput.idle import idle_warning_send
@@ -32,3 +33,8 @@ def send_goodput_digests() -> None:
 @shared_task(ignore_result=True)
 def deliver_alert(alert_id: int) -> None:
     alert_deliver(alert_id=alert_id)
+
+
+@shared_task(ignore_result=True)
+def apply_checkpoint_rules() -> None:
+    checkpoint_rules_apply()

@@ -77,22 +77,25 @@ class FileRead:
 class ListingRead:
     """A directory's entries; with `patterns`, a find: the files below it whose names match,
     modified since `since` (a Unix time), `depth` levels down, `visits` entries looked at
-    at most (the agent caps both). A found entry's name is its path from `path`."""
+    at most (the agent caps both). With `dirs`, directories whose names match are found
+    too (sized, not entered). A found entry's name is its path from `path`."""
 
     key: str
     path: str
     patterns: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
     since: float = 0.0
     depth: int = 1
     visits: int = 2000
 
     def to_json(self) -> dict[str, Any]:
-        if not self.patterns:
+        if not self.patterns and not self.dirs:
             return {"key": self.key, "path": self.path}
         return {
             "key": self.key,
             "path": self.path,
             "patterns": list(self.patterns),
+            "dirs": list(self.dirs),
             "since": self.since,
             "depth": self.depth,
             "visits": self.visits,
@@ -141,7 +144,7 @@ class AgentRequest:
         wanted = sum(f.limit or self.max_bytes_per_file for f in self.files)
         files = -(-min(wanted, self.max_bytes) // 3) * 4 + 512 * len(self.files)
         commands = 2 * 6 * self.max_output_bytes * len(self.commands)
-        entries = sum(MAX_FOUND if x.patterns else MAX_ENTRIES for x in self.listings)
+        entries = sum(MAX_FOUND if x.patterns or x.dirs else MAX_ENTRIES for x in self.listings)
         listings = min(ENTRY_BYTES * entries, MAX_LISTINGS_BYTES)
         return files + commands + listings + BANNER_BYTES
 
@@ -175,9 +178,12 @@ class FileChunk:
 @dataclass(frozen=True)
 class ListingEntry:
     name: str
-    size: int  # for a directory: its files one level down
+    size: int  # for a directory: what `du -sb` counts (the agent's `tree_size`)
     mtime: float
     is_dir: bool
+    link: bool = False  # a symbolic link: its own size, never followed
+    exact: bool = True  # False: a directory too large to size whole (a lower bound)
+    marks: tuple[str, ...] = ()  # the completion markers a directory holds (agent's MARKERS)
 
 
 @dataclass(frozen=True)
@@ -276,7 +282,9 @@ def _reply(document: dict[str, Any]) -> AgentReply:
         },
         listings={
             k: Listing(
-                entries=tuple(ListingEntry(**e) for e in v["entries"]),
+                entries=tuple(
+                    ListingEntry(**{**e, "marks": tuple(e.get("marks", ()))}) for e in v["entries"]
+                ),
                 error=v["error"],
                 truncated=v["truncated"],
             )

@@ -6,11 +6,11 @@ out of the directory are the file the portal checked the upload with, and
 nothing in the account can replace them.
 """
 
-import json
 from pathlib import Path
 from typing import Protocol
 
-from clusters.agent.client import AgentError, RemoteShell, agent_command
+from clusters.agent.client import RemoteShell
+from clusters.agent.scripts import run_script
 
 
 class CodeShell(RemoteShell, Protocol):
@@ -28,22 +28,11 @@ def unpack_on_cluster(
 ) -> dict[str, int]:
     """Unpack `archive` (a path on the cluster) into the new directory `dest`; deletes it."""
     request = {"archive": archive, "dest": dest, "max_bytes": max_bytes, "max_files": max_files}
-    stdin = b"%d\n" % len(UNPACK_SOURCE) + UNPACK_SOURCE + json.dumps(request).encode()
-    result = connection.run(agent_command(), stdin=stdin, timeout=UNPACK_TIMEOUT)
-    where = f"on cluster {connection.endpoint.cluster_name!r}"
-    lines = result.stdout.strip().splitlines()
-    try:
-        reply = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
-        raise AgentError(
-            f"The code unpacker {where} gave no reply (exit status {result.exit_status}): "
-            f"{result.error_text.strip()[-2000:] or 'no error output'}",
-            retryable=True,
-        )
-    if not reply.get("ok"):
-        raise AgentError(
-            f"The code could not be unpacked {where}: {reply.get('error')}", retryable=False
-        )
+    reply = run_script(
+        connection,
+        source=UNPACK_SOURCE,
+        request=request,
+        timeout=UNPACK_TIMEOUT,
+        what="code unpacker",
+    )
     return {"files": int(reply["files"]), "bytes": int(reply["bytes"])}

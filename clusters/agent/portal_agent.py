@@ -36,6 +36,13 @@ MAX_FOUND = 200
 SKIPPED_DIRS = frozenset(
     {"node_modules", "__pycache__", "site-packages", "dist-packages", "venv", "env", "wandb"}
 )
+# Entries a listing looks at to size its directories, all together; past it a size is a
+# lower bound (`exact` false).
+MAX_SIZE_VISITS = 100000
+# Files a checkpoint directory's kind and completeness are read from: a distributed
+# checkpoint's first shard and its `.metadata` (written last), Hugging Face's
+# `trainer_state.json` (written after the weights, optimizer and RNG states).
+MARKERS = ("__0_0.distcp", ".metadata", "trainer_state.json")
 
 
 class BadRequest(Exception):
@@ -174,23 +181,54 @@ def read_file(path: str, offset: int, limit: int) -> dict[str, Any]:
     return reply
 
 
-def _entry(path: str, name: str) -> dict[str, Any]:
-    full = os.path.join(path, name)
-    try:
-        info = os.stat(full)
-    except OSError:  # a dangling symlink
-        info = os.lstat(full)
-    size, is_dir = info.st_size, stat.S_ISDIR(info.st_mode)
-    if is_dir:
-        size = 0
+def tree_size(path: str, visits: int) -> tuple[int, int]:
+    """What `du -sb` counts below `path`: the apparent size of every entry, the directories'
+    own and the links' own included, a hard-linked file once; no link followed. With the
+    entries looked at, more than `visits` when they were not enough (a lower bound then)."""
+    total, seen, stack, inodes = 0, 0, [path], set()
+    while stack:
+        directory = stack.pop()
         try:
-            with os.scandir(full) as inner:
-                for child in inner:
-                    if child.is_file():
-                        size += child.stat().st_size
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > visits:
+                        return total, seen
+                    info = entry.stat(follow_symlinks=False)
+                    if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                        if (info.st_dev, info.st_ino) in inodes:
+                            continue
+                        inodes.add((info.st_dev, info.st_ino))
+                    total += info.st_size
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append(entry.path)
         except OSError:
-            pass
-    return {"name": name, "size": size, "mtime": info.st_mtime, "is_dir": is_dir}
+            continue  # removed while we looked, or not ours to read
+    return total, seen
+
+
+def _entry(path: str, name: str, budget: list[int]) -> dict[str, Any]:
+    """One checkpoint candidate: a link is reported as a link (its own size), never followed;
+    a directory's size is its tree's (`tree_size`), and `marks` names the MARKERS it holds."""
+    full = os.path.join(path, name)
+    info = os.lstat(full)
+    is_dir = stat.S_ISDIR(info.st_mode)
+    entry = {"name": name, "size": info.st_size, "mtime": info.st_mtime, "is_dir": is_dir}
+    entry["link"] = stat.S_ISLNK(info.st_mode)
+    if is_dir:
+        inner, seen = tree_size(full, max(budget[0], 0))
+        entry.update(size=info.st_size + inner, exact=seen <= budget[0], marks=_marks(full))
+        budget[0] -= seen
+    return entry
+
+
+def _marks(directory: str) -> list[str]:
+    marks = []
+    for mark in MARKERS:
+        with contextlib.suppress(OSError, ValueError):
+            if stat.S_ISREG(os.lstat(os.path.join(directory, mark)).st_mode):
+                marks.append(mark)
+    return marks
 
 
 def list_dir(path: str) -> dict[str, Any]:
@@ -198,22 +236,24 @@ def list_dir(path: str) -> dict[str, Any]:
         names = sorted(os.listdir(path))
     except (OSError, ValueError) as exc:
         return {"entries": [], "error": _error_text(exc), "truncated": False}
-    entries = []
+    entries, budget = [], [MAX_SIZE_VISITS]
     for name in names[:MAX_ENTRIES]:
         try:
-            entries.append(_entry(path, name))
+            entries.append(_entry(path, name, budget))
         except OSError:
             continue  # removed while we looked
     return {"entries": entries, "error": None, "truncated": len(names) > MAX_ENTRIES}
 
 
 def find_files(
-    path: str, patterns: list[str], since: float, depth: int, visits: int
+    path: str, patterns: list[str], since: float, depth: int, visits: int, dirs: list[str]
 ) -> dict[str, Any]:
-    """Files under `path` whose names match, modified at or after `since`: breadth first, no
-    links followed, hidden and package directories skipped, `visits` entries at most."""
+    """Files under `path` whose names match `patterns`, and directories whose names match
+    `dirs` (sized as a listing sizes them, not entered), modified at or after `since`:
+    breadth first, no links followed, hidden and package directories skipped, `visits`
+    entries at most."""
     found: list[dict[str, Any]] = []
-    queue, seen, truncated = [(path, 0)], 0, False
+    queue, seen, truncated, budget = [(path, 0)], 0, False, [MAX_SIZE_VISITS]
     while queue and not truncated:
         directory, level = queue.pop(0)
         try:
@@ -226,10 +266,14 @@ def find_files(
                     name = entry.name
                     if name.startswith(".") or entry.is_symlink():
                         continue
-                    if entry.is_dir(follow_symlinks=False):
+                    if entry.is_dir(follow_symlinks=False) and _matches(name, dirs):
+                        if entry.stat(follow_symlinks=False).st_mtime >= since:
+                            found.append(_entry(directory, name, budget))
+                            found[-1]["name"] = os.path.relpath(entry.path, path)
+                    elif entry.is_dir(follow_symlinks=False):
                         if level + 1 < depth and name not in SKIPPED_DIRS:
                             queue.append((entry.path, level + 1))
-                    elif any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                    elif _matches(name, patterns):
                         info = entry.stat(follow_symlinks=False)
                         if stat.S_ISREG(info.st_mode) and info.st_mtime >= since:
                             found.append(
@@ -246,13 +290,18 @@ def find_files(
     return {"entries": found, "error": None, "truncated": truncated}
 
 
+def _matches(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
 def listing(item: dict[str, Any]) -> dict[str, Any]:
-    """A directory's entries, or with `patterns` the matching files below it (a find)."""
-    if not item.get("patterns"):
+    """A directory's entries, or with `patterns` or `dirs` what matches below it (a find)."""
+    if not item.get("patterns") and not item.get("dirs"):
         return list_dir(item["path"])
     depth = min(item.get("depth", 1), MAX_FIND_DEPTH)
     visits = min(item.get("visits", MAX_FIND_VISITS), MAX_FIND_VISITS)
-    return find_files(item["path"], item["patterns"], item.get("since", 0), depth, visits)
+    patterns, dirs = item.get("patterns", []), item.get("dirs", [])
+    return find_files(item["path"], patterns, item.get("since", 0), depth, visits, dirs)
 
 
 def parse_request(raw: bytes) -> dict[str, Any]:
@@ -275,9 +324,10 @@ def parse_request(raw: bytes) -> dict[str, Any]:
             _field(item, "limit", int)
     for item in _items(request, "listings", "key"):
         _field(item, "path", str)
-        patterns = item.get("patterns", [])
-        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-            raise BadRequest("'patterns' must be a list of strings")
+        for name in ("patterns", "dirs"):
+            patterns = item.get(name, [])
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise BadRequest(f"{name!r} must be a list of strings")
         for name in ("depth", "visits", "since"):
             if name in item:
                 _field(item, name, (int, float) if name == "since" else int)

@@ -92,7 +92,7 @@ class RecordsWatcher:
                     FileRead(_key(attempt, "workdir"), run_dir.file(WORKDIR_FILE), 0, 4096)
                 )
             since = attempt.started_at.timestamp()
-            if search is not None and _find_due(attempt, search, since=since, now=now):
+            if search is not None and find_due(attempt, search, since=since, now=now):
                 own = search.workdir and search.workdir != attempt.run_dir
                 roots = [attempt.run_dir, *([search.workdir] if own else [])]
                 listings += [
@@ -120,7 +120,7 @@ class RecordsWatcher:
             return set()
 
 
-def _find_due(attempt: Attempt, search: RecordSearch, *, since: float, now: float) -> bool:
+def find_due(attempt: Attempt, search: RecordSearch, *, since: float, now: float) -> bool:
     """An ended attempt's last find once; a running one's at 5, 10, 20... s, then every 30 s."""
     if attempt.is_finished:
         return not search.final

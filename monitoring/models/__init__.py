@@ -1,7 +1,12 @@
 """Monitoring data: one module per concept, re-exported here for Django."""
 
 from monitoring.models.alerts import Alert, AlertKind, AlertRule, AlertState  # noqa: F401
-from monitoring.models.checkpoints import Checkpoint  # noqa: F401
+from monitoring.models.checkpoints import (  # noqa: F401
+    BestMode,
+    Checkpoint,
+    CheckpointDeletion,
+    CheckpointRule,
+)
 from monitoring.models.goodput import (  # noqa: F401
     AttemptActivity,
     EfficiencyCard,

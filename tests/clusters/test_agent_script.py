@@ -311,11 +311,25 @@ def test_command_output_is_capped() -> None:
     assert reply["truncated"] is True and reply["stdout"] == "\x00" * 1000
 
 
-def test_listing_one_level_with_directory_sizes(tmp_path: Path) -> None:
+def _du(path: Path) -> int:
+    return int(
+        subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True).stdout.split()[0]
+    )
+
+
+def test_listing_sizes_each_entry_as_du_counts_it_and_follows_no_link(tmp_path: Path) -> None:
     checkpoints = tmp_path / "checkpoints"
-    (checkpoints / "step_200").mkdir(parents=True)
+    (checkpoints / "step_200" / "shards").mkdir(parents=True)
     (checkpoints / "step_200" / "model.pt").write_bytes(b"m" * 300)
-    (checkpoints / "step_200" / "optim.pt").write_bytes(b"o" * 40)
+    (checkpoints / "step_200" / "shards" / "__0_0.distcp").write_bytes(b"o" * 40)
+    (checkpoints / "step_200" / "trainer_state.json").write_bytes(b"{}")
+    os.link(checkpoints / "step_200" / "model.pt", checkpoints / "step_200" / "model-again.pt")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big.bin").write_bytes(b"x" * 100_000)
+    # Links the job made, inside a checkpoint and as one: counted as links, never followed.
+    (checkpoints / "step_200" / "data").symlink_to(outside)
+    (checkpoints / "step-999.pt").symlink_to(outside / "big.bin")
     (checkpoints / "latest.pt").write_bytes(b"l" * 12)
     reply = poll(
         listings=[
@@ -323,13 +337,44 @@ def test_listing_one_level_with_directory_sizes(tmp_path: Path) -> None:
             {"key": "none", "path": str(tmp_path / "missing")},
         ]
     )["listings"]
-    entries = reply["ckpt"]["entries"]
-    assert [(e["name"], e["size"], e["is_dir"]) for e in entries] == [
-        ("latest.pt", 12, False),
-        ("step_200", 340, True),
-    ]
-    assert abs(entries[0]["mtime"] - (checkpoints / "latest.pt").stat().st_mtime) < 1e-3
+    entries = {e["name"]: e for e in reply["ckpt"]["entries"]}
+    assert sorted(entries) == ["latest.pt", "step-999.pt", "step_200"]
+    for name, entry in entries.items():
+        assert entry["size"] == _du(checkpoints / name), name
+    assert entries["step_200"]["is_dir"] and entries["step_200"]["exact"]
+    assert entries["step_200"]["marks"] == ["trainer_state.json"]
+    assert entries["step-999.pt"]["link"] and entries["step-999.pt"]["size"] < 1000
+    assert not entries["latest.pt"]["link"] and entries["latest.pt"]["size"] == 12
+    assert abs(entries["latest.pt"]["mtime"] - (checkpoints / "latest.pt").stat().st_mtime) < 1e-3
     assert reply["ckpt"]["error"] is None and reply["none"]["error"] == "not found"
+
+
+def test_a_find_sizes_matching_directories_without_entering_them(tmp_path: Path) -> None:
+    out = tmp_path / "code" / "out"
+    (out / "checkpoint-40").mkdir(parents=True)
+    (out / "checkpoint-40" / "model.safetensors").write_bytes(b"w" * 500)
+    (out / "checkpoint-40" / "checkpoint-0.pt").write_bytes(b"n" * 5)  # inside: not found
+    logs = tmp_path / "code" / "lightning_logs" / "version_0" / "checkpoints"
+    logs.mkdir(parents=True)
+    (logs / "epoch=0-step=50.ckpt").write_bytes(b"c" * 70)
+    reply = poll(
+        listings=[
+            {
+                "key": "found",
+                "path": str(tmp_path / "code"),
+                "patterns": ["*.ckpt", "checkpoint*.pt"],
+                "dirs": ["checkpoint-*"],
+                "depth": 5,
+            }
+        ]
+    )["listings"]["found"]
+    found = {e["name"]: e for e in reply["entries"]}
+    assert sorted(found) == [
+        "lightning_logs/version_0/checkpoints/epoch=0-step=50.ckpt",
+        "out/checkpoint-40",
+    ]
+    assert found["out/checkpoint-40"]["size"] == _du(out / "checkpoint-40")
+    assert found["out/checkpoint-40"]["is_dir"] and found["out/checkpoint-40"]["marks"] == []
 
 
 @pytest.mark.parametrize(

@@ -274,6 +274,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": env.float("GOODPUT_DIGEST_INTERVAL", default=3600.0),
         "options": {"expires": 3600.0},
     },
+    # Checkpoint retention rules and project storage quotas (docs/checkpoints.md).
+    "apply-checkpoint-rules": {
+        "task": "monitoring.tasks.apply_checkpoint_rules",
+        "schedule": env.float("CHECKPOINT_RULES_INTERVAL", default=600.0),
+        "options": {"expires": 600.0},
+    },
 }
 # A GPU under this utilisation counts as idle on a card, unless the project's idle policy
 # sets its own threshold.

@@ -1,4 +1,5 @@
-"""The admin's goodput report: every project's GPU-hours by part and goodput per week, as CSV."""
+"""The admin's goodput report: every project's GPU-hours by part and goodput per week, as CSV,
+and the GPU-hours each node's faults cost this month."""
 
 from collections.abc import Callable
 from datetime import date, timedelta
@@ -26,6 +27,7 @@ from monitoring.goodput.report import (
     share_text,
     week_start,
 )
+from monitoring.nodes.selectors import month_node_losses, month_start
 from portal_lib.csv_cells import SafeCsvWriter
 from projects.models import Project
 
@@ -112,7 +114,8 @@ def goodput_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest]
     def view(request: HttpRequest) -> HttpResponse:
         if not model_admin.has_view_permission(request):
             raise PermissionDenied
-        last = week_start(timezone.localdate())
+        now = timezone.now()
+        last = week_start(timezone.localdate(now))
         defaults = {"start": iso_week(last - timedelta(weeks=PAGE_WEEKS - 1)), "by": "project"}
         form = GoodputFilterForm(request.GET or defaults)
         rows: list[GoodputRow] = []
@@ -135,6 +138,9 @@ def goodput_report_view(model_admin: admin.ModelAdmin) -> Callable[[HttpRequest]
             "by_user": by_user,
             "part_titles": PART_TITLES.values(),
             "csv_query": query.urlencode(),
+            # Whatever the filter: a node's faults cost every project on its cluster.
+            "node_losses": month_node_losses(now=now),
+            "month_start": month_start(now),
         }
         return TemplateResponse(request, "admin/monitoring/goodput_report.html", context)
 

@@ -67,10 +67,14 @@ def cluster_node_rows(*, cluster: Cluster, now: datetime, month_start: datetime)
     )
     counted: dict[str, list[Signal]] = defaultdict(list)
     counted_events: dict[str, list[NodeEvent]] = defaultdict(list)
+    lost: set[tuple[str, int | None]] = set()
     for event in events:
         row = rows.setdefault(event.node, NodeRow(node=event.node))
         cleared = clears.get(event.node)
-        if event.at >= month_start:
+        # An attempt that blamed the node twice (a CUDA error and its ECC count) lost its
+        # GPU-hours once.
+        if event.at >= month_start and (event.node, event.attempt_id) not in lost:
+            lost.add((event.node, event.attempt_id))
             row.gpu_hours_lost += _gpu_hours(event)
         if cleared is not None and event.at < cleared:
             continue
@@ -87,3 +91,29 @@ def cluster_node_rows(*, cluster: Cluster, now: datetime, month_start: datetime)
         users = signal_users(counted_events.get(row.node, []))
         row.verdict = verdict(row.score, policy, users=users)
     return sorted(rows.values(), key=lambda r: (r.avoided is None, -r.score, r.node))
+
+
+def month_start(now: datetime) -> datetime:
+    """Where "this month" starts for the GPU-hours a node's faults cost."""
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+@dataclass(frozen=True)
+class NodeLoss:
+    cluster: Cluster
+    row: NodeRow
+
+
+def month_node_losses(*, now: datetime) -> list[NodeLoss]:
+    """Every node whose faults cost GPU-hours this month, on any cluster, most first: the
+    nodes pages' rows (one query, then the page's queries per cluster with such a node)."""
+    start = month_start(now)
+    blamed = NodeEvent.objects.filter(at__gte=start, at__lte=now, weight__gt=0)
+    clusters = Cluster.objects.filter(pk__in=blamed.values("cluster_id")).order_by("name")
+    losses = [
+        NodeLoss(cluster, row)
+        for cluster in clusters
+        for row in cluster_node_rows(cluster=cluster, now=now, month_start=start)
+        if row.gpu_hours_lost > 0
+    ]
+    return sorted(losses, key=lambda loss: (-loss.row.gpu_hours_lost, loss.cluster.name))

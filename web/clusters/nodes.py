@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from clusters.access import can_drain
 from clusters.avoidance import node_avoid_clear, node_avoid_pin
 from clusters.models import Cluster
-from monitoring.nodes.selectors import cluster_node_rows
+from monitoring.nodes.selectors import cluster_node_rows, month_start
 
 
 def _staff_cluster(request: HttpRequest, name: str) -> Cluster:
@@ -28,12 +28,12 @@ def _staff_cluster(request: HttpRequest, name: str) -> Cluster:
 def cluster_nodes_page(request: HttpRequest, name: str) -> HttpResponse:
     cluster = _staff_cluster(request, name)
     now = timezone.now()
-    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    rows = cluster_node_rows(cluster=cluster, now=now, month_start=month_start)
+    start = month_start(now)
+    rows = cluster_node_rows(cluster=cluster, now=now, month_start=start)
     return render(
         request,
         "clusters/nodes.html",
-        {"cluster": cluster, "rows": rows, "month_start": month_start, "now": now},
+        {"cluster": cluster, "rows": rows, "month_start": start, "now": now},
     )
 
 

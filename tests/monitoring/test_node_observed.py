@@ -4,9 +4,11 @@ ledger: uncorrected ECC errors that rose in the GPU samples, and a persistent st
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core import mail
 from django.test import override_settings
 
 from clusters.agent import AgentReply
+from clusters.avoidance import avoided_nodes
 from jobs.enums import State
 from jobs.models import Attempt
 from monitoring.diagnosis.failures import FailureWatcher
@@ -105,8 +107,10 @@ def test_a_count_left_from_before_or_not_available_blames_no_one(run, cluster) -
 
 @override_settings(**LEDGER)
 def test_ecc_rises_with_cuda_errors_make_a_node_bad_only_from_two_peoples_jobs(
-    run, cluster, owner
+    run, cluster, owner, staff
 ) -> None:
+    staff.email = "ops@example.org"
+    staff.save()
     fault = b"RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
     for _ in range(2):
         run("n2", {"n2": _samples(10, faults=_rising)}, log=fault)
@@ -116,8 +120,16 @@ def test_ecc_rises_with_cuda_errors_make_a_node_bad_only_from_two_peoples_jobs(
     # one person's jobs alone still make the node suspect only.
     health = NodeHealth.objects.get(cluster=cluster, node="n2")
     assert health.score > 2.5 and health.verdict == "suspect"
-    run("n2", {"n2": _samples(10, faults=_rising)}, log=fault, user=owner)
+    assert mail.outbox == []
+    last = run("n2", {"n2": _samples(10, faults=_rising)}, log=fault, user=owner)
     assert NodeHealth.objects.get(cluster=cluster, node="n2").verdict == "bad"
+    reason = avoided_nodes(cluster=cluster, at=last.ended_at)["n2"].reason
+    assert "3 x GPU hardware fault" in reason and "3 x Uncorrected ECC errors" in reason
+    # The staff hear of it once, by mail (alert rules are each person's, about their jobs).
+    assert [m.subject for m in mail.outbox] == [
+        f"[portal] node n2 of {cluster.name} is bad and avoided"
+    ]
+    assert f"#{last.job_id}" in mail.outbox[0].body
 
 
 @override_settings(**LEDGER)

@@ -72,6 +72,11 @@ class ForkPoint:
         )
 
 
+def fork_name(parent: Job) -> str:
+    """What a fork is called until its submitter names it."""
+    return f"{parent.name[:123]} fork"
+
+
 def at_step(step: int | None) -> str:
     return f" at step {step}" if step is not None else ""
 

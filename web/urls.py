@@ -21,7 +21,9 @@ from web.clusters.readiness import cluster_readiness_view
 from web.goodput import api as goodput_api
 from web.jobs import api as job_api
 from web.jobs import code_api
+from web.jobs import lineage as job_lineage
 from web.jobs import views as job_views
+from web.jobs.lineage_api import JobForkView, JobResumeView
 from web.jobs.notes_api import JobNotesView
 from web.jobs.page import job_page
 from web.jobs.plan import job_preview
@@ -57,6 +59,8 @@ api: list[URLPattern | URLResolver] = [
     path("jobs/<int:job_id>/attempts/", job_api.AttemptListView.as_view(), name="api-job-attempts"),
     path("jobs/<int:job_id>/events/", job_api.JobEventListView.as_view(), name="api-job-events"),
     path("jobs/<int:job_id>/notes/", JobNotesView.as_view(), name="api-job-notes"),
+    path("jobs/<int:job_id>/resume/", JobResumeView.as_view(), name="api-job-resume"),
+    path("jobs/<int:job_id>/fork/", JobForkView.as_view(), name="api-job-fork"),
     path("sweeps/", sweep_api.SweepListCreateView.as_view(), name="api-sweeps"),
     path("sweeps/<int:sweep_id>/", sweep_api.SweepDetailView.as_view(), name="api-sweep"),
     # One attempt's data: log bytes by range, series, GPU samples, and their live streams.
@@ -106,6 +110,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/states/", job_views.job_states, name="job-states"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("jobs/<int:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
+    path("jobs/<int:job_id>/resume/", job_lineage.job_resume_view, name="job-resume"),
+    path("jobs/<int:job_id>/fork/", job_lineage.job_fork_view, name="job-fork"),
     path("mail/", outbox_page, name="outbox"),
     # Alerts and their rules.
     path("alerts/", alert_views.alerts_page, name="alerts"),

@@ -7,7 +7,7 @@ saved that step) or by its attempt and name, as the job page's checkpoint list d
 from django.contrib.auth.models import User
 
 from jobs.errors import JobError
-from jobs.lineage import ForkPoint
+from jobs.lineage import ForkPoint, require_resumer
 from jobs.models import Attempt, Job
 from jobs.resume import job_resume
 from monitoring.checkpoints.registry import checkpoint_path, latest_complete, parse_step
@@ -79,6 +79,7 @@ def checkpoint_resume(
     *, job: Job, user: User, step: int | None = None, attempt: int | None = None, name: str = ""
 ) -> Attempt:
     """Resume the ended job from the checkpoint the person chose: its next attempt."""
+    require_resumer(user=user, job=job)  # before naming what the job has saved
     chosen = checkpoint_chosen(job=job, step=step, attempt=attempt, name=name)
     return job_resume(job=job, user=user, checkpoint=checkpoint_path(chosen), step=chosen.step)
 

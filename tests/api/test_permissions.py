@@ -176,6 +176,19 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         {**READ, "owner": CREATED, "member": CREATED, "viewer": FORBID, "read": FORBID},
     ),
     (
+        # As for cancel: the job's submitter or a project owner; this job has saved no
+        # checkpoint yet, which only they are told.
+        "resume from a checkpoint",
+        post("/api/v1/jobs/{job}/resume/", {"step": 20}),
+        {**READ, "owner": BAD, "member": FORBID, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        # Whoever may submit in the project; no checkpoint yet: nothing is forked.
+        "fork from a checkpoint",
+        post("/api/v1/jobs/{job}/fork/", {"step": 20, "command": "python train.py --lr 0.5"}),
+        {**READ, "owner": BAD, "member": BAD, "viewer": FORBID, "read": FORBID},
+    ),
+    (
         # As for cancel: the job's submitter (here the owner) or a project owner.
         "annotate",
         patch("/api/v1/jobs/{job}/notes/", {"note": "the one", "tags": ["best"], "group": "g"}),

@@ -105,6 +105,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "note",
             "tags",
             "group",
+            "parent",
+            "parent_step",
+            "parent_checkpoint",
             *_present(Job, _JOB_EXTRA),
             *CODE_FIELDS,
             "latest_attempt",
@@ -190,7 +193,7 @@ def jobs_listed(*, user: User) -> QuerySet[Job]:
     )
 
 
-def _job_or_404(request: Request, job_id: int) -> Job:
+def job_or_404(request: Request, job_id: int) -> Job:
     # Missing and not-yours answer alike, so job ids leak nothing.
     job = job_for_viewer(user=request.user, job_id=job_id)
     if job is None:
@@ -311,16 +314,16 @@ class JobDetailView(APIView):
     @extend_schema(operation_id="jobs_retrieve", responses=JobSerializer)
     def get(self, request: Request, job_id: int) -> Response:
         """One job of your projects."""
-        return Response(JobSerializer(_job_or_404(request, job_id)).data)
+        return Response(JobSerializer(job_or_404(request, job_id)).data)
 
 
 class JobCancelView(APIView):
     @extend_schema(operation_id="jobs_cancel", request=None, responses={202: JobSerializer})
     def post(self, request: Request, job_id: int) -> Response:
         """Cancel the job's live attempt (its submitter or a project owner)."""
-        job_cancel(job=_job_or_404(request, job_id), user=request_user(request))
+        job_cancel(job=job_or_404(request, job_id), user=request_user(request))
         return Response(
-            JobSerializer(_job_or_404(request, job_id)).data, status=status.HTTP_202_ACCEPTED
+            JobSerializer(job_or_404(request, job_id)).data, status=status.HTTP_202_ACCEPTED
         )
 
 
@@ -330,7 +333,7 @@ class JobCloneView(APIView):
     )
     def post(self, request: Request, job_id: int) -> Response:
         """Submit a copy of the job, with any of its spec fields changed."""
-        job = _job_or_404(request, job_id)
+        job = job_or_404(request, job_id)
         user = request_user(request)
         require_submitter(user=user, project=job.project)
         changes = JobCloneSerializer(data=request.data)
@@ -348,7 +351,7 @@ class AttemptListView(APIView):
     @extend_schema(operation_id="jobs_attempts", responses=AttemptSerializer(many=True))
     def get(self, request: Request, job_id: int) -> Response:
         """The job's attempts (one per submission to Slurm), first to last."""
-        job = _job_or_404(request, job_id)
+        job = job_or_404(request, job_id)
         attempts = Attempt.objects.filter(job=job).order_by("number")
         return Response(AttemptSerializer(attempts, many=True).data)
 
@@ -357,6 +360,6 @@ class JobEventListView(APIView):
     @extend_schema(operation_id="jobs_events", responses=JobEventSerializer(many=True))
     def get(self, request: Request, job_id: int) -> Response:
         """The job's state changes with their reasons, oldest first."""
-        job = _job_or_404(request, job_id)
+        job = job_or_404(request, job_id)
         events = JobEvent.objects.filter(job=job).select_related("attempt").order_by("time", "id")
         return Response(JobEventSerializer(events, many=True).data)

@@ -236,17 +236,22 @@ def job_new(request: HttpRequest) -> HttpResponse:
         form = JobForm(user=user, initial=initial)
     else:
         return HttpResponse(status=405)
+    return render_job_form(request, form, plan_from=_job_named(user, _plan_from(request)))
+
+
+def render_job_form(request: HttpRequest, form: JobForm, **extra: Any) -> HttpResponse:
+    """The submit form's page: a new job's, a clone's, a fork's (web.jobs.lineage)."""
     selected = _selected_cluster(form, form["cluster"].value())
     return render(
         request,
         "jobs/new.html",
         {
             "form": form,
-            "partitions": _partition_rows(partitions_for(user, selected)),
+            "partitions": _partition_rows(partitions_for(form.user, selected)),
             "run_base": selected.base_run_dir if selected else "",
-            "code_from": _job_named(user, form["code_from"].value()),
-            "plan_from": _job_named(user, _plan_from(request)),
+            "code_from": _job_named(form.user, form["code_from"].value()),
             "no_projects": not form.fields["project"].queryset.exists(),  # type: ignore[attr-defined]
+            **extra,
         },
     )
 

@@ -67,6 +67,39 @@ class Job:
         """Submit a copy, with any spec fields changed (e.g. nodes=4)."""
         return Job(self.portal, self.portal.post(f"jobs/{self.id}/clone/", changes))
 
+    def resume(
+        self, *, step: int | None = None, attempt: int | None = None, checkpoint: str = ""
+    ) -> "Job":
+        """Resume the ended job from one of its checkpoints (its step, or its attempt and
+        name): its next attempt starts there. Returns the job, refreshed."""
+        choice = _checkpoint_choice(step, attempt, checkpoint)
+        self.data = self.portal.post(f"jobs/{self.id}/resume/", choice)
+        return self
+
+    def fork(
+        self,
+        *,
+        step: int | None = None,
+        attempt: int | None = None,
+        checkpoint: str = "",
+        **changes: Any,
+    ) -> "Job":
+        """Start a new job from one of this job's checkpoints, with any spec fields changed
+        (e.g. command="python train.py --lr 3e-4", nodes=2, project="other")."""
+        choice = _checkpoint_choice(step, attempt, checkpoint)
+        return Job(self.portal, self.portal.post(f"jobs/{self.id}/fork/", {**changes, **choice}))
+
+    @property
+    def parent(self) -> int | None:
+        """A fork's parent job id (its checkpoint: parent_step, data["parent_checkpoint"])."""
+        parent = self.data.get("parent")
+        return int(parent) if parent is not None else None
+
+    @property
+    def parent_step(self) -> int | None:
+        step = self.data.get("parent_step")
+        return int(step) if step is not None else None
+
     @property
     def note(self) -> str:
         return str(self.data.get("note") or "")
@@ -250,3 +283,8 @@ class Job:
         body = self.portal.get(f"{self._attempt_path(attempt)}/gpus", max_points=max_points)
         result: list[dict[str, Any]] = body["gpus"]
         return result
+
+
+def _checkpoint_choice(step: int | None, attempt: int | None, checkpoint: str) -> dict[str, Any]:
+    choice: dict[str, Any] = {"step": step, "attempt": attempt, "checkpoint": checkpoint}
+    return {key: value for key, value in choice.items() if value not in (None, "")}

@@ -13,6 +13,8 @@ from web.accounts import sessions
 from web.accounts import views as account_views
 from web.alerts import views as alert_views
 from web.attempts import api as attempt_api
+from web.checkpoints import api as checkpoint_api
+from web.checkpoints import views as checkpoint_views
 from web.clusters import api as cluster_api
 from web.clusters import views as cluster_views
 from web.clusters.drain import node_drain_view
@@ -40,6 +42,7 @@ from web.sweeps import api as sweep_api
 from web.sweeps import views as sweep_views
 
 _ATTEMPT = "jobs/<int:job_id>/attempts/<int:number>"
+_CKPT = "jobs/<int:job_id>/checkpoints"
 
 api: list[URLPattern | URLResolver] = [
     path("projects/", project_api.ProjectListView.as_view(), name="api-projects"),
@@ -59,6 +62,33 @@ api: list[URLPattern | URLResolver] = [
     path("jobs/<int:job_id>/attempts/", job_api.AttemptListView.as_view(), name="api-job-attempts"),
     path("jobs/<int:job_id>/events/", job_api.JobEventListView.as_view(), name="api-job-events"),
     path("jobs/<int:job_id>/notes/", JobNotesView.as_view(), name="api-job-notes"),
+    # A job's checkpoints: the index, a rule's preview, deletion, the rules (docs/checkpoints.md).
+    path(f"{_CKPT}/", checkpoint_api.JobCheckpointsView.as_view(), name="api-job-checkpoints"),
+    path(
+        f"{_CKPT}/preview/",
+        checkpoint_api.JobCheckpointPreviewView.as_view(),
+        name="api-job-checkpoints-preview",
+    ),
+    path(
+        f"{_CKPT}/delete/",
+        checkpoint_api.JobCheckpointDeleteView.as_view(),
+        name="api-job-checkpoints-delete",
+    ),
+    path(
+        f"{_CKPT}/apply/",
+        checkpoint_api.JobCheckpointApplyView.as_view(),
+        name="api-job-checkpoints-apply",
+    ),
+    path(
+        f"{_CKPT}/rule/",
+        checkpoint_api.JobCheckpointRuleView.as_view(),
+        name="api-job-checkpoints-rule",
+    ),
+    path(
+        "projects/<slug:slug>/checkpoint-rule/",
+        checkpoint_api.ProjectCheckpointRuleView.as_view(),
+        name="api-project-checkpoint-rule",
+    ),
     path("jobs/<int:job_id>/resume/", JobResumeView.as_view(), name="api-job-resume"),
     path("jobs/<int:job_id>/fork/", JobForkView.as_view(), name="api-job-fork"),
     path("sweeps/", sweep_api.SweepListCreateView.as_view(), name="api-sweeps"),
@@ -110,6 +140,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/states/", job_views.job_states, name="job-states"),
     path("jobs/<int:job_id>/", job_page, name="job-page"),
     path("jobs/<int:job_id>/cancel/", job_views.job_cancel_view, name="job-cancel"),
+    path(f"{_CKPT}/", checkpoint_views.checkpoints_page, name="job-checkpoints"),
+    path(f"{_CKPT}/rule/", checkpoint_views.checkpoints_rule, name="job-checkpoints-rule"),
+    path(
+        f"{_CKPT}/delete/", checkpoint_views.checkpoints_delete_view, name="job-checkpoints-delete"
+    ),
+    path(f"{_CKPT}/apply/", checkpoint_views.checkpoints_apply, name="job-checkpoints-apply"),
     path("jobs/<int:job_id>/resume/", job_lineage.job_resume_view, name="job-resume"),
     path("jobs/<int:job_id>/fork/", job_lineage.job_fork_view, name="job-fork"),
     path("mail/", outbox_page, name="outbox"),

@@ -45,14 +45,19 @@ def _remove(attempt: Attempt, rows: list[IndexRow]) -> dict[int, Removal]:
     return {r.id: done.get(r.relative, Removal(False, 0, "no answer")) for r in rows}
 
 
-def checkpoints_delete(
-    *, job: Job, ids: list[int], reason: str, user: User | None = None
-) -> list[CheckpointDeletion]:
-    """Delete these checkpoints of the job on the cluster; refuses any that may not go."""
+def _require_deleter(user: User | None, job: Job) -> None:
+    """A person acting (not the periodic task) must be the job's submitter or a project owner."""
     if user is not None and not can_cancel(user=user, job=job):
         raise JobPermissionRefused(
             "Only the job's submitter or a project owner can delete its checkpoints."
         )
+
+
+def checkpoints_delete(
+    *, job: Job, ids: list[int], reason: str, user: User | None = None
+) -> list[CheckpointDeletion]:
+    """Delete these checkpoints of the job on the cluster; refuses any that may not go."""
+    _require_deleter(user, job)
     rows = [r for r in checkpoint_index(job_id=job.pk) if r.id in set(ids)]
     if len(rows) != len(set(ids)):
         raise JobError("Some of these checkpoints are no longer listed: reload the page.")
@@ -95,6 +100,7 @@ def retention_apply(
     *, job: Job, rule: CheckpointRule | None = None, why: str = "", user: User | None = None
 ) -> list[CheckpointDeletion]:
     """Apply `rule` (else the rule in effect for the job) now: delete what its preview would."""
+    _require_deleter(user, job)
     rule = rule or rule_for(job)
     if rule is None:
         return []

@@ -121,6 +121,10 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("failures", get("/api/v1/jobs/{job}/failures"), READ),
     ("code snapshot", get(f"/api/v1/projects/vision/code/{CODE_SHA}/"), READ),
     ("efficiency", get("/api/v1/jobs/{job}/efficiency"), READ),
+    ("checkpoints", get("/api/v1/jobs/{job}/checkpoints/"), READ),
+    ("checkpoint preview", get("/api/v1/jobs/{job}/checkpoints/preview/", keep_last=1), READ),
+    ("checkpoint rule", get("/api/v1/jobs/{job}/checkpoints/rule/"), READ),
+    ("project checkpoint rule", get("/api/v1/projects/vision/checkpoint-rule/"), READ),
     ("sweeps", get("/api/v1/sweeps/"), LIST),
     ("sweep", get("/api/v1/sweeps/{sweep}/"), READ),
     ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
@@ -187,6 +191,28 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         "fork from a checkpoint",
         post("/api/v1/jobs/{job}/fork/", {"step": 20, "command": "python train.py --lr 0.5"}),
         {**READ, "owner": BAD, "member": BAD, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        # A job's checkpoints and rule: its submitter (here the owner) or a project owner.
+        "set checkpoint rule",
+        post("/api/v1/jobs/{job}/checkpoints/rule/", {"keep_last": 2}),
+        {**READ, "owner": OK, "member": FORBID, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        "apply checkpoint rule",
+        post("/api/v1/jobs/{job}/checkpoints/apply/"),
+        {**READ, "owner": OK, "member": FORBID, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        "delete checkpoints",
+        post("/api/v1/jobs/{job}/checkpoints/delete/", {"ids": []}),
+        {**READ, "owner": OK, "member": FORBID, "viewer": FORBID, "read": FORBID},
+    ),
+    (
+        # The project's rule and storage quota: its owners.
+        "set project checkpoint rule",
+        post("/api/v1/projects/vision/checkpoint-rule/", {"keep_last": 3, "quota_gib": 10}),
+        {**READ, "owner": OK, "member": FORBID, "viewer": FORBID, "read": FORBID},
     ),
     (
         # As for cancel: the job's submitter (here the owner) or a project owner.

@@ -6,8 +6,11 @@ volatile ECC counts grow by one every ``uncorrected_every_s`` / ``corrected_ever
 seconds since ``since`` (a Unix time), as a failing memory's do while the driver stays
 loaded, and ``retired_pages_pending`` says what ``retired_pages.pending`` prints::
 
-    {"n2": {"uncorrected_every_s": 1.0, "since": 1765000000.0, "gpus": [0, 1]}}
+    {"n2": {"uncorrected_every_s": 1.0, "since": 1765000000.0, "gpus": [0, 1],
+            "under": "/scratch/portal/runs/t1-gw0"}}
 
+With ``under``, only a sampler whose ``PORTAL_RUN_DIR`` is under that directory sees the
+faults: one test's faulty node fails no other test's jobs on the shared sandbox.
 Without an entry a GPU reads 0 errors and ``[N/A]`` for pending pages, as an H200 does
 (Ampere and later GPUs remap rows instead of retiring pages).
 """
@@ -64,6 +67,9 @@ def node_faults(path: Path, node: str) -> Faults:
     except (OSError, ValueError, AttributeError):
         return HEALTHY
     if not isinstance(entry, dict):
+        return HEALTHY
+    under = str(entry.get("under", "")).rstrip("/")
+    if under and not os.environ.get("PORTAL_RUN_DIR", "").startswith(under + "/"):
         return HEALTHY
     try:
         gpus = entry.get("gpus")

@@ -11,6 +11,7 @@ from django.views.defaults import page_not_found
 from clusters.status import cached_cluster_status
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Job
+from monitoring.checkpoints.storage import project_storage
 from monitoring.goodput.report import PART_TITLES, project_goodput
 from projects.access import clusters_for_user, projects_visible_to
 from projects.burndown import burn_down
@@ -107,6 +108,7 @@ def project_page(request: HttpRequest, slug: str) -> HttpResponse:
             "jobs": jobs,
             "usage": usage,
             "code_storage": project_code_storage(project=project),
+            "checkpoint_storage": project_storage(project=project),
             "chart": chart,
             "goodput": project_goodput(project_id=project.pk),
             "part_titles": PART_TITLES.values(),

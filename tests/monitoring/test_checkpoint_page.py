@@ -12,7 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Attempt, Job
-from monitoring.models import Checkpoint, CheckpointRule
+from monitoring.checkpoints.services import checkpoint_rule_save
+from monitoring.checkpoints.storage import checkpoint_rules_apply, project_storage
+from monitoring.models import Checkpoint, CheckpointDeletion, CheckpointRule
 from monitoring.series.write import series_append
 
 # The `job` fixture's loss is 1/step at steps 1-5; checkpoints at steps 1, 3, 4 and 5.
@@ -133,3 +135,37 @@ def test_the_outsider_gets_404(client: Client, job: Job, outsider: User, name: s
     url = reverse(name, args=[job.pk])
     response = client.get(url) if name == "job-checkpoints" else client.post(url)
     assert response.status_code == 404
+
+
+def test_the_project_page_shows_checkpoint_bytes_and_warns_near_the_quota(
+    client: Client, job: Job, saved: list[Checkpoint], owner: User
+) -> None:
+    client.force_login(owner)
+    html = client.get(reverse("project-page", args=["vision"])).content.decode()
+    assert 'id="checkpoint-storage-used" data-bytes="13000"' in html
+    assert f'<tr data-job="{job.pk}">' in html and "checkpoint-quota" not in html
+    response = client.post(
+        "/api/v1/projects/vision/checkpoint-rule/", {"keep_last": 1, "quota_gib": 0.001}
+    )
+    assert response.json()["quota_bytes"] == 1073742 and response.json()["quota_state"] == "ok"
+    CheckpointRule.objects.filter(job__isnull=True).update(quota_bytes=14000)
+    html = client.get(reverse("project-page", args=["vision"])).content.decode()
+    assert 'id="checkpoint-quota-warn"' in html
+
+
+def test_over_the_quota_the_sweep_applies_the_project_rule(
+    job: Job, saved: list[Checkpoint], owner: User
+) -> None:
+    # The job's own rule keeps everything younger than a year; the project's keeps the last 1.
+    checkpoint_rule_save(user=owner, project=job.project, job=job, older_than=timedelta(days=365))
+    checkpoint_rule_save(user=owner, project=job.project, keep_last=1, quota_bytes=20000)
+    checkpoint_rules_apply()
+    assert not CheckpointDeletion.objects.exists()  # under the quota: the job's own rule
+    checkpoint_rule_save(user=owner, project=job.project, keep_last=1, quota_bytes=10000)
+    assert project_storage(project=job.project).state == "over"
+    checkpoint_rules_apply()
+    tried = CheckpointDeletion.objects.filter(job=job)
+    assert sorted(tried.values_list("step", flat=True)) == [1, 3, 4]
+    # This test's attempt has no cluster account: nothing is removed, and it says why.
+    assert {(d.removed, d.error) for d in tried} == {(False, "no cluster account to act as")}
+    assert all("storage quota" in d.reason for d in tried)

@@ -46,8 +46,9 @@ def test_member_sees_members_usage_and_jobs(
     )
     client.force_login(member)
     # session, user, project (with quota), members, jobs, quota, used, reserved, code
-    # snapshots kept, charges by day, goodput by user and week
-    with django_assert_num_queries(11):
+    # snapshots kept, checkpoint bytes by job and the quota's rule (their jobs: none here),
+    # charges by day, goodput by user and week
+    with django_assert_num_queries(13):
         response = client.get(reverse("project-page", args=["vision"]))
     text = response.content.decode()
     assert "olivia" in text and "Owner" in text
@@ -97,8 +98,8 @@ def test_the_page_shows_cpu_and_node_hours_and_their_limits(
         source=UsageCharge.Source.PORTAL,
     )
     client.force_login(owner)
-    # The same eleven queries: CPU and node hours are summed beside the GPU-hours.
-    with django_assert_num_queries(11):
+    # The same thirteen queries: CPU and node hours are summed beside the GPU-hours.
+    with django_assert_num_queries(13):
         text = client.get(reverse("project-page", args=["vision"])).content.decode()
     assert 'id="quota-cpu-used">16.0<' in text
     assert 'id="quota-cpu-left">84.0 of 100<' in text

@@ -105,7 +105,8 @@ def test_a_protected_checkpoint_has_no_delete_box(
         time_limit=timedelta(minutes=5),
     )
     Attempt.objects.create(job=job2, number=1, resume_from=saved[1].path)
-    status, html = _get(client, job.user, job)
+    assert _get(client, job.user, job)[0] == 200
+    html = _get(client, job.user, job)[1]
     assert f'value="{saved[0].pk}"' in html and f'value="{saved[1].pk}"' not in html
     assert "a queued or running attempt resumes from it" in html
 

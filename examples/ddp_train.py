@@ -14,7 +14,8 @@ one would have seen, and its losses are identical.
 
 Environment (set per attempt by the portal's batch script; flags override):
   PORTAL_CHECKPOINT_DIR  where step-<N>.pt files go (default ./checkpoints)
-  PORTAL_RESUME_FROM     checkpoint file to resume from; empty: start fresh
+  PORTAL_RESUME_FROM     checkpoint file to resume from; empty: start fresh. A --lr other
+                         than the checkpoint's replaces it (a fork with a new learning rate)
   PORTAL_METRICS_FILE    JSON lines {"step", "loss", "samples", "tokens", "time"} (rank 0)
   PORTAL_PROGRESS_DIR    each rank's heartbeat (portal_metrics.heartbeat, every step);
                          checkpoints are declared pauses (portal_metrics.pause)
@@ -166,6 +167,18 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def set_learning_rate(optimizer: Any, scheduler: Any, lr: float) -> float:
+    """Make `lr` the base learning rate after a resume, keeping the schedule's place; the
+    checkpoint's own base comes back (a fork changes --lr and must train with it)."""
+    saved = float(scheduler.base_lrs[0])
+    if saved != lr:
+        scheduler.base_lrs = [lr for _ in scheduler.base_lrs]
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * lr / saved if saved else lr
+            group["initial_lr"] = lr
+    return saved
+
+
 def save_checkpoint(directory: Path, step: int, state: dict[str, Any], keep: int) -> Path:
     """Atomically: temp file in the same dir, fsync, rename, fsync the dir; keep the last K."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -264,6 +277,9 @@ def train(args: argparse.Namespace, backend: str, device: torch.device) -> int:
         elif lead:
             log(f"world size changed ({len(rngs)} -> {world}); RNG states not restored")
         start = int(ckpt["step"]) + 1
+        saved_lr = set_learning_rate(optimizer, scheduler, args.lr)
+        if lead and saved_lr != args.lr:
+            log(f"learning rate {saved_lr:g} -> {args.lr:g}: --lr replaces the checkpoint's")
     ddp = DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None
     )

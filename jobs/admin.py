@@ -37,7 +37,7 @@ class JobEventInline(admin.TabularInline):
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "project", "user", "cluster", "template", "state", "created_at"]
-    list_filter = ["state", "template", "cluster", "project"]
+    list_filter = ["state", "template", "preflight", "cluster", "project"]
     search_fields = ["name", "command", "user__username", "project__slug"]
     list_select_related = ["project", "user", "cluster"]
     date_hierarchy = "created_at"

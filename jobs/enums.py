@@ -66,6 +66,8 @@ class FailureClass(models.TextChoices):
     DEVICE_ASSERT = "device_assert", "Device-side assert"
     DIVERGED = "diverged", "Diverged (NaN or inf)"
     HANG = "hang", "Hung (no progress on any rank)"
+    # The preflight (jobs.preflight) found a node faulty: the command never ran.
+    PREFLIGHT = "preflight", "Preflight found a faulty node"
     CANCELLED = "cancelled", "Cancelled"
     UNKNOWN = "unknown", "Unknown failure"
 

@@ -193,6 +193,12 @@ class Job(CodeSource):
     exclude_failed_nodes = models.BooleanField(
         default=False, help_text="Restart without the node that failed (sbatch --exclude)."
     )
+    # Preflight (jobs.preflight): each node checks its GPUs and joins a small all-reduce
+    # before the command; a faulty node is left out and the attempt submitted again.
+    preflight = models.BooleanField(
+        default=False,
+        help_text="Check every node (GPUs, a small all-reduce) before the command starts.",
+    )
     # Hang detection (monitoring.hangs.rules); blank: the portal's HANG_POLICY.
     hang_multiple = models.FloatField(
         null=True,
@@ -314,6 +320,9 @@ class Attempt(models.Model):
     diagnosed_at = models.DateTimeField(null=True, blank=True)
     # Nodes this attempt was submitted without (sbatch --exclude), comma-separated.
     excluded_nodes = models.CharField(max_length=1024, blank=True)
+    # The job's preflight resubmissions before this attempt (jobs.preflight): not restarts,
+    # they use none of the restart budget.
+    preflight_resubmits = models.PositiveIntegerField(default=0)
     state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -42,7 +42,7 @@ def _label(failure_class: str) -> str:
 def restart_decision(*, job: Job, attempt: Attempt, failure_class: str) -> RestartDecision:
     """Whether the job's policy restarts after this failure, and why (for the timeline)."""
     label = _label(failure_class)
-    used = attempt.number - 1
+    used = attempt.number - 1 - attempt.preflight_resubmits  # preflight's are not restarts
     if failure_class == FailureClass.CANCELLED:
         return RestartDecision(False, "")  # someone meant it: nothing to explain
     if failure_class in NEVER_RESTART:
@@ -101,7 +101,8 @@ def attempt_restart(
             where = f"from step {resume_step} ({resume_from})"
         without = f", without node {failed_node}" if failed_node in excluded.split(",") else ""
         reason = (
-            f"Restart {attempt.number}/{job.max_restarts} after {_label(failure_class)} "
+            f"Restart {attempt.number - attempt.preflight_resubmits}/{job.max_restarts} "
+            f"after {_label(failure_class)} "
             f"on attempt {attempt.number}: resuming {where}{without}."
         )
         try:
@@ -117,6 +118,10 @@ def attempt_restart(
         except JobError as exc:
             attempt_note(attempt=attempt, reason=f"Not restarted: {exc.message}")
             return None
+        if attempt.preflight_resubmits:
+            Attempt.objects.filter(pk=new.pk).update(
+                preflight_resubmits=attempt.preflight_resubmits
+            )
         Job.objects.filter(pk=job.pk).update(state=new.state, updated_at=timezone.now())
     logger.info("job %s: attempt %s restarts attempt %s", job.pk, new.number, attempt.number)
     return new

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from jobs.enums import Template
 from jobs.models import Attempt, Job
+from jobs.preflight import preflight_exit_guard, preflight_lines
 from jobs.rundir import (
     CHECKPOINT_DIR,
     CODE_DIR,
@@ -213,6 +214,7 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "",
         f"# The portal asks for stacks with SIG{STACK_SIGNAL} to the whole job: not this shell.",
         f'trap "" {STACK_SIGNAL}',
+        *preflight_lines(job),
         *_gpu_sampler(job),
         *_warning_trap(),
         "# The user's set-up and command run in a subshell: whatever they do (exit",
@@ -237,6 +239,7 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         'while kill -0 "$portal_child" 2>/dev/null; do wait "$portal_child"; portal_code=$?; done',
         'wait "$portal_child" 2>/dev/null; portal_last=$?',
         '[ "$portal_last" -ne 127 ] && portal_code=$portal_last',
+        *preflight_exit_guard(job),
         f'printf "%s\\n" "$portal_code" > "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp"',
         f'mv -f -- "$PORTAL_RUN_DIR/.{EXIT_CODE_FILE}.tmp" "$PORTAL_RUN_DIR/{EXIT_CODE_FILE}"',
         'if [ -n "${PORTAL_SAMPLER_PID:-}" ]; then kill "$PORTAL_SAMPLER_PID" 2>/dev/null; fi',

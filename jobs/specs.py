@@ -49,6 +49,8 @@ class JobSpec:
     max_restarts: int = 0
     restart_on: tuple[str, ...] = DEFAULT_RESTART_ON
     exclude_failed_nodes: bool = False
+    # Check every node before the command (jobs.preflight).
+    preflight: bool = False
     # Hang detection (monitoring.hangs.rules); None: the portal's HANG_POLICY.
     hang_multiple: float | None = None
     hang_floor_seconds: int | None = None

@@ -17,6 +17,7 @@ from jobs.code.snapshots import job_code_fetch, snapshot_bytes
 from jobs.enums import State
 from jobs.errors import JobError
 from jobs.models import Attempt
+from jobs.preflight import preflight_fit
 from jobs.rundir import CODE_ARCHIVE_FILE, CODE_DIR, SCRIPT_FILE, SLURM_JOB_ID_FILE, RunDir
 from jobs.scripts import render_batch_script
 from jobs.slurm_states import portal_state
@@ -129,6 +130,7 @@ def _upload_and_submit(attempt: Attempt, connection: Connection, slurm: Slurm) -
     for name, local_path in settings.RUN_DIR_FILES.items():
         connection.upload(run_dir.file(name), Path(local_path).read_bytes(), mode=0o600)
     _upload_code(attempt, connection, run_dir)
+    preflight_fit(attempt=attempt, slurm=slurm)
     attempt_avoid_nodes(attempt=attempt, slurm=slurm)
     script = render_batch_script(job=job, attempt=attempt, run_dir=run_dir)
     connection.upload(run_dir.file(SCRIPT_FILE), script.encode(), mode=0o700)

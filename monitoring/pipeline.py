@@ -6,8 +6,10 @@
    record files (`monitoring.ingest.records`) follow it: a metric they give replaces stdout's.
 2. Progress (`monitoring.hangs.watch`): each rank's progress, and a hang's cancel, decided
    before the failure watcher looks at how the attempt ended.
-3. Failures (`monitoring.diagnosis.failures`): checkpoints, the diagnosis of an ended
-   attempt from the log bytes this poll stored, and its restart.
+3. Preflight (`monitoring.diagnosis.preflight`): an attempt its preflight ended is
+   diagnosed and submitted again without the faulty nodes, which the failure watcher then
+   leaves alone. Failures (`monitoring.diagnosis.failures`): checkpoints, the diagnosis of
+   an ended attempt from the log bytes this poll stored, and its restart.
 4. Node ledger (`monitoring.nodes.watch`): an ended attempt's word on its nodes, from the
    diagnosis the failure watcher stored; a node judged bad is avoided from then on.
 5. Goodput (`monitoring.goodput.watch`), last: it reads the samples and steps this poll
@@ -16,6 +18,7 @@
 
 from jobs.poll.pipeline import Pipeline
 from monitoring.diagnosis.failures import FailureWatcher
+from monitoring.diagnosis.preflight import PreflightWatcher
 from monitoring.goodput.watch import GoodputWatcher
 from monitoring.hangs.watch import ProgressWatcher
 from monitoring.ingest.records import RecordsWatcher
@@ -30,6 +33,7 @@ def monitoring_pipeline() -> Pipeline:
             ingest,
             RecordsWatcher(),
             ProgressWatcher(),
+            PreflightWatcher(),
             FailureWatcher(),
             NodeLedgerWatcher(),
             GoodputWatcher(),

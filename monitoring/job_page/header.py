@@ -108,7 +108,9 @@ def attempt_wording(*, job: Job, latest: Attempt | None) -> tuple[str, str, bool
         decision = restart_decision(job=job, attempt=latest, failure_class=failure)
         if not decision.restart:
             return f"attempt {number}, not restarted", decision.why, fails_again
-    most = f"at most {job.max_restarts + 1}" if job.max_restarts else "1"
+    # Preflight resubmissions (jobs.preflight) are attempts too, but no restarts.
+    extra = latest.preflight_resubmits if latest else 0
+    most = f"at most {job.max_restarts + 1 + extra}" if job.max_restarts or extra else "1"
     return f"attempt {number} of {most}", "", fails_again
 
 

@@ -14,6 +14,7 @@ class NodeSignal(models.TextChoices):
     HANG = "hang", "Hang's culprit"
     NCCL_TIMEOUT = "nccl_timeout", "NCCL timeout"
     STRAGGLER = "straggler", "Straggler"
+    PREFLIGHT = "preflight", "Failed its preflight"
     HEALTHY = "healthy", "Healthy job"
 
 

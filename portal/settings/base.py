@@ -308,6 +308,7 @@ LOG_KEEP_BYTES: int = env.int("LOG_KEEP_BYTES", default=64 * 1024 * 1024)
 RUN_DIR_FILES: dict[str, Path] = {
     "portal_metrics.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_metrics.py",
     "sitecustomize.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_sitecustomize.py",
+    "portal_preflight.py": BASE_DIR / "monitoring" / "on_cluster" / "portal_preflight.py",
 }
 # Code snapshots: what an upload may hold and cost (portal/settings/code.py).
 from .code import *  # noqa: E402, F403

@@ -17,6 +17,8 @@ NODE_SIGNAL_WEIGHTS: dict[str, float] = {
     "hang": env.float("NODE_WEIGHT_HANG", default=0.7),
     "nccl_timeout": env.float("NODE_WEIGHT_NCCL_TIMEOUT", default=0.5),
     "straggler": env.float("NODE_WEIGHT_STRAGGLER", default=0.3),
+    # The node failed a job's preflight (its GPUs, or no answer in time): the node's own.
+    "preflight": env.float("NODE_WEIGHT_PREFLIGHT", default=1.0),
 }
 # A signal's weight halves every this many hours, and again with each healthy job the
 # node ran since (a factor per job: 0.5 halves it, 1.0 ignores healthy jobs).
@@ -33,3 +35,6 @@ NODE_BAD_MIN_USERS: int = env.int("NODE_BAD_MIN_USERS", default=2)
 NODE_AVOID_HOURS: float = env.float("NODE_AVOID_HOURS", default=24.0)
 NODE_AVOID_MAX_HOURS: float = env.float("NODE_AVOID_MAX_HOURS", default=24.0 * 14)
 NODE_AVOID_LOOKBACK_DAYS: int = env.int("NODE_AVOID_LOOKBACK_DAYS", default=30)
+# Preflight (jobs.preflight): how many times one job is submitted again without the nodes
+# its preflight found faulty, before it fails saying so.
+PREFLIGHT_MAX_RESUBMITS: int = env.int("PREFLIGHT_MAX_RESUBMITS", default=3)

@@ -38,6 +38,7 @@ _JOB_EXTRA = (
     "max_restarts",
     "restart_on",
     "exclude_failed_nodes",
+    "preflight",
     "hang_multiple",
     "hang_floor_seconds",
     "startup_window_seconds",

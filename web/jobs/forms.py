@@ -282,6 +282,11 @@ class JobForm(CodeInputs):
         required=False,
         help_text="sbatch --exclude the failed node on the next attempt.",
     )
+    preflight = forms.BooleanField(
+        label="Check every node before the command",
+        required=False,
+        help_text="GPUs and a small all-reduce; a faulty node is left out and the job resubmitted.",
+    )
     # Hang detection (monitoring.hangs.rules); blank: the portal's defaults.
     hang_multiple = forms.FloatField(
         label="Hung after (step intervals)",
@@ -369,6 +374,7 @@ def _restart_policy(data: dict[str, Any]) -> dict[str, Any]:
         "max_restarts": data.get("max_restarts") or 0,
         "restart_on": tuple(value for value, _ in RESTARTABLE if value in chosen),
         "exclude_failed_nodes": bool(data.get("exclude_failed_nodes")),
+        "preflight": bool(data.get("preflight")),
         "hang_multiple": data.get("hang_multiple"),
         "hang_floor_seconds": data.get("hang_floor_seconds"),
         "startup_window_seconds": data.get("startup_window_seconds"),
@@ -395,6 +401,7 @@ def initial_from_spec(spec: JobSpec) -> dict[str, Any]:
         "max_restarts": spec.max_restarts,
         "restart_on": list(spec.restart_on),
         "exclude_failed_nodes": spec.exclude_failed_nodes,
+        "preflight": spec.preflight,
         "hang_multiple": spec.hang_multiple,
         "hang_floor_seconds": spec.hang_floor_seconds,
         "startup_window_seconds": spec.startup_window_seconds,

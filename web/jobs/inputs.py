@@ -91,6 +91,9 @@ class SpecSerializer(CodeInputSerializer):
     exclude_failed_nodes = serializers.BooleanField(
         default=False, help_text="Keep a restart off the nodes the failure was on."
     )
+    preflight = serializers.BooleanField(
+        default=False, help_text="Check every node (GPUs, a small all-reduce) before the command."
+    )
 
     hang_multiple = serializers.FloatField(
         required=False, allow_null=True, default=None, help_text="Hung after N step intervals."

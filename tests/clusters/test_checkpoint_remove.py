@@ -84,7 +84,7 @@ def test_names_that_leave_the_run_directory_are_refused(tmp_path: Path) -> None:
 
 
 def test_a_run_directory_that_is_a_link_is_refused_whole(tmp_path: Path) -> None:
-    run, outside = _run_dir(tmp_path)
+    _, outside = _run_dir(tmp_path)
     link = tmp_path / "linked-run"
     link.symlink_to(outside)
     code, reply = remove(link, ["weights.pt"])

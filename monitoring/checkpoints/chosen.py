@@ -4,13 +4,16 @@ A person names a checkpoint by its step (the newest attempt's, when several atte
 saved that step) or by its attempt and name, as the job page's checkpoint list does.
 """
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from django.contrib.auth.models import User
 
 from jobs.errors import JobError
 from jobs.lineage import ForkPoint, require_resumer
 from jobs.models import Attempt, Job
 from jobs.resume import job_resume
-from monitoring.checkpoints.registry import checkpoint_path, latest_complete, parse_step
+from monitoring.checkpoints.registry import checkpoint_path, parse_step
 from monitoring.models import Checkpoint
 
 _LISTED_STEPS = 12  # steps named in a "no such checkpoint" message
@@ -84,22 +87,47 @@ def checkpoint_resume(
     return job_resume(job=job, user=user, checkpoint=checkpoint_path(chosen), step=chosen.step)
 
 
-def restart_point(*, attempt: Attempt) -> tuple[str, int | None]:
-    """Where an automatic restart after `attempt` resumes: its own newest complete checkpoint,
-    else the checkpoint it had resumed from itself (a resume by hand or a fork that failed
-    before saving), else the job's latest. Path and step; ('', None): from the start."""
-    own = (
-        Checkpoint.objects.filter(attempt=attempt, complete=True, step__isnull=False)
-        .select_related("attempt")
-        .order_by("-step", "-modified_at")
-        .first()
-    )
+@dataclass(frozen=True)
+class Saved:
+    """A complete checkpoint with a step: which attempt saved it, and where it lies."""
+
+    attempt: int  # the attempt's number
+    step: int
+    path: str
+
+
+def line_point(*, attempt: Attempt, saved: Iterable[Saved]) -> tuple[str, int | None]:
+    """Where an automatic restart after `attempt` resumes: its own newest checkpoint, else
+    the checkpoint it had resumed from itself (a resume by hand, a fork that failed before
+    saving), else the job's newest. Path and step; ('', None): from the start.
+
+    The attempt's own line, so that a job resumed by hand from step 20 after reaching 60
+    does not jump back to 60."""
+    saved = list(saved)
+    own = max((s for s in saved if s.attempt == attempt.number), key=_newest, default=None)
     if own is not None:
-        return checkpoint_path(own), own.step
+        return own.path, own.step
     if attempt.resume_from:
         return attempt.resume_from, _step_of(attempt)
-    latest = latest_complete(job_id=attempt.job_id)
-    return (checkpoint_path(latest), latest.step) if latest else ("", None)
+    newest = max(saved, key=_newest, default=None)
+    return (newest.path, newest.step) if newest else ("", None)
+
+
+def _newest(saved: Saved) -> tuple[int, int]:
+    return saved.step, saved.attempt
+
+
+def restart_point(*, attempt: Attempt) -> tuple[str, int | None]:
+    """line_point over the job's complete checkpoints (one query)."""
+    rows = Checkpoint.objects.filter(
+        attempt__job_id=attempt.job_id, complete=True, step__isnull=False
+    ).select_related("attempt")
+    return line_point(
+        attempt=attempt,
+        saved=[
+            Saved(c.attempt.number, c.step, checkpoint_path(c)) for c in rows if c.step is not None
+        ],
+    )
 
 
 def _step_of(attempt: Attempt) -> int | None:

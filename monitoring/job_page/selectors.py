@@ -1,10 +1,12 @@
 """Reads for the live job page: where its data stands (who may see it: jobs.access)."""
 
+import dataclasses
 from collections import defaultdict
 from typing import Any
 
 from clusters.avoidance import submission_avoidances
 from jobs.models import Attempt, Job
+from monitoring.checkpoints.chosen import Saved, line_point
 from monitoring.checkpoints.registry import job_checkpoints
 from monitoring.diagnosis.diagnose import Diagnosis
 from monitoring.hangs.selectors import job_hangs
@@ -72,12 +74,18 @@ def job_failures(*, job: Job, policy: StragglerPolicy | None = None) -> dict[str
         if a.diagnosis
     ]
     checkpoints = job_checkpoints(job_id=job.pk)
-    resume = next((c for c in checkpoints if c.resume), None)
+    # Where a restart of the latest attempt would resume: its own line (after a resume by
+    # hand or a fork, not always the job's newest checkpoint).
+    saved = [
+        Saved(c.attempt, c.step, c.path) for c in checkpoints if c.complete and c.step is not None
+    ]
+    resume_from, _ = line_point(attempt=latest, saved=saved) if latest else ("", None)
+    checkpoints = [dataclasses.replace(c, resume=c.path == resume_from) for c in checkpoints]
     avoided = submission_avoidances(attempt_uuids=[a.uuid for a in attempts])
     return {
         "diagnoses": diagnosed,
         "checkpoints": checkpoints,
-        "resume_from": resume.path if resume else "",
+        "resume_from": resume_from,
         "stragglers": attempt_stragglers(attempt=latest, policy=policy) if latest else [],
         "hangs": job_hangs(attempts=attempts),
         # Per attempt, the cluster's avoided nodes its submission left out, and why.

@@ -19,6 +19,7 @@ from monitoring.checkpoints.chosen import (
     fork_point,
     restart_point,
 )
+from monitoring.job_page.selectors import job_failures
 from monitoring.models import Checkpoint
 from projects.models import Membership, Project, Quota
 from tests import factories
@@ -195,3 +196,22 @@ def test_a_restart_goes_on_from_the_line_the_attempt_was_on(
     # A fork that failed before its first checkpoint restarts from its parent's.
     fork = _fork(parent, owner)
     assert restart_point(attempt=fork.attempts.get()) == (STEP_20, 20)
+
+
+def test_the_job_page_marks_where_a_restart_would_resume_on_the_resumed_line(
+    parent: Job, owner: User, no_submission: list[int]
+) -> None:
+    assert job_failures(job=parent)["resume_from"] == f"{RUN_DIR}/checkpoints/step-60.pt"
+    second = checkpoint_resume(job=parent, user=owner, step=20)
+    failures = job_failures(job=parent)
+    # Attempt 2 has saved nothing yet: a restart would go back to step 20, not to 60.
+    assert failures["resume_from"] == STEP_20
+    assert [(c.step, c.resume) for c in failures["checkpoints"]] == [
+        (60, False),
+        (40, False),
+        (20, True),
+    ]
+    Attempt.objects.filter(pk=second.pk).update(run_dir="/home/svc/portal-runs/a2")
+    _saved(Attempt.objects.get(pk=second.pk), 30)
+    marked = [(c.attempt, c.step) for c in job_failures(job=parent)["checkpoints"] if c.resume]
+    assert marked == [(2, 30)]

@@ -3,7 +3,7 @@
 The agent lists `<run dir>/checkpoints` (PORTAL_CHECKPOINT_DIR) in the poll's one call
 while an attempt runs and once more when it has ended, and finds the checkpoints trainers
 write in the command's working directory at the record finds' pace
-(`monitoring.ingest.records.find_due`): Hugging Face's `checkpoint-N/` directories under
+(`monitoring.records.cadence`): Hugging Face's `checkpoint-N/` directories under
 its output directory, Lightning's `.ckpt` files, DeepSpeed's `global_stepN/`. Sizes are
 what `du -sb` counts (the agent's `tree_size`); links are listed, never followed.
 
@@ -27,8 +27,8 @@ from clusters.agent import AgentReply, Listing, ListingEntry, ListingRead
 from jobs.enums import State
 from jobs.models import Attempt
 from jobs.rundir import CHECKPOINT_DIR, RunDir, file_key
-from monitoring.ingest.records import find_due
 from monitoring.models import Checkpoint, RecordSearch
+from monitoring.records.cadence import search_due
 
 _NUMBER = re.compile(r"\d+")
 _STEP_WORD = re.compile(r"(?:step|iter|iteration|global_step|ckpt|checkpoint)[-_=]?(\d+)", re.I)
@@ -104,7 +104,14 @@ def listing_requests(attempts: list[Attempt]) -> list[ListingRead]:
         if search is None or attempt.started_at is None:
             continue
         since = attempt.started_at.timestamp()
-        if find_due(attempt, search, since=since, now=now):
+        due = search_due(
+            finished=attempt.is_finished,
+            final=search.final,
+            searched_at=search.searched_at,
+            since=since,
+            now=now,
+        )
+        if due:
             reads.append(
                 ListingRead(
                     key=found_key(attempt),

@@ -42,6 +42,9 @@ from monitoring.ingest.watch import job_deltas
 from monitoring.ingest.write import ingest_notes
 from monitoring.models import AttemptIngest, RecordFile, RecordSearch
 from monitoring.reading.overwrite import newest_per_step
+from monitoring.records.cadence import SEARCH_EVERY as CADENCE_EVERY
+from monitoring.records.cadence import SEARCH_FIRST as CADENCE_FIRST
+from monitoring.records.cadence import search_due
 from monitoring.records.names import (
     CSV,
     PATTERNS,
@@ -58,8 +61,8 @@ from monitoring.series.write import series_append
 
 logger = logging.getLogger(__name__)
 
-SEARCH_EVERY = 30.0  # seconds between finds of a running attempt, at most
-SEARCH_FIRST = 5.0  # ... and at least: each waits as long as the attempt had run at the last
+# Module names, so a test can shorten them (monitoring.records.cadence).
+SEARCH_EVERY, SEARCH_FIRST = CADENCE_EVERY, CADENCE_FIRST
 SEARCH_DEPTH = 5
 SEARCH_VISITS = 2000  # entries a find may look at, per root
 MAX_FILES = 16  # record files followed per attempt
@@ -92,7 +95,7 @@ class RecordsWatcher:
                     FileRead(_key(attempt, "workdir"), run_dir.file(WORKDIR_FILE), 0, 4096)
                 )
             since = attempt.started_at.timestamp()
-            if search is not None and find_due(attempt, search, since=since, now=now):
+            if search is not None and _find_due(attempt, search, since=since, now=now):
                 own = search.workdir and search.workdir != attempt.run_dir
                 roots = [attempt.run_dir, *([search.workdir] if own else [])]
                 listings += [
@@ -120,14 +123,16 @@ class RecordsWatcher:
             return set()
 
 
-def find_due(attempt: Attempt, search: RecordSearch, *, since: float, now: float) -> bool:
-    """An ended attempt's last find once; a running one's at 5, 10, 20... s, then every 30 s."""
-    if attempt.is_finished:
-        return not search.final
-    if search.searched_at is None:
-        return True
-    ran = search.searched_at - since
-    return now - search.searched_at >= min(SEARCH_EVERY, max(SEARCH_FIRST, ran))
+def _find_due(attempt: Attempt, search: RecordSearch, *, since: float, now: float) -> bool:
+    return search_due(
+        finished=attempt.is_finished,
+        final=search.final,
+        searched_at=search.searched_at,
+        since=since,
+        now=now,
+        every=SEARCH_EVERY,
+        first=SEARCH_FIRST,
+    )
 
 
 def _file_reads(attempt: Attempt, record: RecordFile) -> list[FileRead]:

@@ -119,7 +119,7 @@ def test_the_api_index_and_preview(client: Client, job: Job, saved: list[Checkpo
     assert index["storage_bytes"] == 13000 and index["rule"] is None
     preview = client.get(
         f"/api/v1/jobs/{job.pk}/checkpoints/preview/",
-        {"keep_best": 2, "best_metric": "loss", "best_mode": "min"},
+        {"keep_best": "2", "best_metric": "loss", "best_mode": "min"},
     ).json()
     assert sorted(preview["delete"]) == sorted(c.pk for c in saved[:2])
     assert preview["rule"] == "keep the best 2 by loss (lowest)"
@@ -166,7 +166,7 @@ def test_over_the_quota_the_sweep_applies_the_project_rule(
     assert project_storage(project=job.project).state == "over"
     checkpoint_rules_apply()
     tried = CheckpointDeletion.objects.filter(job=job)
-    assert sorted(tried.values_list("step", flat=True)) == [1, 3, 4]
+    assert sorted(s or 0 for s in tried.values_list("step", flat=True)) == [1, 3, 4]
     # This test's attempt has no cluster account: nothing is removed, and it says why.
     assert {(d.removed, d.error) for d in tried} == {(False, "no cluster account to act as")}
     assert all("storage quota" in d.reason for d in tried)

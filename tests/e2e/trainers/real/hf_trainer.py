@@ -1,7 +1,7 @@
 """A tiny causal LM trained by the Hugging Face Trainer the way its docs show: defaults.
 
-`python hf_trainer.py [--no-bars]`. Built from a config (nothing downloaded); it ends as the
-library's example scripts do, and the Trainer's own record of what it logged is
+`python hf_trainer.py [--no-bars] [--save-steps N]`. Built from a config (nothing
+downloaded); it ends as the library's example scripts do, and the Trainer's own record of what it logged is
 out/trainer_state.json. A callback paces the steps so that the run lasts long enough to be watched live.
 """
 
@@ -21,6 +21,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=120)
 parser.add_argument("--pause", type=float, default=0.15)
 parser.add_argument("--no-bars", action="store_true")
+parser.add_argument("--save-steps", type=int, default=0, help="0: the library's default")
 options = parser.parse_args()
 torch.manual_seed(0)
 
@@ -52,6 +53,7 @@ args = TrainingArguments(
     learning_rate=5e-4,
     use_cpu=True,
     disable_tqdm=options.no_bars,
+    **({"save_steps": options.save_steps} if options.save_steps else {}),
 )
 trainer = Trainer(
     model=GPT2LMHeadModel(config),

@@ -1,6 +1,14 @@
-"""The job page in headless Chromium: time to a usable page and to the first drawn chart,
-with the partial Plotly bundle the page ships (static/vendor/plotly-basic) beside the
-same page given the full bundle (vendor/plotly.min.js), measured in the same run.
+"""The job page and the compare page in headless Chromium, each beside a naive version of
+itself measured in the same run.
+
+The job page: time to a usable page and to the first drawn chart, with the partial Plotly
+bundle the page ships (static/vendor/plotly-basic) beside the same page given the full
+bundle (vendor/plotly.min.js).
+
+The compare page: COMPARE_RUNS runs x COMPARE_POINTS loss points, time to every run's
+curve drawn, as it ships (each curve downsampled by the server to the chart's width)
+beside the same page given every point of every run (Playwright answers its curves
+request with them, read from the chunks like the server's read of a raw series).
 
 The same page both ways: Playwright answers the page's request for the partial bundle
 with the server's full one, so only the bundle differs. Each load is a fresh browser
@@ -41,6 +49,9 @@ REPEATS = 1 if QUICK else 12
 STEPS = 200 if QUICK else 5_000
 SERIES = ("loss", "tokens_per_sec", "samples", "it_per_s", "lr")
 LOG_LINES = 200 if QUICK else 5_000
+COMPARE_RUNS = 3 if QUICK else 20
+COMPARE_POINTS = 2_000 if QUICK else 100_000
+COMPARE_REPEATS = 1 if QUICK else 5
 PARTIAL = "/static/vendor/plotly-basic/plotly-basic.min.js"
 FULL = "/static/vendor/plotly.min.js"
 USER, PASSWORD = "bench-page", "bench-page-password"
@@ -87,6 +98,102 @@ def _seed() -> int:
     return job.pk
 
 
+def _seed_compare(user: Any, cluster: Any) -> list[int]:
+    """COMPARE_RUNS finished runs of COMPARE_POINTS loss points in a project of their own,
+    kept between bench runs (filling them takes a while); returns their ids."""
+    import numpy as np
+
+    from jobs.enums import State
+    from jobs.models import Attempt, Job
+    from monitoring.series.write import series_append
+    from projects.models import Membership, Project
+
+    slug = f"bench-compare-page-{COMPARE_POINTS}"
+    project, _ = Project.objects.get_or_create(slug=slug, defaults={"name": "Bench compare"})
+    Membership.objects.get_or_create(user=user, project=project)
+    jobs = list(Job.objects.filter(project=project).order_by("id").values_list("id", flat=True))
+    if len(jobs) >= COMPARE_RUNS:
+        return jobs[:COMPARE_RUNS]
+    steps = np.arange(COMPARE_POINTS, dtype=np.float64)
+    for run in range(len(jobs), COMPARE_RUNS):
+        job = Job.objects.create(
+            project=project, user=user, cluster=cluster, name=f"seed-{run}",
+            command="python train.py", state=State.COMPLETED, params={"seed": run},
+        )  # fmt: skip
+        attempt = Attempt.objects.create(job=job, number=1, state=State.COMPLETED)
+        loss = 3.0 / np.sqrt(steps + 1) + np.random.default_rng(run).normal(0, 0.02, len(steps))
+        points = [
+            (attempt.pk, "loss", x, y) for x, y in zip(steps.tolist(), loss.tolist(), strict=True)
+        ]
+        for at in range(0, len(points), 50_000):
+            series_append(points=points[at : at + 50_000])
+        jobs.append(job.pk)
+    return jobs
+
+
+def _every_point(job_ids: list[int]) -> bytes:
+    """The curves endpoint's answer with every point of every run: what a chart without
+    downsampling gets."""
+    import json
+
+    import numpy as np
+
+    from jobs.models import Job
+    from monitoring.models import SeriesChunk
+    from monitoring.series.chunks import decode
+
+    runs = []
+    for job in Job.objects.filter(pk__in=job_ids).order_by("id"):
+        chunks = SeriesChunk.objects.filter(series__attempt__job=job, series__name="loss")
+        parts = [decode(bytes(data)) for data in chunks.values_list("data", flat=True)]
+        xs, ys = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        order = np.argsort(xs, kind="stable")
+        x, y = xs[order].tolist(), ys[order].tolist()
+        runs.append(
+            {"id": job.pk, "name": job.name, "x": x, "y": y, "nonfinite": [], "total": len(x)}
+        )
+    body = {
+        "metric": "loss",
+        "unit": "",
+        "axis": "step",
+        "runs": runs,
+        "y_range": None,
+        "left_out": [],
+    }
+    return json.dumps(body).encode()
+
+
+def _load_compare(
+    browser: Any, url: str, cookies: list[Any], every: Path | None
+) -> tuple[float, int]:
+    """(ms from navigation to every run's curve drawn, bytes of curves) of one first visit;
+    `every`: the curves request answered with this file (every point), not the server."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.add_cookies(cookies)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS * 3)
+    if every is not None:
+        page.route(
+            "**/compare/curves?**",
+            lambda route: route.fulfill(path=every, content_type="application/json"),
+        )
+    try:
+        page.goto(url, wait_until="commit")
+        page.wait_for_function(
+            "document.querySelectorAll('#compare-chart .scatterlayer .trace').length"
+            f" >= {COMPARE_RUNS}"
+        )
+        drawn = float(page.evaluate("performance.now()"))
+        size = page.evaluate(
+            """() => performance.getEntriesByType('resource')
+            .filter((e) => e.name.includes('/compare/curves'))
+            .reduce((n, e) => n + e.decodedBodySize, 0)"""
+        )
+        return drawn, int(size) or (every.stat().st_size if every else 0)
+    finally:
+        context.close()
+
+
 def _load(browser: Any, url: str, cookies: list[Any], *, full: bool) -> tuple[float, float, int]:
     """(ms to usable, ms to first chart, bundle bytes) of one first visit."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
@@ -130,6 +237,13 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     job_id = _seed()
+    from jobs.models import Job
+
+    seeded = Job.objects.select_related("user", "cluster").get(pk=job_id)
+    compare_ids = _seed_compare(seeded.user, seeded.cluster)
+    compare_slug = f"bench-compare-page-{COMPARE_POINTS}"
+    compare_times: dict[str, list[float]] = {"downsampled (ours)": [], "every point": []}
+    compare_bytes: dict[str, int] = {}
     env = server_env(
         database_url=os.environ["DATABASE_URL"],
         redis_url=os.environ["REDIS_URL"],
@@ -139,6 +253,8 @@ def main() -> None:
     rows: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as workdir, running(Daphne(env, Path(workdir))) as servers:
         server = servers[0]
+        every = Path(workdir) / "every-point.json"
+        every.write_bytes(_every_point(compare_ids))
         assert isinstance(server, Daphne)
         url = f"{server.url}/jobs/{job_id}/"
         with sync_playwright() as playwright:
@@ -162,6 +278,15 @@ def main() -> None:
                     row["usable"].append(usable)
                     row["chart"].append(chart)
                     row["bytes"].append(size)
+            compare_url = f"{server.url}/projects/{compare_slug}/compare/?runs=" + ",".join(
+                map(str, compare_ids)
+            )
+            _load_compare(browser, compare_url, cookies, None)  # warm-up
+            for _ in range(COMPARE_REPEATS):
+                for label, body in (("downsampled (ours)", None), ("every point", every)):
+                    drawn, size = _load_compare(browser, compare_url, cookies, body)
+                    compare_times[label].append(drawn)
+                    compare_bytes[label] = size
             browser.close()
     print(
         f"job page, {len(SERIES)} series x {STEPS:,} steps, {LOG_LINES:,} log lines; "
@@ -178,6 +303,17 @@ def main() -> None:
             f"{chart_med:.0f} ms", f"{chart_p95:.0f} ms",
         )  # fmt: skip
         print(" | ".join(f"{cell:>14}" for cell in cells), flush=True)
+    print(
+        f"\ncompare page, {COMPARE_RUNS} runs x {COMPARE_POINTS:,} loss points; "
+        f"{COMPARE_REPEATS} first visits each, 1440x900 headless Chromium"
+    )
+    titles = ("curves", "JSON bytes", "drawn median", "drawn p95")
+    print(" | ".join(f"{h:>18}" for h in titles))
+    print("-" * 84)
+    for label, times in compare_times.items():
+        median, p95 = _stats(times)
+        shown = (label, f"{compare_bytes[label]:,}", f"{median:.0f} ms", f"{p95:.0f} ms")
+        print(" | ".join(f"{cell:>18}" for cell in shown), flush=True)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ def test_browser_bench_runs_quick(name: str, transactional_db: None) -> None:
         pytest.skip("Debian's chromium is not installed (make test installs it as root)")
     out = _run_quick(name)
     assert "partial (ours)" in out and "full bundle" in out  # both, in one run
+    if name == "page.py":  # the compare page beside the job page, ours beside every point
+        assert "downsampled (ours)" in out and "every point" in out
 
 
 @pytest.mark.parametrize("name", PURE)

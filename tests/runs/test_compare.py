@@ -10,15 +10,8 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from jobs.models import Job
-from monitoring.runs.compare import (
-    Axis,
-    Curve,
-    _read_one,
-    chart_points,
-    curves_read,
-    group_bands,
-    settings_diff,
-)
+from monitoring.runs.compare.bands import group_bands, settings_diff
+from monitoring.runs.compare.curves import Axis, Curve, _read_one, chart_points, curves_read
 from monitoring.series.write import series_append
 from projects.models import Project
 from tests import factories

@@ -104,14 +104,15 @@ def test_the_axis_is_in_the_shareable_url_and_the_curves_answer(
     url = reverse("project-compare-curves", args=["vision"])
     query = {"runs": str(resumed.pk), "metric": "loss", "axis": "elapsed", "width": "900"}
     # session, user, project, the runs, chunk bounds with the attempts' blocks (the points
-    # are all in blocks: no chunk blobs to read), attempts' times
-    with django_assert_num_queries(6):  # type: ignore[operator]
+    # are all in blocks: no chunk blobs to read), attempts' times, the runs' series names
+    # (what a run left out logs instead)
+    with django_assert_num_queries(7):  # type: ignore[operator]
         body = json.loads(client.get(url, query).content)
     assert body["axis"] == "elapsed"
     (run,) = body["runs"]
     assert dict(zip(run["y"], run["x"], strict=True))[75.0] == pytest.approx(60.0)
     # An unknown axis is the step axis, which reads no attempt times: one query fewer.
-    with django_assert_num_queries(5):  # type: ignore[operator]
+    with django_assert_num_queries(6):  # type: ignore[operator]
         body = json.loads(client.get(url, {**query, "axis": "bogus"}).content)
     (run,) = body["runs"]
     assert body["axis"] == "step" and dict(zip(run["y"], run["x"], strict=True))[75.0] == 75.0

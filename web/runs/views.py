@@ -1,7 +1,5 @@
 """The project's runs table and the compare view (members and staff only)."""
 
-from typing import Any
-
 from django.contrib.auth.decorators import login_required
 from django.http import (
     Http404,
@@ -15,8 +13,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from jobs.models import Job
-from monitoring.models import RunSummary
-from monitoring.runs.compare import MAX_RUNS, curves_read, group_bands, settings_diff, y_range
+from monitoring.runs.compare import MAX_RUNS, RUN_GROUP, compare_chart, settings_diff
+from monitoring.runs.compare.series import default_series, logged_series, series_offered
 from monitoring.runs.step_clock import AXES, AXIS_TITLES, STEP
 from monitoring.runs.table import (
     BASE_COLUMNS,
@@ -36,9 +34,8 @@ from projects.models import Project
 
 DEFAULT_WIDTH = 900
 LABEL_COLUMNS = frozenset({"name", "tags", "group", "user", "state"})  # aligned left
-# Compare's "group by" for the runs' own group (their notes), not a setting: no setting's
-# name starts with "@" (jobs.params).
-RUN_GROUP = "@group"
+# Ids a compare URL may name: past MAX_RUNS they are read only to say they were left out.
+ASKED_MAX = 10 * MAX_RUNS
 
 
 def _project(request: HttpRequest, slug: str) -> Project:
@@ -116,16 +113,18 @@ def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _selected(request: HttpRequest, project: Project) -> list[Job]:
-    """The chosen runs of the project, in the URL's order; IdOutOfRange for a 30-digit id."""
-    ids = row_ids(request.GET.get("runs", ""), name="runs", limit=MAX_RUNS)
+def _selected(request: HttpRequest, project: Project) -> tuple[list[int], list[Job]]:
+    """The URL's run ids, and the first MAX_RUNS of them that are the project's runs, in
+    the URL's order; IdOutOfRange for a 30-digit id."""
+    asked = row_ids(request.GET.get("runs", ""), name="runs", limit=ASKED_MAX)
+    ids = asked[:MAX_RUNS]
     found = {
         job.pk: job
         for job in Job.objects.filter(project=project, pk__in=ids).only(
             "id", "name", "params", "group"
         )
     }
-    return [found[i] for i in ids if i in found]
+    return asked, [found[i] for i in ids if i in found]
 
 
 def _axis(request: HttpRequest) -> str:
@@ -137,20 +136,16 @@ def _axis(request: HttpRequest) -> str:
 @login_required
 @require_GET
 def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """Chosen runs overlaid; the runs, metric, axis and grouping live in the URL."""
+    """Chosen runs overlaid; the runs, series, axis, grouping and scales live in the URL."""
     project = _project(request, slug)
     try:
-        jobs = _selected(request, project)
+        asked, jobs = _selected(request, project)
     except IdOutOfRange as exc:
         return HttpResponseBadRequest(exc.message, content_type="text/plain; charset=utf-8")
-    names: set[str] = set()
-    for metrics in RunSummary.objects.filter(job__in=jobs).values_list("metrics", flat=True):
-        names.update(metrics or {})
+    series = series_offered(logged_series(job_ids=[job.pk for job in jobs]))
     keys = sorted({key for job in jobs for key in (job.params or {})})
     axis = _axis(request)
-    metric = request.GET.get("metric") or (
-        "loss" if "loss" in names or not names else sorted(names)[0]
-    )
+    metric = request.GET.get("metric") or default_series(series)
     return render(
         request,
         "monitoring/compare.html",
@@ -158,9 +153,11 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "project": project,
             "jobs": jobs,
             "metric": metric,
-            "metrics": sorted(names),
+            "series": series,
+            "metric_offered": any(s.name == metric for s in series),
             "group": request.GET.get("group", ""),
             "log": request.GET.get("log") == "1",
+            "smooth": _smoothing(request),
             "axis": axis,
             "axis_title": AXIS_TITLES[axis],
             "axes": AXIS_TITLES,
@@ -168,64 +165,42 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "run_group": RUN_GROUP,
             "has_run_groups": any(job.group for job in jobs),
             "diff": settings_diff(jobs),
-            "runs": ",".join(str(job.pk) for job in jobs),
+            # Every id asked for, so that the runs left out stay named after "Show".
+            "runs": ",".join(map(str, asked)),
         },
     )
+
+
+def _smoothing(request: HttpRequest) -> str:
+    """The smoothing weight of the URL as the slider takes it (0 to 0.99), "" for none."""
+    try:
+        alpha = float(request.GET.get("smooth", ""))
+    except ValueError:
+        return ""
+    return f"{alpha:.2f}" if 0 < alpha < 1 else ""
 
 
 @login_required
 @require_GET
 def compare_curves(request: HttpRequest, slug: str) -> JsonResponse:
-    """The curves (and group bands) of the compare chart, downsampled to its width."""
+    """The curves (and group bands) of the compare chart, downsampled to its width, and the
+    chosen runs it leaves out, each with why."""
     project = _project(request, slug)
     try:
-        jobs = _selected(request, project)
+        asked, jobs = _selected(request, project)
     except IdOutOfRange as exc:
         return JsonResponse({"detail": exc.message, **exc.errors}, status=exc.status)
-    metric = request.GET.get("metric", "loss")[:200]
     try:
         width = int(request.GET.get("width") or DEFAULT_WIDTH)
     except ValueError:
         width = DEFAULT_WIDTH
-    axis = _axis(request)
-    curves = curves_read(jobs=jobs, metric=metric, width=width, axis=axis)
-    names = {job.pk: job.name for job in jobs}
-    runs = []
-    for c in curves:
-        xs, ys = c.with_gaps()  # y null where the value was NaN or infinite
-        runs.append(
-            {
-                "id": c.job_id,
-                "name": names[c.job_id],
-                "x": xs,
-                "y": ys,
-                "nonfinite": c.nonfinite,
-                "total": c.total,
-            }
-        )
-    fitted = y_range(curves)
-    body: dict[str, Any] = {
-        "metric": metric,
-        "axis": axis,
-        "runs": runs,
-        # The default y range when a run is orders of magnitude off the others; null: autorange.
-        "y_range": None
-        if fitted is None
-        else {
-            "range": [fitted.low, fitted.high],
-            "off": [{"id": job, "name": names[job], "value": v} for job, v in fitted.off],
-        },
-    }
-    group = request.GET.get("group", "")
-    if group:
-        labels = {job.pk: _group_label(job, group) for job in jobs}
-        body["groups"] = group_bands(curves, labels, width=width)
+    body = compare_chart(
+        asked=asked,
+        limit=MAX_RUNS,
+        jobs=jobs,
+        metric=request.GET.get("metric", "loss")[:200],
+        width=width,
+        axis=_axis(request),
+        group=request.GET.get("group", ""),
+    )
     return JsonResponse(body)
-
-
-def _group_label(job: Job, group: str) -> Any:
-    """The run's value for compare's grouping: a setting's, or its own group (a run without
-    one stands alone, named, rather than being averaged with the other loose runs)."""
-    if group == RUN_GROUP:
-        return job.group or f"{job.name} #{job.pk}"
-    return (job.params or {}).get(group)

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 from jobs.models import Job
 from monitoring.runs.compare import MAX_RUNS, RUN_GROUP, compare_chart, settings_diff
 from monitoring.runs.compare.series import default_series, logged_series, series_offered
+from monitoring.runs.lineage import compare_lineage
 from monitoring.runs.step_clock import AXES, AXIS_TITLES, STEP
 from monitoring.runs.table import (
     BASE_COLUMNS,
@@ -165,6 +166,7 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "run_group": RUN_GROUP,
             "has_run_groups": any(job.group for job in jobs),
             "diff": settings_diff(jobs),
+            "lineage": compare_lineage(jobs=jobs),
             # Every id asked for, so that the runs left out stay named after "Show".
             "runs": ",".join(map(str, asked)),
         },

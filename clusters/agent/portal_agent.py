@@ -181,11 +181,12 @@ def read_file(path: str, offset: int, limit: int) -> dict[str, Any]:
     return reply
 
 
-def tree_size(path: str, visits: int) -> tuple[int, int]:
+def tree_size(path: str, visits: int) -> tuple[int, int, float]:
     """What `du -sb` counts below `path`: the apparent size of every entry, the directories'
     own and the links' own included, a hard-linked file once; no link followed. With the
-    entries looked at, more than `visits` when they were not enough (a lower bound then)."""
-    total, seen, stack, inodes = 0, 0, [path], set()
+    entries looked at (more than `visits` when they were not enough: a lower bound then)
+    and the newest modification time among them."""
+    total, seen, newest, stack, inodes = 0, 0, 0.0, [path], set()
     while stack:
         directory = stack.pop()
         try:
@@ -193,8 +194,9 @@ def tree_size(path: str, visits: int) -> tuple[int, int]:
                 for entry in entries:
                     seen += 1
                     if seen > visits:
-                        return total, seen
+                        return total, seen, newest
                     info = entry.stat(follow_symlinks=False)
+                    newest = max(newest, info.st_mtime)
                     if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
                         if (info.st_dev, info.st_ino) in inodes:
                             continue
@@ -204,20 +206,22 @@ def tree_size(path: str, visits: int) -> tuple[int, int]:
                         stack.append(entry.path)
         except OSError:
             continue  # removed while we looked, or not ours to read
-    return total, seen
+    return total, seen, newest
 
 
 def _entry(path: str, name: str, budget: list[int]) -> dict[str, Any]:
     """One checkpoint candidate: a link is reported as a link (its own size), never followed;
-    a directory's size is its tree's (`tree_size`), and `marks` names the MARKERS it holds."""
+    a directory's size is its tree's (`tree_size`), its time the newest in it, and `marks`
+    names the MARKERS it holds."""
     full = os.path.join(path, name)
     info = os.lstat(full)
     is_dir = stat.S_ISDIR(info.st_mode)
     entry = {"name": name, "size": info.st_size, "mtime": info.st_mtime, "is_dir": is_dir}
     entry["link"] = stat.S_ISLNK(info.st_mode)
     if is_dir:
-        inner, seen = tree_size(full, max(budget[0], 0))
+        inner, seen, newest = tree_size(full, max(budget[0], 0))
         entry.update(size=info.st_size + inner, exact=seen <= budget[0], marks=_marks(full))
+        entry["mtime"] = max(info.st_mtime, newest)
         budget[0] -= seen
     return entry
 

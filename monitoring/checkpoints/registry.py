@@ -8,8 +8,10 @@ its output directory, Lightning's `.ckpt` files, DeepSpeed's `global_stepN/`. Si
 what `du -sb` counts (the agent's `tree_size`); links are listed, never followed.
 
 A checkpoint is complete when its save has ended: not a temp file of a save in progress
-(the example trainer writes `.step-N.pt.<pid>.tmp` and renames it, Lightning writes a
-temp file and moves it), not empty, not a link; a Hugging Face `checkpoint-N/` once it
+(the example trainer writes `.step-N.pt.<pid>.tmp` and renames it), not empty, not a link,
+unchanged for SETTLE_SECONDS by the cluster's clock or its attempt ended (a file written in
+place, as `torch.save` to its final name or a copy across filesystems does, grows under
+its name: a directory's time is the newest in its tree); a Hugging Face `checkpoint-N/` once it
 holds `trainer_state.json` (written after the weights, optimizer and RNG states), a
 distributed checkpoint directory (its `__0_0.distcp` shard) once it holds `.metadata`
 (written last).
@@ -43,6 +45,7 @@ FOUND_DIRS = ("checkpoint-*", "tmp-checkpoint-*", "global_step*", "step-*", "ste
 FIND_DEPTH = 5
 FIND_VISITS = 2000
 HF_STATE = "trainer_state.json"
+SETTLE_SECONDS = 5.0
 DCP_METADATA, DCP_SHARD = ".metadata", "__0_0.distcp"
 
 
@@ -74,10 +77,11 @@ def parse_step(name: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def is_complete(entry: ListingEntry) -> bool:
+def is_complete(entry: ListingEntry, *, settled: bool = True) -> bool:
+    """`settled`: unchanged for SETTLE_SECONDS, or nothing writes any more."""
     name = posixpath.basename(entry.name)
     lowered = name.lower()
-    if entry.link or entry.size <= 0 or lowered.endswith(_PARTIAL_SUFFIXES):
+    if not settled or entry.link or entry.size <= 0 or lowered.endswith(_PARTIAL_SUFFIXES):
         return False
     if lowered.startswith(_PARTIAL_PREFIXES):
         return False
@@ -126,7 +130,8 @@ def listing_requests(attempts: list[Attempt]) -> list[ListingRead]:
     return reads
 
 
-def _row(attempt: Attempt, entry: ListingEntry, path: str) -> Checkpoint:
+def _row(attempt: Attempt, entry: ListingEntry, path: str, now: float) -> Checkpoint:
+    settled = attempt.is_finished or now - entry.mtime >= SETTLE_SECONDS
     return Checkpoint(
         attempt=attempt,
         name=entry.name,
@@ -137,7 +142,7 @@ def _row(attempt: Attempt, entry: ListingEntry, path: str) -> Checkpoint:
         modified_at=datetime.fromtimestamp(entry.mtime, tz=UTC),
         is_dir=entry.is_dir,
         link=entry.link,
-        complete=is_complete(entry),
+        complete=is_complete(entry, settled=settled),
     )
 
 
@@ -207,7 +212,7 @@ def checkpoints_ingest(attempts: list[Attempt], reply: AgentReply) -> None:
                 old = before.get(entry.name)
                 if not origin and old is not None and _from_directory(attempt, old):
                     continue  # a name the checkpoint directory has too: its entry wins
-                row = _row(attempt, entry, paths[entry.name])
+                row = _row(attempt, entry, paths[entry.name], reply.time)
                 seen.add(entry.name)
                 if old is None or _values(old) != _values(row):
                     changed.append(row)

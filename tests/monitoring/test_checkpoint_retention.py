@@ -7,6 +7,7 @@ resumes from, never a link, never anything outside the run directory."""
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -49,6 +50,13 @@ def _write(path: Path, size: int) -> None:
     path.write_bytes(os.urandom(size))
 
 
+def _age(root: Path, *, seconds: float) -> None:
+    """Everything under `root` last written `seconds` ago (links themselves, not targets)."""
+    then = time.time() - seconds
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (then, then), follow_symlinks=False)
+
+
 @pytest.fixture
 def run(tmp_path: Path, project, member) -> tuple[Attempt, Path, Path]:
     """An attempt whose run directory holds the example trainer's files, HF Trainer's
@@ -71,6 +79,7 @@ def run(tmp_path: Path, project, member) -> tuple[Attempt, Path, Path]:
     _write(ckpt / "dcp-70" / "__0_0.distcp", 900)  # a distributed checkpoint, no .metadata yet
     _write(ckpt / "dcp-80" / "__0_0.distcp", 900)
     (ckpt / "dcp-80" / ".metadata").write_text("m")
+    _age(root, seconds=60)
     _, attempt = factories.job(project, member, factories.cluster())
     Attempt.objects.filter(pk=attempt.pk).update(
         run_dir=str(root), state=State.RUNNING, started_at=timezone.now() - timedelta(hours=1)
@@ -183,3 +192,14 @@ def test_names_say_the_step_and_saves_in_progress_are_not_complete() -> None:
     entry = ListingEntry("tmp-checkpoint-40", 10, 0.0, True, marks=("trainer_state.json",))
     assert not is_complete(entry)
     assert not is_complete(ListingEntry("step-1.pt", 0, 0.0, False))
+
+
+def test_a_file_still_growing_is_complete_only_once_settled_or_ended(run, tmp_path: Path) -> None:
+    attempt, root, _ = run
+    _write(root / "checkpoints" / "step-60.pt", 2000)  # torch.save to its final name, now
+    _poll(attempt, tmp_path)
+    row = Checkpoint.objects.get(attempt=attempt, name="step-60.pt")
+    assert not row.complete and row.step == 60
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.COMPLETED)
+    _poll(attempt, tmp_path)  # the last listing after the end: nothing writes any more
+    assert Checkpoint.objects.get(attempt=attempt, name="step-60.pt").complete

@@ -7,7 +7,8 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.enums import State
-from jobs.models import Job
+from jobs.models import CodeSnapshot, Job
+from projects.models import Membership, Project, Quota
 from tests import factories
 from tests.jobs.test_lineage import STEP_20, parent  # noqa: F401  (the fixture)
 
@@ -120,3 +121,32 @@ def _form(job: Job, **changes: str) -> dict[str, str]:
     }
     values.update(changes)
     return values
+
+
+def test_a_fork_into_another_project_takes_the_code_only_from_that_projects_snapshots(
+    client: Client,
+    parent: Job,  # noqa: F811
+    no_submission: list[int],
+) -> None:
+    owner = parent.user
+    code = CodeSnapshot.objects.create(
+        project=parent.project, sha256="ab" * 32, size=1, unpacked_size=1, files=1, created_by=owner
+    )
+    Job.objects.filter(pk=parent.pk).update(code=code)
+    parent.refresh_from_db()
+    other = Project.objects.create(slug="nlp", name="NLP")
+    Quota.objects.create(project=other, gpu_hours_per_period=10, max_concurrent_gpus=4)
+    Membership.objects.create(user=owner, project=other, role=Membership.Role.MEMBER)
+    client.force_login(owner)
+    form = _form(parent, project=str(other.pk), code_from=str(parent.pk))
+    refused = client.post(_fork_url(parent), form)
+    assert refused.status_code == 200
+    assert "code snapshot is in project vision, not in nlp: upload the code here" in (
+        refused.content.decode()
+    )
+    assert not Job.objects.filter(parent=parent).exists()
+    same = CodeSnapshot.objects.create(
+        project=other, sha256="ab" * 32, size=1, unpacked_size=1, files=1, created_by=owner
+    )
+    assert client.post(_fork_url(parent), form).status_code == 302
+    assert Job.objects.get(parent=parent).code == same

@@ -4,6 +4,8 @@ The fork is the submit form, prefilled from the parent as a clone is, with the c
 named in the page's address; the checks are the services' (jobs.lineage, jobs.resume).
 """
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -11,15 +13,18 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from jobs.access import job_for_viewer
+from jobs.code.snapshots import snapshot_for
+from jobs.errors import JobError
 from jobs.lineage import at_step, fork_name
 from jobs.models import Job
 from jobs.services import job_submit
-from jobs.specs import spec_from_job
+from jobs.specs import code_of, spec_from_job
 from monitoring.checkpoints.chosen import checkpoint_chosen, checkpoint_resume, fork_point
 from monitoring.checkpoints.registry import checkpoint_path
 from monitoring.models import Checkpoint
 from portal_lib.bounds import row_id
 from portal_lib.errors import PortalError, form_add_error
+from projects.models import Project
 from web.auth import request_user
 from web.jobs.forms import JobForm, initial_from_spec
 from web.jobs.views import render_job_form
@@ -79,7 +84,7 @@ def job_fork_view(request: HttpRequest, job_id: int) -> HttpResponse:
                     user=user,
                     project=project,
                     cluster=form.cleaned_data["cluster"],
-                    spec=form.spec(form.code_fields(user=user, project=project)),
+                    spec=form.spec(_code(form, parent=parent, project=project)),
                     fork=fork_point(chosen),
                 )
             except PortalError as exc:
@@ -100,6 +105,23 @@ def job_fork_view(request: HttpRequest, job_id: int) -> HttpResponse:
     else:
         return HttpResponse(status=405)
     return render_job_form(request, form, fork=_fork_context(parent, chosen, request))
+
+
+def _code(form: JobForm, *, parent: Job, project: Project) -> dict[str, Any]:
+    """The fork's code: what the form gives; the parent's snapshot in another project only
+    if that project holds the same bytes (each project reaches its own snapshots only)."""
+    code = form.code_fields(user=form.user, project=project)
+    given = code.get("code") or code.get("code_git_url")
+    if parent.code is None or project.pk == parent.project_id or given:
+        return code
+    snapshot = snapshot_for(user=form.user, project=project, sha256=parent.code.sha256)
+    if snapshot is None:
+        message = (
+            f"Job #{parent.pk}'s code snapshot is in project {parent.project.slug}, not in "
+            f"{project.slug}: upload the code here, or fork into {parent.project.slug}."
+        )
+        raise JobError(message, errors={"code_archive": [message]})
+    return {**code_of(parent), "code": snapshot}
 
 
 def _fork_context(parent: Job, chosen: Checkpoint, request: HttpRequest) -> dict[str, object]:

@@ -19,6 +19,7 @@ from monitoring.checkpoints.chosen import (
     fork_point,
     restart_point,
 )
+from monitoring.checkpoints.index import PROTECTED_RESUME, checkpoint_index
 from monitoring.job_page.selectors import job_failures
 from monitoring.models import Checkpoint
 from projects.models import Membership, Project, Quota
@@ -215,3 +216,18 @@ def test_the_job_page_marks_where_a_restart_would_resume_on_the_resumed_line(
     _saved(Attempt.objects.get(pk=second.pk), 30)
     marked = [(c.attempt, c.step) for c in job_failures(job=parent)["checkpoints"] if c.resume]
     assert marked == [(2, 30)]
+
+
+def test_retention_keeps_the_checkpoint_a_fork_or_a_resume_starts_from(
+    parent: Job, owner: User, no_submission: list[int]
+) -> None:
+    def protected() -> dict[int | None, str]:
+        return {row.step: row.protected for row in checkpoint_index(job_id=parent.pk)}
+
+    assert protected() == {60: "", 40: "", 20: ""}
+    fork = _fork(parent, owner)
+    assert protected()[20] == PROTECTED_RESUME  # the fork is another job: still kept
+    Attempt.objects.filter(job=fork).update(state=State.COMPLETED)
+    assert protected()[20] == ""
+    checkpoint_resume(job=parent, user=owner, step=40)
+    assert protected() == {60: "", 40: PROTECTED_RESUME, 20: ""}

@@ -71,6 +71,8 @@ class GatewayStats:
 
 
 stats = GatewayStats()
+# Connection.open_tunnel's stream, socket-like (sendall, recv, makefile); named here for callers.
+Tunnel = paramiko.Channel
 
 
 @dataclass(frozen=True)
@@ -166,12 +168,8 @@ class _RejectUnpinned(paramiko.RejectPolicy):
 
 
 def _send_input(channel: paramiko.Channel, data: bytes) -> None:
-    """Send a command's stdin; a command that ended before reading it all is no lost connection.
-
-    A command can exit before it reads its input (a missing script, an early error):
-    the server then closes the channel and the send fails, but the exit status and
-    the output of the command have arrived and say what happened.
-    """
+    """Send a command's stdin; a command that ended before reading it all (a missing script,
+    an early error) is no lost connection: its exit status and output say what happened."""
     try:
         channel.sendall(data)
     except OSError:
@@ -311,6 +309,18 @@ class Connection:
                 retryable=True,
             ) from exc
         return CommandResult(exit_status=status, stdout=bytes(out), stderr=bytes(err))
+
+    def open_tunnel(self, host: str, port: int, *, timeout: float = CONNECT_TIMEOUT) -> Tunnel:
+        """A TCP stream to host:port as the login node reaches it (`ssh -W`), as this login."""
+        try:
+            return self._transport.open_channel(
+                "direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise SSHError(
+                f"Cluster {self.endpoint.cluster_name!r} did not connect to {host}:{port}: {exc}",
+                retryable=isinstance(exc, EOFError) or not self.is_alive,
+            ) from exc
 
     def upload(self, remote_path: str, data: bytes, *, mode: int = 0o600) -> None:
         """Write a file on the cluster with the given mode, via SFTP."""

@@ -47,6 +47,8 @@ class Template(models.TextChoices):
     TORCHRUN = "torchrun", "PyTorch DDP (torchrun)"
     FSDP = "fsdp", "PyTorch FSDP (torchrun)"
     DEEPSPEED = "deepspeed", "DeepSpeed (torchrun launcher)"
+    # An interactive session (jobs.interactive): JupyterLab on the node, opened through the portal.
+    JUPYTER = "jupyter", "JupyterLab session"
 
 
 class FailureClass(models.TextChoices):

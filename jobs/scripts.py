@@ -10,6 +10,7 @@ import shlex
 from datetime import timedelta
 
 from jobs.enums import Template
+from jobs.interactive import session_command_lines
 from jobs.models import Attempt, Job
 from jobs.preflight import preflight_exit_guard, preflight_lines
 from jobs.rundir import (
@@ -106,6 +107,8 @@ _TEMPLATE_ENV: dict[str, list[str]] = {
 
 
 def _command_lines(job: Job) -> list[str]:
+    if job.template == Template.JUPYTER:
+        return session_command_lines(job)
     if job.template in TORCHRUN_TEMPLATES:
         torchrun = (
             # torchrun dies of SIGUSR1 and of the stack signal; its workers handle them:

@@ -117,7 +117,12 @@ def _text_errors(spec: JobSpec) -> dict[str, list[str]]:
             errors.setdefault(field, []).append("Remove the NUL character.")
         if len(value) > MAX_COMMAND_CHARS:
             errors.setdefault(field, []).append(f"Keep it under {MAX_COMMAND_CHARS} characters.")
-    if spec.template != Template.COMMAND and len(spec.command.strip().splitlines()) > 1:
+    if spec.template == Template.JUPYTER and len(spec.command.strip().splitlines()) > 1:
+        errors.setdefault("command", []).append(
+            "For a JupyterLab session give one line, the program that starts it (e.g. "
+            "jupyter lab); put preparation steps into the environment set-up."
+        )
+    elif spec.template != Template.COMMAND and len(spec.command.strip().splitlines()) > 1:
         errors.setdefault("command", []).append(
             "For a torchrun template give one line: the training script and its arguments "
             "(put preparation steps into the environment set-up)."
@@ -201,6 +206,8 @@ def validate_spec(
 
     if spec.nodes < 1:
         add("nodes", "Ask for at least one node.")
+    if spec.template == Template.JUPYTER and spec.nodes > 1:
+        add("nodes", "A JupyterLab session runs on one node; ask for 1.")
     if spec.cpus_per_task < 1:
         add("cpus_per_task", "Ask for at least one CPU per task.")
     if spec.time_limit <= timedelta(0):

@@ -38,6 +38,7 @@ from web.overview.views import idle_policy_edit, overview_page
 from web.projects import api as project_api
 from web.runs import api as runs_api
 from web.runs import views as runs_views
+from web.sessions.views import session_lab
 from web.sweeps import api as sweep_api
 from web.sweeps import views as sweep_views
 
@@ -148,6 +149,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(f"{_CKPT}/apply/", checkpoint_views.checkpoints_apply, name="job-checkpoints-apply"),
     path("jobs/<int:job_id>/resume/", job_lineage.job_resume_view, name="job-resume"),
     path("jobs/<int:job_id>/fork/", job_lineage.job_fork_view, name="job-fork"),
+    # A session's JupyterLab, proxied to the cluster (its base URL: jobs.interactive).
+    path("sessions/<int:job_id>/lab/", session_lab, name="session-lab"),
+    path("sessions/<int:job_id>/lab/<path:rest>", session_lab, name="session-lab-path"),
     path("mail/", outbox_page, name="outbox"),
     # Alerts and their rules.
     path("alerts/", alert_views.alerts_page, name="alerts"),

@@ -1,6 +1,7 @@
 """The jobs' Python: a virtualenv with PyTorch (CPU build) and the frameworks researchers
 train with (Hugging Face Transformers and Accelerate, Lightning, Keras 3 on torch, Rich,
-TensorBoard), pinned, so the suite runs their code the way researchers do.
+TensorBoard) and JupyterLab for interactive sessions, pinned, so the suite runs their code
+the way researchers do.
 
 Made once by `up` with Debian's /usr/bin/python3 (root's python may live under
 /root, which the users cannot reach); a marker file makes later `up`s skip pip.
@@ -41,6 +42,8 @@ FRAMEWORKS = (
     "keras==3.15.1",
     "rich==15.0.0",
     "tensorboard==2.21.0",
+    # Interactive sessions (jobs.interactive) start `jupyter lab` from the jobs' PATH.
+    "jupyterlab==4.6.6",
 )
 REQUIREMENTS = (f"torch=={TORCH_VERSION}", "numpy==2.4.6", *FRAMEWORKS)
 # Written last; a different text (older requirements) means "install again".
@@ -148,7 +151,7 @@ def _install(paths: Paths) -> None:
     with _umask(0o022):
         run([SYSTEM_PYTHON, "-m", "venv", str(paths.pyenv)], timeout=180)
         _pip_install(paths.pyenv_bin / "python", REQUIREMENTS)
-    imports = "import numpy, transformers, lightning, keras, tensorboard, torch"
+    imports = "import numpy, transformers, lightning, keras, tensorboard, jupyterlab, torch"
     # Keras 3 needs a backend named; this venv has torch's only.
     python = ["env", "KERAS_BACKEND=torch", str(paths.pyenv_bin / "python")]
     check = [*python, "-c", f"{imports}; print(torch.__version__)"]

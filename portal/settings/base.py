@@ -316,6 +316,9 @@ from .code import *  # noqa: E402, F403
 # The node health ledger and bad nodes' avoidance (portal/settings/nodes.py).
 from .nodes import *  # noqa: E402, F403
 
+# Interactive sessions: who opens them, what the proxy forwards (portal/settings/sessions.py).
+from .sessions import *  # noqa: E402, F403
+
 # Hang detection (monitoring.hangs.rules): no step on any rank for max(floor, multiple x the
 # recent step interval) seconds is a hang; no first step within startup seconds, a stall.
 # A job spec may set its own multiple, floor and startup window.

@@ -24,7 +24,7 @@ from web import urls as web_urls
 
 PERSONAS = ["owner", "member", "viewer", "outsider", "anonymous", "expired", "revoked", "read"]
 
-OK, CREATED, ACCEPTED = 200, 201, 202
+OK, CREATED, ACCEPTED, FOUND = 200, 201, 202, 302
 BAD, UNAUTH, FORBID, MISSING = 400, 401, 403, 404
 # Refusals shared by every endpoint: no valid credentials.
 NO_AUTH = {"anonymous": UNAUTH, "expired": UNAUTH, "revoked": UNAUTH}
@@ -129,6 +129,8 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("sweep", get("/api/v1/sweeps/{sweep}/"), READ),
     ("log stream", get(f"{ATTEMPT}/log/stream"), READ),
     ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
+    # A session's JupyterLab opens in its owner's browser session only: a token never does.
+    ("session lab", get("/sessions/{job}/lab/api/status"), dict.fromkeys(PERSONAS, FOUND)),
     (
         "submit",
         post("/api/v1/jobs/", SUBMIT),

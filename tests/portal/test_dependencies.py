@@ -20,6 +20,7 @@ APPS = (
     "portal",
     "portal_lib",
     "projects",
+    "sessions",
     "sweeps",
     "web",
 )

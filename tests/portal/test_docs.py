@@ -39,7 +39,17 @@ def missing_paths(text: str, doc: Path) -> list[str]:
     return missing
 
 
-APPS = ("portal", "web", "sweeps", "monitoring", "jobs", "projects", "clusters", "accounts")
+APPS = (
+    "portal",
+    "web",
+    "sweeps",
+    "sessions",
+    "monitoring",
+    "jobs",
+    "projects",
+    "clusters",
+    "accounts",
+)
 DOTTED = re.compile(r"`((?:" + "|".join(APPS) + r")(?:\.\w+)+)(?![\w(])")  # not a call
 
 

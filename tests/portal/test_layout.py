@@ -16,6 +16,7 @@ APPS = (
     "jobs",
     "monitoring",
     "sweeps",
+    "sessions",
     "web",
 )
 # "A module past ~400 lines is asking to be split" (style guide); migrations are generated.

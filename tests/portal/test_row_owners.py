@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("accounts", "clusters", "projects", "jobs", "monitoring", "sweeps", "web")
+APPS = ("accounts", "clusters", "projects", "jobs", "monitoring", "sweeps", "sessions", "web")
 WRITES = {
     "update",
     "delete",

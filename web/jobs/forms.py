@@ -239,7 +239,8 @@ class JobForm(CodeInputs):
             attrs={"rows": 3, "spellcheck": "false", "data-example": EXAMPLE_COMMAND}
         ),
         help_text="Command: shell lines. Torchrun templates: the script (a path in your code, "
-        "or from your home directory on the cluster without code) and its arguments.",
+        "or from your home directory on the cluster without code) and its arguments. "
+        "JupyterLab session: the program that starts it, e.g. jupyter lab.",
         error_messages={"required": "Enter the command to run."},
     )
     model_params = ModelSizeField(

@@ -16,6 +16,7 @@ from monitoring.job_page.facts import FAILED_STATES, banner_lines, job_page_conf
 from monitoring.job_page.header import header_facts
 from monitoring.job_page.selectors import job_failures
 from monitoring.models import AttemptIngest
+from sessions.card import session_card
 
 
 @login_required
@@ -63,6 +64,9 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
             "attempts": attempts,
             "attempt_number": number,
             "facts": header_facts(job=job, attempts=attempts, now=timezone.now()),
+            "session": session_card(
+                job=job, attempts=attempts, user=request.user, now=timezone.now()
+            ),
             "latest_failed": latest_failed,
             # Lineage (jobs.lineage): the fork's parent if the viewer may see it, and whether
             # the checkpoint list offers Resume.

@@ -169,12 +169,12 @@ class JobGate:
         job = await database_sync_to_async(job_for_viewer)(user=user, job_id=job_id)
         if job is None or user is None:
             # Missing and not-yours look the same.
-            return await _refuse(receive, send, CLOSE_FORBIDDEN)
+            return await refuse_handshake(receive, send, CLOSE_FORBIDDEN)
         slot = await database_sync_to_async(slot_take)(
             kind=SLOT_KIND, user_id=user.pk, cap=settings.WEBSOCKETS_PER_USER
         )
         if slot is None:
-            return await _refuse(receive, send, CLOSE_TOO_MANY)
+            return await refuse_handshake(receive, send, CLOSE_TOO_MANY)
         try:
             await self.consumer({**scope, "stream_slot": slot}, receive, send)
         finally:
@@ -182,7 +182,8 @@ class JobGate:
             await database_sync_to_async(slot_give_back)(kind=SLOT_KIND, user_id=user.pk, slot=slot)
 
 
-async def _refuse(receive: Any, send: Any, code: int) -> None:
+async def refuse_handshake(receive: Any, send: Any, code: int) -> None:
+    """Close a socket at its handshake, before any consumer exists."""
     message = await receive()
     if message["type"] == "websocket.connect":
         await send({"type": "websocket.close", "code": code})

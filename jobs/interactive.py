@@ -1,0 +1,81 @@
+"""A JupyterLab session as a job: how its batch script starts the server, and what it leaves.
+
+The server listens on the node's loopback at a port it picks, with a fresh token;
+the script writes both into SESSION_FILE (mode 0600, the user's only) before it
+starts the server, and the portal reads that file over the user's own login.
+The token reaches the server through its environment (JUPYTER_TOKEN), never its
+command line, which every user of the node sees in `ps`. What the file says is
+only believed as far as its shape: a port number and a hexadecimal token.
+"""
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from jobs.models import Job
+
+SESSION_FILE = "session.json"
+_TOKEN = re.compile(r"^[0-9a-f]{32,128}$")
+# A session file is a line of JSON; anything longer is not one the script wrote.
+MAX_SESSION_FILE_BYTES = 1024
+
+
+def lab_base_url(job_id: int) -> str:
+    """Where the portal serves the session, and so the server's base URL: its links work."""
+    return f"/sessions/{int(job_id)}/lab/"
+
+
+@dataclass(frozen=True)
+class LabAddress:
+    """The port and token a session's script wrote."""
+
+    port: int
+    token: str = field(repr=False)
+
+
+def parse_session_file(data: bytes) -> LabAddress | None:
+    """The file's port and token, or None for anything the script would not have written."""
+    if len(data) > MAX_SESSION_FILE_BYTES:
+        return None
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    port, token = value.get("port"), value.get("token")
+    if type(port) is not int or not 1024 <= port <= 65535:
+        return None
+    if not isinstance(token, str) or not _TOKEN.match(token):
+        return None
+    return LabAddress(port=port, token=token)
+
+
+def session_command_lines(job: Job) -> list[str]:
+    """The batch script's command for a session: the server on loopback, its port and token
+    written for the portal first. The job's command (`jupyter lab`) is the program; the
+    portal adds the flags."""
+    program = job.command.strip()
+    pick_port = (
+        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+    )
+    flags = [
+        "--no-browser",
+        "--ip=127.0.0.1",
+        '--port="$portal_lab_port"',
+        "--port-retries=0",
+        f"--ServerApp.base_url={shlex.quote(lab_base_url(job.pk))}",
+    ]
+    return [
+        "# --- JupyterLab session: this node's loopback, a free port, a fresh token ---",
+        f'portal_lab_port="$(python3 -c {shlex.quote(pick_port)})" || exit 1',
+        "portal_lab_token=\"$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')\" || exit 1",
+        "# Readable by this user only; written whole, then renamed into place.",
+        '( umask 077 && printf \'{"port": %s, "token": "%s"}\\n\''
+        ' "$portal_lab_port" "$portal_lab_token"'
+        f' > "$PORTAL_RUN_DIR/.{SESSION_FILE}.tmp" ) || exit 1',
+        f'mv -f -- "$PORTAL_RUN_DIR/.{SESSION_FILE}.tmp" "$PORTAL_RUN_DIR/{SESSION_FILE}"'
+        " || exit 1",
+        f'JUPYTER_TOKEN="$portal_lab_token" {program} {" ".join(flags)}',
+    ]

@@ -1,0 +1,1 @@
+"""Interactive sessions: a JupyterLab job opened through the portal (docs/sessions.md)."""

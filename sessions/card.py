@@ -1,0 +1,42 @@
+"""What a session's job page shows beside its GPU charts: the Open button and the time left."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobs.enums import State, Template
+from jobs.interactive import lab_base_url
+from jobs.models import Attempt, Job
+from portal_lib.viewers import Viewer
+from sessions.access import may_open
+
+
+@dataclass(frozen=True)
+class SessionCard:
+    running: bool
+    may_open: bool
+    url: str
+    ends_at: datetime | None
+    time_left: timedelta | None
+
+
+def session_card(
+    *, job: Job, attempts: list[Attempt], user: Viewer | None, now: datetime
+) -> SessionCard | None:
+    """None for a job that is no session; the latest attempt decides whether it runs."""
+    if job.template != Template.JUPYTER:
+        return None
+    latest = attempts[-1] if attempts else None
+    running = latest is not None and latest.state == State.RUNNING
+    ends_at = None
+    if running and latest is not None and latest.started_at is not None:
+        ends_at = latest.started_at + job.time_limit
+    left = None if ends_at is None else max(ends_at - now, timedelta(0))
+    if left is not None:
+        left = timedelta(seconds=int(left.total_seconds()))
+    return SessionCard(
+        running=running,
+        may_open=may_open(user=user, job=job),
+        url=lab_base_url(job.pk),
+        ends_at=ends_at,
+        time_left=left,
+    )

@@ -1,0 +1,97 @@
+"""Where a running session listens, as its owner's login reaches it: the node from Slurm,
+the port and token from the session file, read over that login.
+
+The node comes from the poll (Slurm's node list), never from the file: what the job wrote
+decides only the port and the token, checked for their shape (jobs.interactive).
+"""
+
+import re
+import shlex
+import threading
+from dataclasses import dataclass, field
+
+from clusters.errors import ClusterError
+from clusters.selectors import account_endpoint
+from clusters.ssh import Endpoint, pool
+from jobs.enums import State
+from jobs.interactive import MAX_SESSION_FILE_BYTES, SESSION_FILE, LabAddress, parse_session_file
+from jobs.models import Attempt, Job
+
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+READ_TIMEOUT = 10.0
+
+
+class SessionUnavailable(Exception):
+    """The session cannot be reached now; `status` is the HTTP answer, the message says why."""
+
+    def __init__(self, message: str, *, status: int = 503) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class LabTarget:
+    endpoint: Endpoint
+    node: str
+    port: int
+    token: str = field(repr=False)
+    attempt: str  # the attempt's UUID: what the address belongs to
+
+    @property
+    def pool_key(self) -> tuple[Endpoint, str, int, str]:
+        return (self.endpoint, self.node, self.port, self.attempt)
+
+
+# Addresses read, by attempt: an attempt's server keeps its port and token for its life.
+_addresses: dict[str, LabAddress] = {}
+_lock = threading.Lock()
+
+
+def forget(attempt: str) -> None:
+    """Read the session file again next time (the server did not answer at its address)."""
+    with _lock:
+        _addresses.pop(attempt, None)
+
+
+def lab_target(*, job: Job) -> LabTarget:
+    """The running session's target; SessionUnavailable when it has none (yet)."""
+    attempt = (
+        Attempt.objects.select_related("account__cluster")
+        .filter(job_id=job.pk)
+        .order_by("-number")
+        .first()
+    )
+    if attempt is None or attempt.state != State.RUNNING or attempt.account is None:
+        raise SessionUnavailable(
+            "The session is not running: JupyterLab opens once the job runs.", status=409
+        )
+    node = attempt.node_list.strip()
+    if not _NODE.match(node):
+        raise SessionUnavailable("The session's node is not known yet; try again in a moment.")
+    endpoint = account_endpoint(account=attempt.account)
+    key = str(attempt.uuid)
+    with _lock:
+        address = _addresses.get(key)
+    if address is None:
+        address = _read_address(endpoint, f"{attempt.run_dir.rstrip('/')}/{SESSION_FILE}")
+        with _lock:
+            _addresses[key] = address
+    return LabTarget(
+        endpoint=endpoint, node=node, port=address.port, token=address.token, attempt=key
+    )
+
+
+def _read_address(endpoint: Endpoint, path: str) -> LabAddress:
+    try:
+        with pool.session(endpoint) as connection:
+            result = connection.run(
+                f"cat -- {shlex.quote(path)}",
+                timeout=READ_TIMEOUT,
+                max_output=MAX_SESSION_FILE_BYTES + 1024,
+            )
+    except ClusterError as exc:
+        raise SessionUnavailable(f"The cluster cannot be reached: {exc}", status=502) from exc
+    address = parse_session_file(result.stdout) if result.exit_status == 0 else None
+    if address is None:
+        raise SessionUnavailable("JupyterLab is starting; this page opens it in a moment.")
+    return address

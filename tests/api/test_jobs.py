@@ -251,12 +251,14 @@ def test_gpu_samples_by_gpu_and_metric(job: Job, tokens: Tokens) -> None:
 
 def test_submit_with_a_restart_policy(cluster, member, tokens: Tokens) -> None:
     policy = {"max_restarts": 2, "restart_on": ["node_failure"], "exclude_failed_nodes": True}
-    response = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, **policy})
+    response = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, **policy, "preflight": True})
     assert response.status_code == 201, response.content
+    assert response.json()["preflight"] is True
     job = Job.objects.get(pk=response.json()["id"])
-    assert (job.max_restarts, job.restart_on, job.exclude_failed_nodes) == (
+    assert (job.max_restarts, job.restart_on, job.exclude_failed_nodes, job.preflight) == (
         2,
         ["node_failure"],
+        True,
         True,
     )
     refused = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "restart_on": ["cuda_oom"]})

@@ -41,6 +41,7 @@ NON_DEFAULT: dict[str, object] = {
     "max_restarts": 3,
     "restart_on": (FailureClass.PREEMPTION.value, FailureClass.TIME_LIMIT.value),
     "exclude_failed_nodes": True,
+    "preflight": True,
     "hang_multiple": 4.0,
     "hang_floor_seconds": 120,
     "startup_window_seconds": 900,

@@ -155,6 +155,7 @@ def _every_point(job_ids: list[int]) -> bytes:
     body = {
         "metric": "loss",
         "unit": "",
+        "y_title": "loss",
         "axis": "step",
         "runs": runs,
         "y_range": None,

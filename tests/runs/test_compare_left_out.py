@@ -206,3 +206,18 @@ def test_the_queries_do_not_grow_with_the_runs(
     # names; on a time axis the attempts' times too.
     with django_assert_max_num_queries(8):
         _curves(client, [job.pk for job in runs], metric="loss", **extra)
+
+
+def test_the_scales_come_back_from_the_url(client: Client, member: User, four: list[Job]) -> None:
+    client.force_login(member)
+    url = reverse("project-compare", args=["vision"])
+    runs = f"{four[0].pk},{four[1].pk}"
+    plain = client.get(url, {"runs": runs}).content.decode()
+    # No smoothing unless asked: a range input without a value would sit at its middle.
+    assert 'id="compare-smooth" min="0" max="0.99" step="0.01" value="0">' in plain
+    assert 'id="compare-log">' in plain
+    shared = client.get(url, {"runs": runs, "log": "1", "smooth": "0.6"}).content.decode()
+    assert 'value="0.60">' in shared and 'id="compare-log" checked>' in shared
+    for bogus in ("1.5", "-1", "nan", "x"):
+        page = client.get(url, {"runs": runs, "smooth": bogus}).content.decode()
+        assert 'step="0.01" value="0">' in page

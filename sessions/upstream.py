@@ -11,7 +11,7 @@ import http.client
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 
 from django.conf import settings
 
@@ -98,8 +98,8 @@ def _sets_portal_cookie(value: str, portal: Collection[str]) -> bool:
     cookie: SimpleCookie = SimpleCookie()
     try:
         cookie.load(value)
-    except Exception:
-        return True
+    except CookieError:
+        return True  # one the parser refuses is dropped
     return not cookie or any(name in portal for name in cookie)
 
 

@@ -25,6 +25,7 @@ from jobs.notes import is_label
 from jobs.params import param_from_text
 from monitoring.models.runs import SUMMARY_COLUMNS
 from portal_lib.bounds import INT_MAX
+from portal_lib.units import rate_unit
 from projects.models import Project
 
 PAGE_SIZE = 50
@@ -44,10 +45,10 @@ BASE_COLUMNS: dict[str, tuple[str, str]] = {
     "loss_last": ("Loss (last)", "summary__loss_last"),
     "loss_best": ("Loss (best)", "summary__loss_best"),
     "eval_best": ("Best eval", "summary__eval_best"),
-    "throughput": ("Throughput /s", "summary__throughput"),
-    "mfu": ("MFU", "summary__mfu"),
+    "throughput": ("Throughput", "summary__throughput"),  # each cell says its unit: tokens/s...
+    "mfu": ("MFU (%)", "summary__mfu"),
     "gpu_hours": ("GPU-hours", "summary__gpu_hours"),
-    "duration": ("Duration", "summary__duration_seconds"),
+    "duration": ("Duration (h:mm)", "summary__duration_seconds"),
 }
 assert {p.removeprefix("summary__") for _, p in BASE_COLUMNS.values() if "summary__" in p} == {  # noqa: S101 - one list of summary columns
     *SUMMARY_COLUMNS
@@ -356,6 +357,15 @@ def cell(job: Job, column: str) -> Any:
     if summary is None:
         return None
     return getattr(summary, BASE_COLUMNS[column][1].removeprefix("summary__"))
+
+
+def cell_unit(job: Job, column: str) -> str:
+    """The unit of a row's value where it differs by run: throughput in tokens/s, samples/s
+    or steps/s (whichever the run logged); "" for the other columns."""
+    summary = getattr(job, "summary", None)
+    if column != "throughput" or summary is None or not summary.throughput_unit:
+        return ""
+    return rate_unit(summary.throughput_unit)
 
 
 def column_title(column: str) -> str:

@@ -1,5 +1,6 @@
-"""How the runs table shows a value (numbers to four significant digits, durations as h:mm),
-and whether a page may offer to change a run's note, tags and group."""
+"""How the runs table shows a value (numbers to four significant digits, a rate with its unit,
+MFU in %, durations as h:mm), and whether a page may offer to change a run's note, tags and
+group."""
 
 from datetime import datetime
 from typing import Any
@@ -9,12 +10,18 @@ from django.utils import timezone
 
 from jobs.access import can_annotate
 from jobs.models import Job
+from portal_lib.units import quantity
 
 register = template.Library()
 
 
 @register.filter
-def run_cell(value: Any, column: str) -> str:
+def run_cell(cell: dict[str, Any]) -> str:
+    """A cell of the table ({key, value, unit}) as text: `128k tokens/s`, `41.2 %`, `1:05`."""
+    return run_text(cell["value"], cell["key"], cell.get("unit", ""))
+
+
+def run_text(value: Any, column: str, unit: str = "") -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -24,8 +31,11 @@ def run_cell(value: Any, column: str) -> str:
         return f"{minutes // 60}:{minutes % 60:02d}"
     if isinstance(value, datetime):
         return timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
-    if column == "mfu" and isinstance(value, float) and value <= 1:
-        return f"{value * 100:.1f}%"  # the portal's MFU is a fraction; a printed one may be %
+    if unit:
+        return quantity(value, unit)
+    if column == "mfu" and isinstance(value, float):
+        # The portal's MFU is a fraction; a trainer's printed one is in % already.
+        return f"{value * 100 if value <= 1 else value:.1f} %"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

@@ -14,12 +14,15 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
+from jobs.models import Job
 from monitoring.runs.table import (
     BASE_COLUMNS,
     MAX_PAGE_SIZE,
     PAGE_SIZE,
+    RunsQuery,
     RunsQueryError,
     cell,
+    cell_unit,
     column_title,
     param_keys,
     runs_page,
@@ -67,8 +70,17 @@ class RunsPageSerializer(serializers.Serializer[Any]):
     columns = ColumnSerializer(many=True)
     results = serializers.ListField(
         child=serializers.DictField(),
-        help_text="One object per run: its id and a value per column (null: none yet).",
+        help_text="One object per run: its id and a value per column (null: none yet); "
+        "with the throughput column, its unit too (throughput_unit: tokens/s, samples/s, "
+        "steps/s).",
     )
+
+
+def _units(job: Job, query: RunsQuery) -> dict[str, str]:
+    """A rate's unit beside it (tokens/s, samples/s, steps/s): runs log different ones."""
+    if "throughput" not in query.columns:
+        return {}
+    return {"throughput_unit": cell_unit(job, "throughput")}
 
 
 class ProjectRunsView(APIView):
@@ -107,7 +119,8 @@ class ProjectRunsView(APIView):
             "sort": ("-" if query.descending else "") + query.sort,
             "columns": [{"key": c, "title": column_title(c)} for c in query.columns],
             "results": [
-                {"id": job.pk, **{c: cell(job, c) for c in query.columns}} for job in page.rows
+                {"id": job.pk, **{c: cell(job, c) for c in query.columns}, **_units(job, query)}
+                for job in page.rows
             ],
         }
         return Response(RunsPageSerializer(data).data)

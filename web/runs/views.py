@@ -23,6 +23,7 @@ from monitoring.runs.table import (
     UNSORTED,
     RunsQueryError,
     cell,
+    cell_unit,
     column_title,
     default_columns,
     runs_page,
@@ -86,7 +87,12 @@ def runs_table(request: HttpRequest, slug: str) -> HttpResponse:
         for column in query.columns
     ]
     rows = [
-        {"job": job, "cells": [{"key": c, "value": cell(job, c)} for c in query.columns]}
+        {
+            "job": job,
+            "cells": [
+                {"key": c, "value": cell(job, c), "unit": cell_unit(job, c)} for c in query.columns
+            ],
+        }
         for job in page.rows
     ]
     offered = [*BASE_COLUMNS, *(PARAM_PREFIX + k for k in keys)]

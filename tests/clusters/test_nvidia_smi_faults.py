@@ -4,6 +4,7 @@ import json
 import time
 from pathlib import Path
 
+from clusters.sandbox.nvidia_smi_faults import faults_written
 from jobs.rundir import GPU_QUERY_FIELDS
 from monitoring.reading.gpu import parse_gpu_csv
 from tests.clusters.test_nvidia_smi_standin import query
@@ -62,6 +63,11 @@ def test_faults_under_a_run_directory_reach_only_the_samplers_of_jobs_there(
     theirs = query(FAULT_FIELDS, PORTAL_RUN_DIR="/runs/t1-gw01/2/def", **env)
     assert all(int(line.split(", ")[1]) >= 50 for line in mine)
     assert all(line.split(", ")[1] == "0" for line in theirs)
+    # A cluster's run directories under the account's home, as the sandbox's (~/portal-runs).
+    home = {"HOME": "/home/alice"}
+    env = _faults(tmp_path, {"n1": {**entry, "under": "~/portal-runs/t1-gw0"}})
+    at_home = query(FAULT_FIELDS, PORTAL_RUN_DIR="/home/alice/portal-runs/t1-gw0/3", **env, **home)
+    assert all(int(line.split(", ")[1]) >= 50 for line in at_home)
 
 
 def test_an_unreadable_faults_file_leaves_the_node_healthy(tmp_path: Path) -> None:
@@ -69,3 +75,16 @@ def test_an_unreadable_faults_file_leaves_the_node_healthy(tmp_path: Path) -> No
     path.write_text("{not json")
     lines = query(FAULT_FIELDS, PORTAL_FAKE_NVSMI_FAULTS=str(path))
     assert lines == ["0, 0, 0, [N/A]", "1, 0, 0, [N/A]"]
+
+
+def test_each_tests_own_file_beside_the_stand_in_counts_and_goes_away(tmp_path: Path) -> None:
+    env = _faults(tmp_path, {})  # the shared file names no node
+    since = time.time() - 30
+    mine = {"n1": {"uncorrected_every_s": 1, "since": since}}
+    with (
+        faults_written(tmp_path, "t1-gw0", mine),
+        faults_written(tmp_path, "t1-gw1", {"n2": {"uncorrected_every_s": 1}}),
+    ):
+        assert all(int(line.split(", ")[1]) >= 30 for line in query(FAULT_FIELDS, **env))
+    assert query(FAULT_FIELDS, **env) == ["0, 0, 0, [N/A]", "1, 0, 0, [N/A]"]
+    assert list((tmp_path / "nvidia-smi-faults.json.d").iterdir()) == []

@@ -1,5 +1,6 @@
 // The DDP (torchrun) template offers the example trainer the README names, while the
 // command is still empty: as the box's placeholder and as one click that fills it in.
+// A JupyterLab session's box shows `jupyter lab` as its placeholder.
 (function () {
   "use strict";
   const form = document.getElementById("job-form");
@@ -18,7 +19,8 @@
 
   function show() {
     const torchrun = template.value === "torchrun";
-    command.placeholder = torchrun ? example : "";
+    // A JupyterLab session's command is the program that starts it.
+    command.placeholder = torchrun ? example : template.value === "jupyter" ? "jupyter lab" : "";
     offer.hidden = !torchrun || command.value.trim() !== "";
   }
   offer.addEventListener("click", () => {

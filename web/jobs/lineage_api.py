@@ -18,7 +18,7 @@ from jobs.lineage import fork_name
 from jobs.services import job_submit
 from jobs.specs import spec_from_job
 from monitoring.checkpoints.chosen import checkpoint_chosen, checkpoint_resume, fork_point
-from portal_lib.bounds import INT_MAX
+from portal_lib.bounds import BIGINT_MAX, INT_MAX
 from projects.access import projects_of_member
 from web.auth import request_user
 from web.jobs.api import JobSerializer, job_or_404
@@ -30,7 +30,12 @@ class CheckpointChoiceSerializer(serializers.Serializer[Any]):
     """Which checkpoint: its step, or its attempt and name (as the job's failures list them)."""
 
     step = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=0, help_text="Its step."
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=BIGINT_MAX,
+        help_text="Its step.",
     )
     attempt = serializers.IntegerField(
         required=False,

@@ -21,11 +21,18 @@ from monitoring.checkpoints.services import (
     retention_apply,
 )
 from monitoring.checkpoints.storage import project_storage
-from monitoring.models import CheckpointDeletion, CheckpointRule
+from monitoring.models import BestMode, CheckpointDeletion, CheckpointRule
 from projects.access import projects_visible_to
 from projects.models import Project
 from web.auth import request_user
-from web.checkpoints.forms import RuleForm, initial_of, transient_rule
+from web.checkpoints.forms import (
+    MAX_DAYS,
+    MAX_KEEP,
+    MAX_QUOTA_GIB,
+    RuleForm,
+    initial_of,
+    transient_rule,
+)
 
 RULE_PARAMS = [
     OpenApiParameter(name, type=kind, required=False)
@@ -37,6 +44,31 @@ RULE_PARAMS = [
         ("older_than_days", float),
     )
 ]
+
+
+class RuleSerializer(serializers.Serializer[Any]):
+    """A rule's values (what the schema shows; the page's RuleForm checks them for both)."""
+
+    keep_last = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_KEEP
+    )
+    keep_best = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_KEEP
+    )
+    best_metric = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    best_mode = serializers.ChoiceField(choices=BestMode.choices, required=False)
+    older_than_days = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.01, max_value=MAX_DAYS
+    )
+
+
+class ProjectRuleSerializer(RuleSerializer):
+    template = serializers.ChoiceField(
+        choices=[("", "all templates"), *Template.choices], required=False, allow_blank=True
+    )
+    quota_gib = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.001, max_value=MAX_QUOTA_GIB
+    )
 
 
 class DeleteSerializer(serializers.Serializer[Any]):
@@ -55,7 +87,7 @@ def _job(request: Request, job_id: int) -> Job:
 def _rule_fields(data: Any, *, project_scope: bool = False) -> dict[str, Any]:
     form = RuleForm(data, project_scope=project_scope)
     if not form.is_valid():
-        raise ValidationError(form.errors.get_json_data())
+        raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
     return form.rule_fields()
 
 
@@ -180,7 +212,7 @@ class JobCheckpointRuleView(APIView):
         rule = CheckpointRule.objects.filter(job=job).first()
         return Response({"rule": rule_json(rule)})
 
-    @extend_schema(operation_id="jobs_checkpoints_rule_set", parameters=RULE_PARAMS, responses=dict)
+    @extend_schema(operation_id="jobs_checkpoints_rule_set", request=RuleSerializer, responses=dict)
     def post(self, request: Request, job_id: int) -> Response:
         """Set the job's own rule; all values empty clears it."""
         job = _job(request, job_id)
@@ -223,7 +255,9 @@ class ProjectCheckpointRuleView(APIView):
             raise ValidationError({"template": [f"One of {', '.join(Template.values)}."]})
         return self._answer(self._project(request, slug), template)
 
-    @extend_schema(operation_id="projects_checkpoint_rule_set", responses=dict)
+    @extend_schema(
+        operation_id="projects_checkpoint_rule_set", request=ProjectRuleSerializer, responses=dict
+    )
     def post(self, request: Request, slug: str) -> Response:
         """Set the project's rule (with `template`: for its jobs of that template) and, on the
         project-wide one, its storage quota (`quota_gib`). Project owners only."""

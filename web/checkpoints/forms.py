@@ -8,22 +8,35 @@ from django import forms
 from monitoring.models import BestMode, CheckpointRule
 
 GIB = 1024**3
+# Bounds the page's form and the API's serializer share.
+MAX_KEEP = 100_000
+MAX_DAYS = 36_500.0
+MAX_QUOTA_GIB = 1e9
 
 
 class RuleForm(forms.Form):
     keep_last = forms.IntegerField(
-        required=False, min_value=1, label="Keep the last", help_text="checkpoints, by step"
+        required=False,
+        min_value=1,
+        max_value=MAX_KEEP,
+        label="Keep the last",
+        help_text="checkpoints, by step",
     )
-    keep_best = forms.IntegerField(required=False, min_value=1, label="Keep the best")
+    keep_best = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_KEEP, label="Keep the best"
+    )
     best_metric = forms.CharField(
         required=False, max_length=200, label="by metric", help_text="e.g. loss or eval_loss"
     )
     best_mode = forms.ChoiceField(choices=BestMode.choices, initial=BestMode.MIN, required=False)
     older_than_days = forms.FloatField(
-        required=False, min_value=0.01, label="Delete those older than (days)"
+        required=False, min_value=0.01, max_value=MAX_DAYS, label="Delete those older than (days)"
     )
     quota_gib = forms.FloatField(
-        required=False, min_value=0.001, label="Project storage quota (GiB)"
+        required=False,
+        min_value=0.001,
+        max_value=MAX_QUOTA_GIB,
+        label="Project storage quota (GiB)",
     )
 
     def __init__(self, *args: Any, project_scope: bool = False, **kwargs: Any) -> None:

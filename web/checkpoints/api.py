@@ -87,7 +87,9 @@ def _job(request: Request, job_id: int) -> Job:
 def _rule_fields(data: Any, *, project_scope: bool = False) -> dict[str, Any]:
     form = RuleForm(data, project_scope=project_scope)
     if not form.is_valid():
-        raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
+        raise ValidationError(
+            {name: [str(e) for e in errors] for name, errors in form.errors.items()}
+        )
     return form.rule_fields()
 
 

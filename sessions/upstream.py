@@ -42,6 +42,8 @@ _NOT_FORWARDED = HOP_BY_HOP | {
     "referer",
     "content-length",
     "expect",
+    # Answers uncompressed: the token is taken out of the ones read whole (Upstream.read_small).
+    "accept-encoding",
     "forwarded",
     "x-forwarded-for",
     "x-forwarded-host",
@@ -50,6 +52,8 @@ _NOT_FORWARDED = HOP_BY_HOP | {
     "x-csrftoken",
 }
 CHUNK_BYTES = 65536
+# An answer up to this size is read whole before it is sent on (Upstream.read_small).
+SMALL_BODY_BYTES = 1 << 20
 
 
 def portal_cookie_names() -> frozenset[str]:
@@ -167,7 +171,12 @@ idle = _Idle()
 
 @dataclass
 class Upstream:
-    """A session's answer, its body read in chunks; its connection goes back when read whole."""
+    """A session's answer, its body read in chunks; its connection goes back when read whole.
+
+    A small answer of known length comes whole (`body`): sent in one write, it waits on no
+    delayed ACK behind its headers, and the server's token is taken out of it (JupyterLab
+    writes the token into its page's config; the portal adds it to every request anyway).
+    """
 
     status: int
     reason: str
@@ -175,6 +184,16 @@ class Upstream:
     _response: http.client.HTTPResponse = field(repr=False)
     _connection: _TunnelHTTP = field(repr=False)
     _done: bool = False
+    body: bytes | None = None
+
+    def read_small(self, token: str) -> None:
+        """Read the body now if it is small and its length known, without the token."""
+        length = self._response.length
+        if length is None or length > SMALL_BODY_BYTES:
+            return
+        self.body = self._response.read().replace(token.encode(), b"")
+        self.headers = [(n, v) for n, v in self.headers if n.lower() != "content-length"]
+        self.finish()
 
     def read(self) -> bytes:
         if self._done:
@@ -222,11 +241,17 @@ def forward(
         except SessionUnavailable:
             connection.close()
             raise
-        return Upstream(
+        upstream = Upstream(
             status=response.status,
             reason=response.reason,
             headers=response.getheaders(),
             _response=response,
             _connection=connection,
         )
+        try:
+            upstream.read_small(target.token)
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise SessionUnavailable(f"JupyterLab stopped answering: {exc}", status=502) from exc
+        return upstream
     raise AssertionError("unreachable")  # pragma: no cover

@@ -142,6 +142,7 @@ class LabSocket(AsyncWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
+        self.ended = True  # the browser is gone: nothing more is sent to it
         if self._stop is not None and self._watch is not None:
             self._stop.set()
             await self._watch

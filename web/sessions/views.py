@@ -100,10 +100,14 @@ async def session_lab(request: HttpRequest, job_id: int, rest: str = "") -> Http
         ):
             return _starting(str(exc))
         return _refusal(exc.status, str(exc))
-    response = StreamingHttpResponse(_body_of(upstream), status=upstream.status)
+    response: HttpResponse | StreamingHttpResponse
+    if upstream.body is not None:
+        response = HttpResponse(upstream.body, status=upstream.status)
+    else:
+        response = StreamingHttpResponse(_body_of(upstream), status=upstream.status)
     response.reason_phrase = upstream.reason or None  # type: ignore[assignment]
     # JupyterLab's pages run its own scripts: its answer keeps its own policy, not the portal's.
-    response._csp_exempt = True  # type: ignore[attr-defined]  # django-csp's mark
+    setattr(response, "_csp_exempt", True)  # noqa: B010 - django-csp's mark, not a field
     for name, value in response_headers(upstream.headers, portal_cookie_names()):
         if name.lower() == "set-cookie":
             response.cookies.load(value)  # several: one header each, as the server set them

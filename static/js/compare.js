@@ -38,7 +38,7 @@
   function xAxis(data) {
     const axisTitle = field("axis").selectedOptions[0].textContent;
     if (data.axis === "wall") {
-      return { scale: (x) => x.map((s) => new Date(s * 1000)), layout: { type: "date", title: { text: `${axisTitle} (UTC)` } } };
+      return { scale: (x) => x.map((s) => new Date(s * 1000)), layout: { type: "date", title: { text: `${axisTitle} (your time zone)` } } };
     }
     if (data.axis === "elapsed") {
       const top = Math.max(0, ...data.runs.map((run) => (run.x.length ? run.x[run.x.length - 1] : 0)));

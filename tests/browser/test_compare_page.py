@@ -69,7 +69,7 @@ def test_compare_says_what_it_left_out_and_scales_like_the_job_page(
     assert left.is_visible()
     text = left.inner_text()
     assert "Left out of the chart: 2 of 5 runs asked for." in text
-    assert f"hf #{runs[3].pk} has no `loss` series (it logs eval_loss, train_loss)." in text
+    assert f"hf #{runs[3].pk} has no “loss” series (it logs eval_loss, train_loss)." in text
     assert f"queued #{runs[4].pk} has logged no points yet." in text
     assert page.locator("#compare-chart .g-xtitle").text_content() == "step"
     assert page.locator("#compare-chart .g-ytitle").text_content() == "loss"
@@ -95,7 +95,7 @@ def test_compare_says_what_it_left_out_and_scales_like_the_job_page(
     page.wait_for_url("**metric=train_loss**")
     wait_for(lambda: _traces(page) == 1, 60, "the train_loss curve")
     assert page.locator("#compare-chart .g-ytitle").text_content() == "train_loss"
-    assert f"lr-a #{runs[0].pk} has no `train_loss` series (it logs loss)." in left.inner_text()
+    assert f"lr-a #{runs[0].pk} has no “train_loss” series (it logs loss)." in left.inner_text()
     screenshot(page, f"compare-series-picked-{size}")
 
 

@@ -70,7 +70,7 @@ def test_each_run_left_out_is_named_with_why(
     assert set(why) == {four[2].pk, four[3].pk, other_job.pk}
     assert why[four[2].pk]["why"] == "no_series"
     assert why[four[2].pk]["text"] == (
-        f"hf #{four[2].pk} has no `loss` series (it logs eval_loss, train_loss)."
+        f"hf #{four[2].pk} has no “loss” series (it logs eval_loss, train_loss)."
     )
     assert why[four[3].pk]["why"] == "no_points"
     assert "no points yet" in why[four[3].pk]["text"]
@@ -92,7 +92,7 @@ def test_the_other_series_can_be_chosen_and_the_rest_are_said_left_out(
     body = _curves(client, ids, metric="train_loss")
     assert [run["name"] for run in body["runs"]] == ["hf"]
     texts = [run["text"] for run in body["left_out"]]
-    assert f"a #{four[0].pk} has no `train_loss` series (it logs loss)." in texts
+    assert f"a #{four[0].pk} has no “train_loss” series (it logs loss)." in texts
     page = client.get(
         reverse("project-compare", args=["vision"]), {"runs": ",".join(map(str, ids))}
     )
@@ -128,7 +128,7 @@ def test_a_run_of_only_nan_is_left_out_as_such(
     body = _curves(client, [job.pk], metric="loss")
     assert body["runs"] == []
     assert body["left_out"][0]["why"] == "all_gaps"
-    assert "every `loss` value is NaN or infinite" in body["left_out"][0]["text"]
+    assert "every “loss” value is NaN or infinite" in body["left_out"][0]["text"]
 
 
 def test_the_y_axis_names_the_series_and_its_unit(

@@ -71,7 +71,7 @@ def _why(job: Job, curve: Curve, metric: str, logged: Sequence[str], by_time: bo
             job.pk,
             job.name,
             ALL_GAPS,
-            f"{named}: every `{metric}` value is NaN or infinite ({curve.total:,}).",
+            f"{named}: every “{metric}” value is NaN or infinite ({curve.total:,}).",
         )
     if curve.total and by_time:
         return LeftOut(
@@ -87,5 +87,5 @@ def _why(job: Job, curve: Curve, metric: str, logged: Sequence[str], by_time: bo
     listed = ", ".join(others[:NAMED_SERIES])
     more = f" and {len(others) - NAMED_SERIES} more" if len(others) > NAMED_SERIES else ""
     return LeftOut(
-        job.pk, job.name, NO_SERIES, f"{named} has no `{metric}` series (it logs {listed}{more})."
+        job.pk, job.name, NO_SERIES, f"{named} has no “{metric}” series (it logs {listed}{more})."
     )

@@ -217,9 +217,10 @@ def render_batch_script(*, job: Job, attempt: Attempt, run_dir: RunDir) -> str:
         "",
         f"# The portal asks for stacks with SIG{STACK_SIGNAL} to the whole job: not this shell.",
         f'trap "" {STACK_SIGNAL}',
+        # Before the preflight: the time limit's warning may come while it runs.
+        *_warning_trap(),
         *preflight_lines(job),
         *_gpu_sampler(job),
-        *_warning_trap(),
         "# The user's set-up and command run in a subshell: whatever they do (exit",
         "# included), the status is recorded in the run directory, so the outcome is",
         "# known even on a cluster without accounting, after the job left squeue.",

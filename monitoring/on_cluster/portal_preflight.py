@@ -15,6 +15,7 @@ it runs before any of the job's own code.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -22,6 +23,7 @@ import struct
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from typing import Any
 
 GPU_FIELDS = ("index", "uuid", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending")
@@ -120,12 +122,20 @@ def tcp_all_reduce(addr: str, port: int, rank: int, world: int, timeout: float) 
         return int(struct.unpack("!i", _exact(sock, 4))[0])
 
 
-def _torch_all_reduce(addr: str, port: int, rank: int, world: int, timeout: float) -> str:
-    from datetime import timedelta
+def _torch() -> tuple[Any, Any] | None:
+    """torch and torch.distributed where this Python has them; None without (or broken).
 
-    import torch  # type: ignore[import-not-found, unused-ignore]
-    import torch.distributed as dist  # type: ignore[import-not-found, unused-ignore]
+    Looked up when the check runs, not at import: `merge` needs no torch, and torch is
+    the job's optional library, no part of the portal."""
+    try:
+        return importlib.import_module("torch"), importlib.import_module("torch.distributed")
+    except Exception:  # no torch here, or one that does not import: the plain TCP check
+        return None
 
+
+def _torch_all_reduce(
+    torch: Any, dist: Any, addr: str, port: int, rank: int, world: int, timeout: float
+) -> str:
     nccl = torch.cuda.is_available() and dist.is_nccl_available()
     backend = "nccl" if nccl else "gloo"
     dist.init_process_group(
@@ -146,15 +156,10 @@ def _torch_all_reduce(addr: str, port: int, rank: int, world: int, timeout: floa
 
 
 def collective_check(addr: str, port: int, rank: int, world: int, timeout: float) -> dict[str, Any]:
+    found = _torch()
     try:
-        import torch.distributed  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
-    except Exception:  # no torch here (or a broken one): the plain TCP check
-        has_torch = False
-    else:
-        has_torch = True
-    try:
-        if has_torch:
-            backend = _torch_all_reduce(addr, port, rank, world, timeout)
+        if found is not None:
+            backend = _torch_all_reduce(*found, addr, port, rank, world, timeout)
         else:
             backend = "tcp"
             total = tcp_all_reduce(addr, port, rank, world, timeout)

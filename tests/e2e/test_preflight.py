@@ -22,6 +22,7 @@ from jobs.enums import FailureClass, State, Template
 from jobs.models import Attempt, JobEvent
 from jobs.rundir import PREFLIGHT_EXIT, PREFLIGHT_FILE, STDOUT_FILE, WORKDIR_FILE
 from jobs.services import job_submit
+from monitoring.diagnosis.preflight import preflight_nodes
 from monitoring.models import NodeEvent, NodeSignal
 from tests.factories import spec
 from tests.helpers import run_file, wait_for
@@ -82,8 +83,8 @@ def test_preflight_finds_the_faulty_node_and_the_job_runs_on_healthy_ones(
     # Found before the user's command started: it never ran on that allocation.
     assert first.state == State.FAILED and first.exit_code == PREFLIGHT_EXIT, first.reason
     assert first.failure_class == FailureClass.PREFLIGHT
-    assert list(first.diagnosis["preflight_nodes"]) == [FAULTY]
-    assert "uncorrected ECC errors" in first.diagnosis["preflight_nodes"][FAULTY]
+    found = preflight_nodes(first.diagnosis)
+    assert list(found) == [FAULTY] and "uncorrected ECC errors" in found[FAULTY]
     log = run_file(first, STDOUT_FILE)
     assert "portal: preflight found a faulty node" in log
     assert "world_size=" not in log and "step 1," not in log, log[-3000:]

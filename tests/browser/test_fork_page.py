@@ -2,16 +2,14 @@
 with a new learning rate through the prefilled form, the fork's page names its parent, and
 the ended original is resumed from step 20; the list fits a phone's width."""
 
-from datetime import UTC, datetime
-
 import pytest
 from django.core.cache import cache
 
 from jobs.enums import State
 from jobs.models import Attempt, Job
-from monitoring.models import Checkpoint
 from tests import factories
 from tests.helpers import browser_log_in, screenshot
+from tests.jobs.test_lineage import _saved
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -35,14 +33,7 @@ def _ended_run(project, owner) -> Job:
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.COMPLETED, account=account, run_dir=RUN_DIR, files_complete=True
     )
-    for step in (20, 40, 60):
-        Checkpoint.objects.create(
-            attempt=attempt,
-            name=f"step-{step}.pt",
-            step=step,
-            size=31277,
-            modified_at=datetime(2026, 12, 6, 12, step % 60, tzinfo=UTC),
-        )
+    _saved(attempt, 20, 40, 60)
     return job
 
 
@@ -66,8 +57,10 @@ def test_fork_from_the_list_with_a_new_learning_rate_then_resume(
     page.locator("#job-parent").wait_for()
     fork = Job.objects.get(parent=parent)
     assert page.url.endswith(f"/jobs/{fork.pk}/")
-    assert page.locator("#job-parent").inner_text().startswith(
-        f"Forked from base (#{parent.pk}) at step 20"
+    assert (
+        page.locator("#job-parent")
+        .inner_text()
+        .startswith(f"Forked from base (#{parent.pk}) at step 20")
     )
     assert fork.params["lr"] == 0.003
     screenshot(page, "fork-page", full_page=False)

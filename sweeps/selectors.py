@@ -108,7 +108,17 @@ def parallel_coordinates(sweep: Sweep, trials: list[Trial]) -> dict[str, Any]:
         dists = {}
     axes = [_axis(name, dist, shown) for name, dist in dists.items()]
     if any(t.nodes != sweep.nodes for t in trials):
-        axes.append({"label": "nodes", "values": [t.nodes for t in shown], "tickformat": "d"})
+        nodes = [t.nodes for t in shown]
+        counts = sorted(set(nodes))  # whole numbers only: a 1-to-2 axis printed 1, 1, 2, 2
+        axes.append(
+            {
+                "label": "nodes",
+                "values": nodes,
+                "tickvals": counts,
+                "ticktext": counts,
+                "tickformat": "d",
+            }
+        )
     axes.append({"label": sweep.metric, "values": scores, "tickformat": TICK_FORMAT})
     return {
         "dimensions": axes,

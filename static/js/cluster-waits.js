@@ -23,5 +23,5 @@
     legend: { orientation: "h", y: -0.25 },
     showlegend: data.partitions.length > 1,
   };
-  Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });
+  PlotFrame.draw(el, traces, layout, { displayModeBar: false });
 })();

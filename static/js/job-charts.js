@@ -18,10 +18,19 @@
     learning_rate: "chart-learning_rate", grad_norm: "chart-grad_norm",
     eval_loss: "chart-eval_loss", eval: "chart-eval",
   };
+  const RATE_CHARTS = new Set(["chart-rate", "chart-total"]); // 128k tokens/s, not 1.28e+5
   const UNIT_OF_KIND = { token_rate: "tokens/s", sample_rate: "samples/s", step_rate: "steps/s" };
   const GPU_TITLES = {
-    utilization: "Utilisation (%)", memory_used: "Memory used (MiB)",
+    utilization: "Utilisation (%)", memory_used: "Memory used (GiB)",
     temperature: "Temperature (°C)", power: "Power (W)",
+  };
+  // Each chart's y axis: its unit, or what its numbers are where they have none.
+  const GPU_UNITS = { utilization: "%", memory_used: "GiB", temperature: "°C", power: "W" };
+  const GPU_SCALE = { memory_used: 1 / 1024 }; // nvidia-smi gives MiB
+  const Y_TITLES = {
+    "chart-loss": "loss", "chart-pace": "steps/s", "chart-step_time": "s per step",
+    "chart-learning_rate": "learning rate", "chart-grad_norm": "gradient norm",
+    "chart-eval_loss": "loss", "chart-eval": "value", "chart-other": "value",
   };
 
   function esc(text) {
@@ -159,7 +168,7 @@
           x: points.map((p) => p[0]), y: ys, name: esc(sources[name] ? `${name} (${sources[name]})` : name),
           yaxis: axis, connectgaps: false,
           line: { color: colour, width: 1.6 }, marker: { size: 4 },
-          hovertemplate: "step %{x}: %{y:.4~g}<extra>%{fullData.name}</extra>",
+          hovertemplate: `step %{x}: %{y:${RATE_CHARTS.has(chart) ? ".4~s" : ".4~g"}} ${esc(unitOf(name, units, axis))}<extra>%{fullData.name}</extra>`,
         });
         const gaps = points.filter((p) => p[1] === null).map((p) => p[0]);
         if (gaps.length) gapMarks[chart].push(...gaps.map((x) => ({ x, name, colour })));
@@ -173,23 +182,39 @@
       return names.map((name) => {
         const points = sorted(store[name][current] || new Map(), Infinity);
         const gpu = gpuParts(name);
+        const scale = GPU_SCALE[gpu.metric] || 1;
         return {
           type: "scatter", mode: "lines", name: esc(`${gpu.node} GPU ${gpu.index}`),
-          x: points.map((p) => new Date(p[0] * 1000)), y: points.map((p) => p[1]),
+          x: points.map((p) => new Date(p[0] * 1000)), y: points.map((p) => p[1] * scale),
+          hovertemplate: `%{x|%H:%M:%S}: %{y:.3~f} ${GPU_UNITS[gpu.metric] || ""}<extra>%{fullData.name}</extra>`,
           line: { color: colourFor(chart, `${gpu.node}/${gpu.index}`), width: 1.4 },
         };
       }).filter((t) => t.x.length);
     }
 
+    // The unit of a trace's values in its hover: its axis's (tokens/s), % for the portal's MFU.
+    function unitOf(name, units, axis) {
+      if (name === "mfu_computed") return "%";
+      return units[axis === "y" ? 0 : Number(axis.slice(1)) - 1] || "";
+    }
+
+    function yTitleOf(chart, units) {
+      if (chart === "chart-mfu") return mfuTerms && mfuTerms.source === "computed" ? "%" : "as printed";
+      return units[0] || Y_TITLES[chart] || "";
+    }
+
     function layoutFor(chart, units, time) {
       const title = titleOf(chart);
+      const metric = chart.replace("chart-", "");
+      const yTitle = time ? GPU_UNITS[metric] || "" : yTitleOf(chart, units);
+      const records = (document.getElementById("num-step") || { dataset: {} }).dataset.x === "records";
+      const xTitle = time ? "time" : records ? "record" : "step";
       const layout = {
         margin: { t: 30, r: units.length > 1 ? 60 : 15, b: 30, l: 55 },
         title: { text: esc(title), font: { size: 13 } },
-        // Small charts name their x in the hover only: an axis title there sits on the legend.
-        xaxis: { title: { text: chart === "chart-loss" ? "step" : "" }, domain: [0, units.length > 2 ? 0.86 : 1] },
+        xaxis: { title: { text: xTitle }, domain: [0, units.length > 2 ? 0.86 : 1] },
         legend: { orientation: "h", y: -0.22, yanchor: "top" }, showlegend: true,
-        yaxis: ChartScale.yAxis({ title: { text: units[0] || "" } }, chart === "chart-loss" && document.getElementById("loss-log").checked),
+        yaxis: ChartScale.yAxis({ title: { text: esc(yTitle) } }, chart === "chart-loss" && document.getElementById("loss-log").checked),
       };
       if (units[1]) layout.yaxis2 = { title: { text: units[1] }, overlaying: "y", side: "right" };
       if (units[2]) layout.yaxis3 = { title: { text: units[2] }, overlaying: "y", side: "right", anchor: "free", position: 1 };
@@ -242,7 +267,7 @@
       } else {
         el.hidden = false;
         el.closest("section").hidden = false;
-        Plotly.react(el, traces, layoutFor(chart, units, time), { responsive: true, displaylogo: false });
+        PlotFrame.draw(el, traces, layoutFor(chart, units, time));
       }
       document.querySelectorAll("#metrics-section, #gpu-section").forEach((section) => {
         section.hidden = !section.querySelector(".chart:not([hidden])");

@@ -52,7 +52,7 @@
     const rate = latestOf(["token_rate", "sample_rate", "step_rate"]);
     if (rate) {
       const unit = { token_rate: "tokens/s", sample_rate: "samples/s", step_rate: "steps/s" }[rate.kind];
-      set("num-throughput", `${Number(rate.point[1]).toLocaleString("en", { maximumFractionDigits: 1 })} ${unit}`);
+      set("num-throughput", Units.quantity(rate.point[1], unit)); // 128k tokens/s, as the runs table
       document.getElementById("num-throughput").title = rate.name; // text: never markup
     }
     const printedMfu = charts.last("mfu", current);

@@ -21,10 +21,11 @@
   const layout = {
     margin: { t: 30, r: 20, b: 40, l: 55 },
     title: { text: hasBudget ? `GPU-hours left this period: ${data.leftNow} of ${data.budget}` : "GPU-hours used this period", font: { size: 14 } },
-    xaxis: { title: "day", range: [data.periodStart, data.periodEnd], type: "date" },
-    yaxis: { title: "GPU-hours", rangemode: "tozero" },
+    xaxis: { title: { text: "day" }, range: [data.periodStart, data.periodEnd], type: "date" },
+    yaxis: { title: { text: "GPU-hours" }, rangemode: "tozero" },
     legend: { orientation: "h", y: -0.25 },
     bargap: 0.2,
   };
-  Plotly.newPlot(el, traces, layout, { displayModeBar: false, responsive: true });
+  for (const trace of traces) trace.hovertemplate = "%{x|%Y-%m-%d}: %{y:.3~f} GPU-h<extra>%{fullData.name}</extra>";
+  PlotFrame.draw(el, traces, layout, { displayModeBar: false });
 })();

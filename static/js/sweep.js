@@ -14,6 +14,7 @@
     div.textContent = "No trial has a value yet.";
     return;
   }
+  const metric = data.dimensions[data.dimensions.length - 1].label; // the colour's too
   const dimensions = data.dimensions.map((d) => {
     const dim = { label: d.label, values: d.values };
     if (d.tickformat) dim.tickformat = d.tickformat;
@@ -32,10 +33,14 @@
         colorscale: "Viridis",
         reversescale: data.reversescale,
         showscale: true,
+        colorbar: { title: { text: metric, side: "right" }, thickness: 12 },
       },
       dimensions: dimensions,
     }],
-    { margin: { l: 70, r: 70, t: 50, b: 30 }, height: 400 },
-    { displaylogo: false, responsive: true },
+    PlotFrame.layout(div, {
+      title: { text: `${metric} of each trial, by its settings`, font: { size: 13 } },
+      margin: { l: 70, r: 90, t: 80, b: 30 }, height: 400,
+    }, PlotFrame.config()),
+    PlotFrame.config(),
   ).then(() => div.setAttribute("data-ready", "1"));
 })();

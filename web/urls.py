@@ -182,6 +182,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("clusters/<slug:name>/readiness/", cluster_readiness_view, name="cluster-readiness"),
     # A project: its page, runs table, compare view and sweeps.
     path("projects/<slug:slug>/", views.project_page, name="project-page"),
+    path(
+        "projects/<slug:slug>/checkpoint-rule/",
+        checkpoint_views.project_checkpoint_rule,
+        name="project-checkpoint-rule",
+    ),
     path("projects/<slug:slug>/runs/", runs_views.runs_table, name="project-runs"),
     path("projects/<slug:slug>/compare/", runs_views.compare_page, name="project-compare"),
     path(

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
 
 from clusters.status import cached_cluster_status
-from jobs.enums import FINAL_STATES, State
+from jobs.enums import FINAL_STATES, State, Template
 from jobs.models import Job
 from monitoring.checkpoints.storage import project_storage
 from monitoring.goodput.report import PART_TITLES, project_goodput
@@ -109,6 +109,7 @@ def project_page(request: HttpRequest, slug: str) -> HttpResponse:
             "usage": usage,
             "code_storage": project_code_storage(project=project),
             "checkpoint_storage": project_storage(project=project),
+            "templates": Template.choices,
             "chart": chart,
             "goodput": project_goodput(project_id=project.pk),
             "part_titles": PART_TITLES.values(),

@@ -29,6 +29,7 @@ class ProjectStorage:
     used: int  # bytes of every checkpoint of the project's jobs
     quota: int | None
     by_job: list[tuple[Job, int]]  # the jobs holding any, largest first
+    rules: list[CheckpointRule]  # the project's own and its templates' rules
 
     @property
     def state(self) -> str:
@@ -49,13 +50,8 @@ def job_checkpoint_bytes(*, job_ids: list[int]) -> dict[int, int]:
     return {r["attempt__job_id"]: r["total"] or 0 for r in rows}
 
 
-def project_quota(*, project: Project) -> int | None:
-    rule = CheckpointRule.objects.filter(project=project, job__isnull=True, template="").first()
-    return rule.quota_bytes if rule is not None else None
-
-
 def project_storage(*, project: Project) -> ProjectStorage:
-    """The project's checkpoint bytes in all and by job (three queries)."""
+    """The project's checkpoint bytes in all and by job, its rules and quota (three queries)."""
     totals = (
         Checkpoint.objects.filter(attempt__job__project=project)
         .values("attempt__job_id")
@@ -66,7 +62,10 @@ def project_storage(*, project: Project) -> ProjectStorage:
     jobs = Job.objects.in_bulk(list(sizes))
     by_job = [(jobs[j], size) for j, size in sizes.items() if j in jobs]
     by_job.sort(key=lambda pair: -pair[1])
-    return ProjectStorage(sum(sizes.values()), project_quota(project=project), by_job)
+    rules = list(CheckpointRule.objects.filter(project=project, job__isnull=True))
+    rules.sort(key=lambda r: r.template)
+    quota = next((r.quota_bytes for r in rules if not r.template), None)
+    return ProjectStorage(sum(sizes.values()), quota, by_job, rules)
 
 
 def checkpoint_rules_apply() -> int:

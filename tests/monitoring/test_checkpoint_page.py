@@ -170,3 +170,27 @@ def test_over_the_quota_the_sweep_applies_the_project_rule(
     # This test's attempt has no cluster account: nothing is removed, and it says why.
     assert {(d.removed, d.error) for d in tried} == {(False, "no cluster account to act as")}
     assert all("storage quota" in d.reason for d in tried)
+
+
+def test_project_owners_set_the_project_and_template_rules_on_the_project_page(
+    client: Client, job: Job, owner: User, member: User, outsider: User
+) -> None:
+    url = reverse("project-checkpoint-rule", args=["vision"])
+    client.force_login(outsider)
+    assert client.post(url, {"keep_last": "3"}).status_code == 404
+    client.force_login(member)
+    client.post(url, {"keep_last": "3"})
+    assert not CheckpointRule.objects.exists()  # a member may not
+    client.force_login(owner)
+    client.post(url, {"keep_last": "3", "quota_gib": "2"})
+    client.post(url, {"template": "torchrun", "keep_best": "2", "best_metric": "eval_loss"})
+    rules = {r.template: r for r in CheckpointRule.objects.filter(project=job.project)}
+    assert rules[""].keep_last == 3 and rules[""].quota_bytes == 2 * 1024**3
+    assert rules["torchrun"].keep_best == 2 and rules["torchrun"].quota_bytes is None
+    html = client.get(reverse("project-page", args=["vision"])).content.decode()
+    assert 'id="project-rule-form"' in html and '<li data-template="torchrun">' in html
+    client.post(url, {"template": "torchrun"})  # all empty: cleared
+    assert not CheckpointRule.objects.filter(template="torchrun").exists()
+    client.force_login(member)
+    html = client.get(reverse("project-page", args=["vision"])).content.decode()
+    assert 'id="project-rule-form"' not in html and '<li data-template="">' in html

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs.access import can_cancel, job_for_viewer
+from jobs.enums import Template
 from jobs.models import Job
 from monitoring.checkpoints.page import checkpoint_page
 from monitoring.checkpoints.services import (
@@ -19,6 +20,7 @@ from monitoring.checkpoints.services import (
 from monitoring.models import CheckpointDeletion
 from portal_lib.bounds import row_ids
 from portal_lib.errors import PortalError, form_add_error
+from projects.access import projects_visible_to
 from web.auth import request_user
 from web.checkpoints.forms import RuleForm, initial_of, transient_rule
 
@@ -124,3 +126,37 @@ def _report(request: HttpRequest, done: list[CheckpointDeletion]) -> None:
         messages.success(request, f"{len(removed)} checkpoint(s) deleted.")
     if failed:
         messages.error(request, "Not deleted: " + "; ".join(failed))
+
+
+@login_required
+@require_POST
+def project_checkpoint_rule(request: HttpRequest, slug: str) -> HttpResponse:
+    """The project page's form: the project's rule (or one template's) and its quota."""
+    project = projects_visible_to(user=request_user(request)).filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project, or you are not one of its members.")
+    template = request.POST.get("template", "")
+    form = RuleForm(request.POST, project_scope=not template)
+    if template and template not in Template.values:
+        messages.error(request, f"No template {template!r}.")
+    elif not form.is_valid():
+        messages.error(
+            request,
+            "The rule needs changes: "
+            + "; ".join(
+                f"{name}: {' '.join(str(e) for e in errors)}"
+                for name, errors in form.errors.items()
+            ),
+        )
+    else:
+        try:
+            rule = checkpoint_rule_save(
+                user=request_user(request), project=project, template=template, **form.rule_fields()
+            )
+        except PortalError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(
+                request, "The checkpoint rule is saved." if rule else "The rule is cleared."
+            )
+    return redirect("project-page", slug=project.slug)

@@ -2,6 +2,7 @@
 
 from jobs.poll.pipeline import poll_pipeline
 from monitoring.diagnosis.failures import FailureWatcher
+from monitoring.diagnosis.preflight import PreflightWatcher
 from monitoring.goodput.watch import GoodputWatcher
 from monitoring.hangs.watch import ProgressWatcher
 from monitoring.ingest.records import RecordsWatcher
@@ -16,6 +17,7 @@ def test_the_apps_register_the_watchers_once_in_order() -> None:
         MonitoringWatcher,
         RecordsWatcher,
         ProgressWatcher,
+        PreflightWatcher,
         FailureWatcher,
         NodeLedgerWatcher,
         GoodputWatcher,

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 QUICK = "--quick" in sys.argv[1:] or os.environ.get("BENCH_QUICK") == "1"
@@ -127,6 +129,21 @@ def bench_cluster() -> Any:
         cluster.base_run_dir = f"{cluster.base_run_dir.rstrip('/')}/{tag}-bench"
         cluster.save(update_fields=["base_run_dir"])
     return cluster
+
+
+def bench_project(*, user: Any, slug: str, name: str) -> Any:
+    """A project of the bench's with a roomy quota, `user` a member of it."""
+    from projects.models import Membership, Project, Quota
+
+    project, _ = Project.objects.get_or_create(slug=slug, defaults={"name": name})
+    Quota.objects.get_or_create(
+        project=project,
+        defaults={"gpu_hours_per_period": Decimal("1000"), "max_wall_time": timedelta(hours=1)},
+    )
+    Membership.objects.get_or_create(
+        user=user, project=project, defaults={"role": Membership.Role.MEMBER}
+    )
+    return project
 
 
 def session_headers(user: Any) -> tuple[Any, dict[str, str]]:

@@ -21,7 +21,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 
@@ -32,6 +31,7 @@ from benchdb import (  # noqa: E402
     MARK,
     QUICK,
     bench_cluster,
+    bench_project,
     delete_jobs_without_charges,
     ensure_database,
     jobs_cancel_on_slurm,
@@ -216,21 +216,11 @@ def main() -> None:
     from jobs.models import Job
     from jobs.services import job_submit
     from jobs.specs import JobSpec
-    from projects.models import Membership, Project, Quota
 
     call_command("migrate", verbosity=0)
     cluster = bench_cluster()
     user = User.objects.get(username="alice")
-    project, _ = Project.objects.get_or_create(
-        slug="bench-latency", defaults={"name": "Latency bench"}
-    )
-    Quota.objects.get_or_create(
-        project=project,
-        defaults={"gpu_hours_per_period": Decimal("1000"), "max_wall_time": timedelta(hours=1)},
-    )
-    Membership.objects.get_or_create(
-        user=user, project=project, defaults={"role": Membership.Role.MEMBER}
-    )
+    project = bench_project(user=user, slug="bench-latency", name="Latency bench")
     session, headers = session_headers(user)
     spec = JobSpec(
         name="latency-bench",

@@ -22,6 +22,7 @@ ON_THE_SANDBOX = (
     "hang.py",
     "latency.py",
     "poll.py",
+    "session_proxy.py",
     "soak.py",
     "start_estimates.py",
 )

@@ -17,12 +17,14 @@
   const here = new URLSearchParams(window.location.search);
   const form = document.getElementById("compare-form");
   const field = (name) => form.querySelector(`[name=${name}]`);
+  const MARGIN = { t: 20, r: 20, b: 90, l: 70 };
   const params = new URLSearchParams({
     runs: here.get("runs") || "",
     metric: field("metric").value,
     group: field("group").value,
     axis: field("axis").value,
-    width: String(Math.max(el.clientWidth, 300)),
+    // The plot area's pixel columns, not the element's: the margins draw no points.
+    width: String(Math.max(el.clientWidth - MARGIN.l - MARGIN.r, 200)),
   });
   const curves = fetch(`${curvesUrl}?${params}`, { credentials: "same-origin" }).then((response) => {
     if (!response.ok) throw new Error(`the server answered ${response.status}`);
@@ -124,7 +126,7 @@
     if (gaps) note.textContent += ` ${plural(gaps, "NaN or infinite value")} shown as gaps.`;
     showLeftOut(data, asked);
     const layout = () => ({
-      margin: { t: 20, r: 20, b: 90, l: 70 },
+      margin: MARGIN,
       xaxis: xaxis.layout,
       yaxis: yAxis(data),
       legend: { orientation: "h", y: -0.32 },

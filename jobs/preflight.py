@@ -133,6 +133,10 @@ def preflight_report(text: str, nodes: list[str]) -> PreflightReport:
             reduce = result.get("collective")
             why = reduce.get("reason") if isinstance(reduce, dict) else ""
             collective[node] = _reason(why) or "all-reduce failed"
+    same = set(faulty.values())
+    if len(nodes) > 1 and len(faulty) == len(nodes) and len(same) == 1:
+        # Every node, the same words (no nvidia-smi on the PATH, say): the set-up, not the nodes.
+        return PreflightReport({}, unnamed=f"every node failed the same way ({same.pop()})")
     if faulty:
         return PreflightReport(faulty)
     if collective and len(collective) < len(nodes):

@@ -167,6 +167,19 @@ def test_a_failed_all_reduce_names_no_node_when_every_node_failed_it() -> None:
     assert preflight_report("not json", ["n1"]).unnamed == "its result could not be read"
 
 
+def test_every_node_failing_the_same_way_blames_none() -> None:
+    missing = {"ok": False, "reason": "nvidia-smi failed (127): nvidia-smi not found"}
+    result = {n: {"ok": False, "gpu": missing, "collective": {"ok": True}} for n in ("n1", "n2")}
+    report = preflight_report(json.dumps({"ok": False, "nodes": result}), ["n1", "n2"])
+    assert report.faulty == {}
+    assert report.unnamed == (
+        "every node failed the same way (nvidia-smi failed (127): nvidia-smi not found)"
+    )
+    # One node alone is named, whatever its reason.
+    alone = preflight_report(json.dumps({"ok": False, "nodes": {"n1": result["n1"]}}), ["n1"])
+    assert list(alone.faulty) == ["n1"]
+
+
 def test_no_named_node_no_resubmission(ended) -> None:
     job, first, poll = ended
     poll(text="")

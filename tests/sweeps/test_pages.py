@@ -87,6 +87,7 @@ def test_the_sweep_page_shows_the_best_trial_and_parallel_coordinates(
     assert chart["trials"] == [0, 1, 2] and chart["pruned"] == [False, False, True]
     assert [d["label"] for d in chart["dimensions"]] == ["log10(lr)", "nodes", "loss"]
     assert chart["dimensions"][1]["values"] == [2, 1, 1]
+    assert chart["dimensions"][1]["tickvals"] == [1, 2]  # whole node counts, each once
     assert chart["color"][2] == 3.0  # pruned: its last report
     assert "sweep-pause" not in html  # a viewer cannot steer
 

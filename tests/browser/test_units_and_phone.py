@@ -104,7 +104,7 @@ def _layouts(page) -> list[dict]:
 
 def _boxes(page, chart_id: str) -> dict:
     """The mode bar's and the title's boxes on the page, after a hover has shown the bar."""
-    page.locator(f"#{chart_id} .nsewdrag, #{chart_id} .parcoords").first.hover()
+    page.locator(f"#{chart_id}").hover()  # over the plot: the bar shows (a tap on a phone)
     page.wait_for_timeout(200)
     return page.evaluate(
         """(id) => {

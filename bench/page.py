@@ -134,26 +134,19 @@ def _seed_compare(user: Any, cluster: Any) -> list[int]:
 
 
 def _every_point(job_ids: list[int]) -> bytes:
-    """The curves endpoint's answer with every point of every run: what a chart without
-    downsampling gets."""
+    """The curves endpoint's answer with every point of every run (read whole, chunks and
+    the newest blocks alike): what a chart without downsampling gets."""
     import json
 
-    import numpy as np
-
-    from jobs.models import Job
-    from monitoring.models import SeriesChunk
-    from monitoring.series.chunks import decode
+    from jobs.models import Attempt
+    from monitoring.series.read import series_read
 
     runs = []
-    for job in Job.objects.filter(pk__in=job_ids).order_by("id"):
-        chunks = SeriesChunk.objects.filter(series__attempt__job=job, series__name="loss")
-        parts = [decode(bytes(data)) for data in chunks.values_list("data", flat=True)]
-        xs, ys = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-        order = np.argsort(xs, kind="stable")
-        x, y = xs[order].tolist(), ys[order].tolist()
-        runs.append(
-            {"id": job.pk, "name": job.name, "x": x, "y": y, "nonfinite": [], "total": len(x)}
-        )
+    for attempt in Attempt.objects.filter(job_id__in=job_ids).select_related("job"):
+        read = series_read(attempt_id=attempt.pk, name="loss", max_points=10**9)
+        x, y = read.with_gaps()
+        run = {"id": attempt.job_id, "name": attempt.job.name, "x": x, "y": y}
+        runs.append({**run, "nonfinite": read.nonfinite, "total": read.total})
     body = {
         "metric": "loss",
         "unit": "",

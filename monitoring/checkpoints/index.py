@@ -19,6 +19,7 @@ from django.db.models import Q
 from jobs.enums import FINAL_STATES
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
+from monitoring.checkpoints.chosen import Saved, line_point
 from monitoring.checkpoints.registry import checkpoint_path
 from monitoring.models import Checkpoint
 from monitoring.series.read import series_names, series_read
@@ -124,8 +125,15 @@ def checkpoint_index(*, job_id: int, metrics: Iterable[str] = ()) -> list[IndexR
     paths = {c.pk: checkpoint_path(c) for c in rows}
     resumed = resumed_from(paths.values(), {c.attempt.run_dir for c in rows})
     values = _metrics_at(rows, _metric_names({c.attempt_id for c in rows}, metrics))
-    candidates = [c for c in rows if c.complete and c.step is not None]
-    latest = candidates[0].pk if candidates else None
+    # Where a restart would resume: the latest attempt's own line, as the job page says
+    # (after a resume by hand or a fork, not always the job's newest checkpoint).
+    saved = [
+        Saved(c.attempt.number, c.step, paths[c.pk])
+        for c in rows
+        if c.complete and c.step is not None
+    ]
+    latest_attempt = Attempt.objects.filter(job_id=job_id).order_by("-number").first()
+    line, _ = line_point(attempt=latest_attempt, saved=saved) if latest_attempt else ("", None)
     out = []
     for c in rows:
         path = paths[c.pk]
@@ -155,7 +163,7 @@ def checkpoint_index(*, job_id: int, metrics: Iterable[str] = ()) -> list[IndexR
                 complete=c.complete,
                 link=c.link,
                 metrics=values.get(c.pk, {}),
-                resume=c.pk == latest,
+                resume=bool(line) and paths[c.pk] == line,
                 protected=why,
             )
         )

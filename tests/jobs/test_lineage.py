@@ -207,6 +207,7 @@ def test_the_job_page_marks_where_a_restart_would_resume_on_the_resumed_line(
     failures = job_failures(job=parent)
     # Attempt 2 has saved nothing yet: a restart would go back to step 20, not to 60.
     assert failures["resume_from"] == STEP_20
+    assert [r.step for r in checkpoint_index(job_id=parent.pk) if r.resume] == [20]
     assert [(c.step, c.resume) for c in failures["checkpoints"]] == [
         (60, False),
         (40, False),
@@ -216,6 +217,10 @@ def test_the_job_page_marks_where_a_restart_would_resume_on_the_resumed_line(
     _saved(Attempt.objects.get(pk=second.pk), 30)
     marked = [(c.attempt, c.step) for c in job_failures(job=parent)["checkpoints"] if c.resume]
     assert marked == [(2, 30)]
+    # The checkpoint page's index says the same.
+    assert [(r.attempt, r.step) for r in checkpoint_index(job_id=parent.pk) if r.resume] == [
+        (2, 30)
+    ]
 
 
 def test_retention_keeps_the_checkpoint_a_fork_or_a_resume_starts_from(

@@ -51,6 +51,11 @@ class Template(models.TextChoices):
     JUPYTER = "jupyter", "JupyterLab session"
 
 
+# The templates that train and end by themselves: what a sweep's trials may run (a session
+# waits for a person, so a trial on it would never report its metric).
+TRIAL_TEMPLATES = [(value, label) for value, label in Template.choices if value != Template.JUPYTER]
+
+
 class FailureClass(models.TextChoices):
     """Why an attempt ended, as the diagnosis (monitoring.diagnosis.diagnose) reads it."""
 

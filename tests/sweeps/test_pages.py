@@ -192,6 +192,24 @@ def test_the_api_starts_and_reads_a_sweep(
     assert api.get(reverse("api-sweeps")).json()["results"][0]["id"] == sweep_id
 
 
+def test_a_sweep_never_runs_its_trials_as_jupyterlab_sessions(
+    client: Client, tokens: Tokens, submitter: User, cluster: Cluster
+) -> None:
+    """A session waits for a person: its trials would never report their metric."""
+    client.force_login(submitter)
+    blank = client.get(reverse("sweep-new", args=["vision"])).content.decode()
+    assert 'value="torchrun"' in blank and 'value="jupyter"' not in blank
+    form = {**FORM, "cluster": str(cluster.pk), "template": "jupyter"}
+    html = client.post(reverse("sweep-new", args=["vision"]), form).content.decode()
+    assert "Select a valid choice" in html and not Sweep.objects.exists()
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.member}")
+    refused = api.post(
+        reverse("api-sweeps"), {**API_BODY, "template": "jupyter"}, "application/json"
+    )
+    assert refused.status_code == 400 and "template" in refused.json()
+    assert not Sweep.objects.exists()
+
+
 def test_compare_opens_the_trials_runs_best_first(
     client: Client, member: User, sweep: Sweep
 ) -> None:

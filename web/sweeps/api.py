@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.enums import Template
+from jobs.enums import TRIAL_TEMPLATES, Template
 from jobs.specs import MAX_TIME_LIMIT
 from portal_lib.bounds import INT_MAX
 from sweeps.access import sweep_for_viewer, sweeps_visible_to
@@ -92,7 +92,7 @@ class SweepCreateSerializer(CodeInputSerializer):
     project = serializers.SlugField()
     cluster = serializers.CharField(max_length=64)
     name = serializers.CharField(max_length=128)
-    template = serializers.ChoiceField(choices=Template.choices, default=Template.COMMAND)
+    template = serializers.ChoiceField(choices=TRIAL_TEMPLATES, default=Template.COMMAND)
     command = serializers.CharField(trim_whitespace=False)
     setup = serializers.CharField(required=False, allow_blank=True, default="")
     nodes = serializers.IntegerField(min_value=1, max_value=1024, default=1)

@@ -7,6 +7,7 @@ from django import forms
 from django.contrib.auth.models import User
 
 from clusters.examples import EXAMPLE_COMMAND
+from jobs.enums import TRIAL_TEMPLATES
 from portal_lib.bounds import INT_MAX
 from sweeps.models import MAX_TRIALS_LIMIT, Sweep
 from web.jobs.forms import (
@@ -133,6 +134,9 @@ class SweepForm(CodeInputs, forms.ModelForm):
         # As on the job form: no empty choice, so the only cluster (or the first) is chosen.
         cluster.empty_label = None
         cluster.error_messages["invalid_choice"] = "Choose a cluster you have an account on."
+        template = self.fields["template"]
+        assert isinstance(template, forms.TypedChoiceField)  # noqa: S101 - the model's choices
+        template.choices = TRIAL_TEMPLATES
         self.fields["command"].help_text = (
             "Each trial's command: {name} stands for a setting of the search, e.g. "
             f"{EXAMPLE_COMMAND} --lr {{lr}}."

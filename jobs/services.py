@@ -23,7 +23,7 @@ from jobs.models import Attempt, Job, JobEvent
 from jobs.notes import clean_group, clean_note, clean_tags
 from jobs.params import SOURCE_LOGGED, ParamValue, params_merge
 from jobs.queue.line import wait_reason
-from jobs.specs import JobSpec, validate_spec
+from jobs.specs import JobSpec, preflight_asked, validate_spec
 from jobs.states import attempt_note, attempt_transition
 from jobs.submit_rate import submit_rate_check
 from portal_lib.queueing import queue_check, queue_on_commit
@@ -68,7 +68,7 @@ def job_submit(
             project=project,
             user=user,
             cluster=cluster,
-            **spec.job_fields(),
+            **{**spec.job_fields(), "preflight": preflight_asked(project=project, spec=spec)},
             **(fork.job_fields() if fork else {}),
             state=State.QUEUED,
         )

@@ -18,7 +18,7 @@ from jobs.enums import DEFAULT_RESTART_ON, NEVER_RESTART, FailureClass, Template
 from jobs.models import MAX_RESTARTS_LIMIT, CodeSnapshot, CodeSource, Job
 from jobs.params import ParamValue, params_clean, params_for_spec, params_given
 from jobs.patterns import validate_patterns
-from projects.models import Quota
+from projects.models import Project, Quota
 from projects.quota import describe, limit_errors
 
 _PARTITION = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -76,6 +76,12 @@ class JobSpec:
             command=self.command, given=self.params
         )
         return values
+
+
+def preflight_asked(*, project: Project, spec: JobSpec) -> bool:
+    """Whether a new job has a preflight (jobs.preflight): its own switch, or its project's
+    for every job of more than one node (Project.preflight_multi_node)."""
+    return spec.preflight or (project.preflight_multi_node and spec.nodes > 1)
 
 
 def spec_from_job(job: Job) -> JobSpec:

@@ -29,6 +29,13 @@ class Project(models.Model):
         help_text="Code snapshots the project may keep; blank: the site default "
         "(CODE_QUOTA_BYTES).",
     )
+    preflight_multi_node = models.BooleanField(
+        default=False,
+        verbose_name="preflight for multi-node jobs",
+        help_text="Every job of more than one node checks each node (its GPUs, a small "
+        "all-reduce) before its command; a faulty node is left out and the job resubmitted. "
+        "A job may also ask for it itself.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"

@@ -11,6 +11,8 @@ from django.utils import timezone
 from clusters.status import ClusterStatus, PartitionStatus
 from jobs.enums import State
 from jobs.models import Attempt, Job, JobEvent
+from jobs.rundir import PREFLIGHT_SCRIPT
+from jobs.scripts import RunDir, render_batch_script
 from projects.models import Quota
 from tests import factories
 from tests.helpers import Tokens, bearer
@@ -327,3 +329,21 @@ def test_submit_with_settings_and_the_commands_flags(cluster, member, tokens: To
     assert body["param_sources"] == {"lr": "command", "fp16": "command", "seed": "given"}
     refused = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "params": {"a b": 1}})
     assert refused.status_code == 400 and "params" in refused.json()
+
+
+def test_a_project_may_ask_a_preflight_of_every_multi_node_job(
+    cluster, member, project, tokens: Tokens
+) -> None:
+    """Project.preflight_multi_node: a job of two nodes gets one without asking; one of a
+    single node does not (a one-node job meets a bad node through the ledger)."""
+    project.preflight_multi_node = True
+    project.save(update_fields=["preflight_multi_node"])
+    two = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "nodes": 2, "name": "two"})
+    one = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "nodes": 1, "name": "one"})
+    assert (two.status_code, one.status_code) == (201, 201), (two.content, one.content)
+    assert (two.json()["preflight"], one.json()["preflight"]) == (True, False)
+    job = Job.objects.get(pk=two.json()["id"])
+    script = render_batch_script(
+        job=job, attempt=job.attempts.get(), run_dir=RunDir("/home/mia/portal-runs/r")
+    )
+    assert PREFLIGHT_SCRIPT in script

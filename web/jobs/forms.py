@@ -286,7 +286,8 @@ class JobForm(CodeInputs):
     preflight = forms.BooleanField(
         label="Check every node before the command",
         required=False,
-        help_text="GPUs and a small all-reduce; a faulty node is left out and the job resubmitted.",
+        help_text="GPUs and a small all-reduce; a faulty node is left out and the job "
+        "resubmitted. A project may turn it on for all its multi-node jobs.",
     )
     # Hang detection (monitoring.hangs.rules); blank: the portal's defaults.
     hang_multiple = forms.FloatField(

@@ -13,12 +13,14 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from jobs.models import Job
+from clusters.ssh import Connection
+from jobs.models import Attempt, Job
 
 SESSION_FILE = "session.json"
 _TOKEN = re.compile(r"^[0-9a-f]{32,128}$")
 # A session file is a line of JSON; anything longer is not one the script wrote.
 MAX_SESSION_FILE_BYTES = 1024
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 
 
 def lab_base_url(job_id: int) -> str:
@@ -50,6 +52,26 @@ def parse_session_file(data: bytes) -> LabAddress | None:
     if not isinstance(token, str) or not _TOKEN.match(token):
         return None
     return LabAddress(port=port, token=token)
+
+
+def session_node(attempt: Attempt) -> str | None:
+    """The one node the session runs on, as Slurm named it in the poll; None before it is known."""
+    node = attempt.node_list.strip()
+    return node if _NODE.match(node) else None
+
+
+def session_address_read(
+    connection: Connection, *, attempt: Attempt, timeout: float
+) -> LabAddress | None:
+    """The attempt's session file, read over its owner's login; None while it has none.
+
+    Raises ClusterError when the login fails.
+    """
+    path = f"{attempt.run_dir.rstrip('/')}/{SESSION_FILE}"
+    result = connection.run(
+        f"cat -- {shlex.quote(path)}", timeout=timeout, max_output=MAX_SESSION_FILE_BYTES + 1024
+    )
+    return parse_session_file(result.stdout) if result.exit_status == 0 else None
 
 
 def session_command_lines(job: Job) -> list[str]:

@@ -5,8 +5,6 @@ The node comes from the poll (Slurm's node list), never from the file: what the 
 decides only the port and the token, checked for their shape (jobs.interactive).
 """
 
-import re
-import shlex
 import threading
 from dataclasses import dataclass, field
 
@@ -14,10 +12,9 @@ from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.ssh import Endpoint, pool
 from jobs.enums import State
-from jobs.interactive import MAX_SESSION_FILE_BYTES, SESSION_FILE, LabAddress, parse_session_file
+from jobs.interactive import LabAddress, session_address_read, session_node
 from jobs.models import Attempt, Job
 
-_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
 READ_TIMEOUT = 10.0
 
 
@@ -65,15 +62,15 @@ def lab_target(*, job: Job) -> LabTarget:
         raise SessionUnavailable(
             "The session is not running: JupyterLab opens once the job runs.", status=409
         )
-    node = attempt.node_list.strip()
-    if not _NODE.match(node):
+    node = session_node(attempt)
+    if node is None:
         raise SessionUnavailable("The session's node is not known yet; try again in a moment.")
     endpoint = account_endpoint(account=attempt.account)
     key = str(attempt.uuid)
     with _lock:
         address = _addresses.get(key)
     if address is None:
-        address = _read_address(endpoint, f"{attempt.run_dir.rstrip('/')}/{SESSION_FILE}")
+        address = _read_address(endpoint, attempt)
         with _lock:
             _addresses[key] = address
     return LabTarget(
@@ -81,17 +78,12 @@ def lab_target(*, job: Job) -> LabTarget:
     )
 
 
-def _read_address(endpoint: Endpoint, path: str) -> LabAddress:
+def _read_address(endpoint: Endpoint, attempt: Attempt) -> LabAddress:
     try:
         with pool.session(endpoint) as connection:
-            result = connection.run(
-                f"cat -- {shlex.quote(path)}",
-                timeout=READ_TIMEOUT,
-                max_output=MAX_SESSION_FILE_BYTES + 1024,
-            )
+            address = session_address_read(connection, attempt=attempt, timeout=READ_TIMEOUT)
     except ClusterError as exc:
         raise SessionUnavailable(f"The cluster cannot be reached: {exc}", status=502) from exc
-    address = parse_session_file(result.stdout) if result.exit_status == 0 else None
     if address is None:
         raise SessionUnavailable("JupyterLab is starting; this page opens it in a moment.")
     return address

@@ -15,7 +15,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs.billing import measured_by_portal
-from jobs.enums import FINAL_STATES
+from jobs.enums import FINAL_STATES, Template
 from jobs.models import Attempt, Job
 from jobs.rundir import gpu_series
 from monitoring.checkpoints.registry import checkpoint_path
@@ -130,6 +130,9 @@ def attempt_card_compute(
         total = job.total_gpus * (end - start).total_seconds() / 3600
     activity = AttemptActivity.objects.filter(attempt=attempt).first()
     first_step = activity.first_step_at if activity else None
+    if job.template == Template.JUPYTER:
+        # A session logs no steps: its GPUs are at work, or idle, from its start on.
+        first_step = start
     lost_from, resumed_step = _resumed(attempt, start.timestamp())
     span = Span(
         start=start.timestamp(),

@@ -6,23 +6,29 @@ sampler files (`monitoring.ingest.gpu`: its nodes, its GPU indexes only). A tena
 can fake them only for their own job: faking idle GPUs cancels nothing but their
 own attempt, faking busy ones keeps their own project paying. The ladder's times
 are the portal's; the idle stretch is measured on the samples' own clock.
+
+A JupyterLab session is idle only when its kernels run nothing too: before it is
+warned or cancelled, its server is asked (monitoring.goodput.kernels). That answer can
+only hold the ladder back, never make GPUs count as busy.
 """
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.enums import State
+from jobs.enums import State, Template
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
 from jobs.services import attempt_cancel_by_portal
 from jobs.states import attempt_note
+from monitoring.goodput.kernels import KernelActivity, kernels_active, kernels_read
 from monitoring.models import AttemptActivity
 from monitoring.series.read import series_names, series_read
 from portal_lib.queueing import queue_on_commit
@@ -33,6 +39,10 @@ logger = logging.getLogger(__name__)
 SEND_IDLE_WARNING = "monitoring.tasks.send_idle_warning_mail"
 UTILIZATION = "utilization"
 MAX_NEW_SAMPLES = 100_000  # per series and poll; far more than a poll brings
+# A session found running something is not asked again for this long (the poll runs every
+# second or two; its GPUs may stay idle for hours while a CPU cell runs).
+KERNELS_RECHECK_SECONDS = 30
+KernelReader = Callable[[Attempt], KernelActivity | None]
 
 
 @dataclass
@@ -112,41 +122,68 @@ def _new_samples(
     return out
 
 
-def _warning(rule: Rule, cancel_at: datetime | None) -> str:
+def _session_action(
+    *, attempt: Attempt, action: str, rule: Rule, now: datetime, read: KernelReader
+) -> str | None:
+    """A session's warning or cancel holds only if its kernels ran nothing in that window too;
+    kernels that did hold back a warning, and lift one given."""
+    window = rule.warn_after
+    if action == "cancel":
+        window += rule.cancel_after or timedelta()
+    key = f"idle-kernels:{attempt.pk}"
+    if cache.get(key) or kernels_active(read(attempt), window=window, now=now):
+        cache.set(key, True, KERNELS_RECHECK_SECONDS)
+        return None if action == "warn" else "clear"
+    return action
+
+
+def _warning(rule: Rule, cancel_at: datetime | None, *, session: bool) -> str:
     text = (
         f"GPUs idle: every GPU of this attempt stayed under {rule.threshold_percent} % "
-        f"utilisation for {rule.warn_after}."
+        f"utilisation for {rule.warn_after}"
     )
+    text += ", and no kernel of the session ran anything." if session else "."
     if cancel_at is not None:
         text += f" It will be cancelled at {cancel_at:%Y-%m-%d %H:%M:%S} UTC if they stay idle."
     return text
 
 
-def attempt_idle_check(*, attempt: Attempt, rule: Rule, now: datetime) -> str | None:
-    """Advance a running attempt's idle ladder by the samples the poll stored; the action."""
+def attempt_idle_check(
+    *, attempt: Attempt, rule: Rule, now: datetime, kernels: KernelReader = kernels_read
+) -> str | None:
+    """Advance a running attempt's idle ladder by the samples the poll stored; the action.
+
+    `kernels` asks a session's server what its kernels do (only a session's warning or
+    cancel asks it)."""
     activity, _ = AttemptActivity.objects.get_or_create(attempt=attempt)
     state = IdleState(activity.idle_since_x, activity.idle_last_x, dict(activity.gpu_checked))
     state = idle_advance(state, _new_samples(attempt, state.checked), rule.threshold_percent)
     action = idle_action(
         state=state, rule=rule, warned_at=activity.warned_at, cancel_at=activity.cancel_at, now=now
     )
+    session = attempt.job.template == Template.JUPYTER
+    if session and action in ("warn", "cancel"):
+        action = _session_action(attempt=attempt, action=action, rule=rule, now=now, read=kernels)
     activity.idle_since_x, activity.idle_last_x = state.since_x, state.last_x
     activity.gpu_checked = state.checked
     activity.threshold_percent = rule.threshold_percent
     if action == "warn":
         activity.warned_at = now
         activity.cancel_at = now + rule.cancel_after if rule.cancel_after else None
-        attempt_note(attempt=attempt, reason=_warning(rule, activity.cancel_at), at=now)
+        warning = _warning(rule, activity.cancel_at, session=session)
+        attempt_note(attempt=attempt, reason=warning, at=now)
         queue_on_commit(SEND_IDLE_WARNING, attempt.pk)
     elif action == "clear":
         activity.warned_at = activity.cancel_at = None
-        attempt_note(attempt=attempt, reason="GPUs busy again: the idle warning is lifted.", at=now)
+        why = "GPUs busy again" if state.since_x is None else "A kernel of the session ran"
+        attempt_note(attempt=attempt, reason=f"{why}: the idle warning is lifted.", at=now)
     elif action == "cancel":
         idle_for = rule.warn_after + (rule.cancel_after or timedelta())
         reason = (
             f"Cancelled by the project's idle-GPU policy: every GPU stayed under "
-            f"{rule.threshold_percent} % for {idle_for}."
+            f"{rule.threshold_percent} % for {idle_for}"
         )
+        reason += ", and no kernel of the session ran anything." if session else "."
         if attempt_cancel_by_portal(attempt=attempt, reason=reason):
             activity.cancelled_at = now
     activity.save()
@@ -199,6 +236,12 @@ def idle_warning_send(*, attempt_id: int) -> int:
         "If it waits for something on purpose, cancel it and resubmit when ready; see the job "
         "page for its GPU charts.",
     ]
+    if job.template == Template.JUPYTER:
+        lines.insert(
+            2,
+            "It is a JupyterLab session and none of its kernels ran anything in that time. "
+            "If it is stopped, what JupyterLab saved stays in its working directory.",
+        )
     subject = f"[portal] Job {job.name} (#{job.pk}): GPUs idle"
     return send_mail(
         subject, "\n".join(lines) + "\n", settings.DEFAULT_FROM_EMAIL, [job.user.email]

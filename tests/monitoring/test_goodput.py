@@ -163,16 +163,21 @@ RULE = Rule(
 )
 
 
-@pytest.fixture
-def running(project, owner):
+def idle_policy_as_rule(project, owner) -> None:
+    """The project's idle policy is RULE, and its owner gets mail."""
     IdlePolicy.objects.create(
         project=project,
-        threshold_percent=10,
-        warn_after=timedelta(seconds=30),
-        cancel_after=timedelta(seconds=20),
+        threshold_percent=RULE.threshold_percent,
+        warn_after=RULE.warn_after,
+        cancel_after=RULE.cancel_after,
     )
     owner.email = "owner@example.org"
     owner.save()
+
+
+@pytest.fixture
+def running(project, owner):
+    idle_policy_as_rule(project, owner)
     job, attempt = factories.job(project, owner, factories.cluster(), gpus_per_node=1)
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.RUNNING, slurm_job_id="77", started_at=T0, run_dir="/scratch/run-77"

@@ -1,0 +1,123 @@
+"""Whether a JupyterLab session's kernels run something: its server's `GET api/kernels`,
+asked over the owner's login the way the portal's proxy reaches it (jobs.interactive).
+
+The answer can only keep a session from being warned or reclaimed (monitoring.goodput.idle);
+it never makes its GPUs count as busy in a card or a charge. So a session that fakes
+busy kernels keeps its own project paying, and one that cannot be asked is judged by
+its GPUs alone, as any job is. The call is bounded: one SSH command and one tunnel,
+each with a deadline, and an answer read up to KERNELS_MAX_BYTES.
+"""
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from clusters.errors import ClusterError
+from clusters.selectors import account_endpoint
+from clusters.ssh import pool
+from jobs.interactive import lab_base_url, session_address_read, session_node
+from jobs.models import Attempt
+
+logger = logging.getLogger(__name__)
+
+KERNELS_TIMEOUT = 5.0  # seconds, for the session file and again for the answer
+KERNELS_MAX_BYTES = 64 * 1024  # a kernel is about 200 bytes of the answer
+# States of a kernel that runs nothing; any other (busy, starting, restarting...) runs something.
+_QUIET_STATES = frozenset({"idle", "dead"})
+
+
+@dataclass(frozen=True)
+class KernelActivity:
+    """What the server said: whether a kernel runs something, and its latest activity."""
+
+    running: bool
+    last_activity: datetime | None
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def parse_kernels(body: bytes) -> KernelActivity | None:
+    """The server's kernel list, or None for anything that is not one."""
+    if len(body) > KERNELS_MAX_BYTES:
+        return None
+    try:
+        kernels = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(kernels, list) or not all(isinstance(k, dict) for k in kernels):
+        return None
+    running = any(k.get("execution_state") not in _QUIET_STATES for k in kernels)
+    times = [t for k in kernels if (t := _parse_time(k.get("last_activity"))) is not None]
+    return KernelActivity(running=running, last_activity=max(times, default=None))
+
+
+def kernels_active(activity: KernelActivity | None, *, window: timedelta, now: datetime) -> bool:
+    """A kernel runs something, or ran something within the window; False without an answer."""
+    if activity is None:
+        return False
+    if activity.running:
+        return True
+    return activity.last_activity is not None and now - activity.last_activity < window
+
+
+class Stream(Protocol):
+    """An SSH tunnel, or a socket: what the answer is read from."""
+
+    def settimeout(self, timeout: float) -> None: ...
+    def sendall(self, data: bytes) -> None: ...
+    def recv(self, size: int) -> bytes: ...
+
+
+def kernels_answer(tunnel: Stream, request: bytes) -> bytes | None:
+    """The body of a 200 answer to an HTTP/1.0 request, read to its end within the deadline."""
+    deadline = time.monotonic() + KERNELS_TIMEOUT
+    tunnel.settimeout(KERNELS_TIMEOUT)
+    tunnel.sendall(request)
+    data = b""
+    while len(data) <= KERNELS_MAX_BYTES + 4096 and time.monotonic() < deadline:
+        chunk = tunnel.recv(16384)
+        if not chunk:
+            break
+        data += chunk
+    else:
+        return None  # too long or too slow
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    return body if len(status) >= 2 and status[1] == b"200" else None
+
+
+def kernels_read(attempt: Attempt) -> KernelActivity | None:
+    """Ask the attempt's session; None when it cannot be asked or answers something else."""
+    node = session_node(attempt)
+    if node is None or attempt.account is None:
+        return None
+    try:
+        with pool.session(account_endpoint(account=attempt.account)) as connection:
+            address = session_address_read(connection, attempt=attempt, timeout=KERNELS_TIMEOUT)
+            if address is None:
+                return None
+            tunnel = connection.open_tunnel(node, address.port, timeout=KERNELS_TIMEOUT)
+        request = (
+            f"GET {lab_base_url(attempt.job_id)}api/kernels HTTP/1.0\r\n"
+            f"Host: 127.0.0.1:{address.port}\r\n"
+            f"Authorization: token {address.token}\r\n\r\n"
+        ).encode()
+        try:
+            body = kernels_answer(tunnel, request)
+        finally:
+            tunnel.close()
+    except (ClusterError, OSError) as exc:
+        logger.info("kernels of attempt %s could not be asked: %s", attempt.pk, exc)
+        return None
+    return None if body is None else parse_kernels(body)

@@ -397,7 +397,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.State"},
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "jobs.models.State",
+        # A job may be any template; a sweep's trials only those that end by themselves.
+        "JobTemplateEnum": "jobs.enums.Template",
+        "TrialTemplateEnum": "jobs.enums.TRIAL_TEMPLATES",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "accounts.schema.add_error_responses",

@@ -37,6 +37,8 @@ def test_a_series_from_tensorboard_events_says_so_in_the_legend(
 
     sourced = "loss (from TensorBoard events)"
     wait_for(lambda: _trace(page, "chart-loss", sourced)["n"] == 10, 30, "the named loss curve")
+    # The page draws the series as their points arrive: train_loss may come a moment later.
+    wait_for(lambda: "train_loss" in _names(page, "chart-loss"), 30, "the train_loss curve")
     assert _names(page, "chart-loss") == {sourced, "train_loss"}  # stdout's keeps its name
     legend = page.locator("#chart-loss .legendtext").all_text_contents()
     assert sourced in legend

@@ -27,7 +27,11 @@ from tests.helpers import attempt_processes, run_file, wait_for
 # Kills a node's slurmd: no other sandbox test runs meanwhile.
 pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
 
-STEPS = 16
+# Long enough (30 s at --sleep 0.25) to be still training when the node is killed. Every
+# checkpoint is kept: one counts as complete only once it has been unchanged for a few
+# seconds (monitoring.checkpoints.registry), longer than a checkpoint every 2 steps of
+# 0.25 s would live under the trainer's own --keep 3.
+STEPS = 120
 
 
 def _slurm(paths: Paths, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -64,7 +68,8 @@ def test_a_failed_node_is_excluded_and_the_job_resumes_on_the_other(
         spec=spec(
             name="survives a node failure",
             template=Template.TORCHRUN,
-            command=f"{example_trainer} --steps {STEPS} --checkpoint-every 2 --sleep 0.25",
+            command=f"{example_trainer} --steps {STEPS} --checkpoint-every 2 --keep {STEPS} "
+            "--sleep 0.25",
             nodes=1,
             gpus_per_node=1,
             max_restarts=1,

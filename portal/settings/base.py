@@ -6,6 +6,8 @@ from pathlib import Path
 import environ
 from kombu import Queue
 
+from .schema_names import SCHEMA_ENUM_NAMES
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -397,12 +399,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {
-        "JobStateEnum": "jobs.models.State",
-        # A job may be any template; a sweep's trials only those that end by themselves.
-        "JobTemplateEnum": "jobs.enums.Template",
-        "TrialTemplateEnum": "jobs.enums.TRIAL_TEMPLATES",
-    },
+    "ENUM_NAME_OVERRIDES": SCHEMA_ENUM_NAMES,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "accounts.schema.add_error_responses",

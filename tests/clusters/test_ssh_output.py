@@ -67,8 +67,8 @@ class Server(paramiko.ServerInterface):
                 self.killed.append(command)
                 proc.kill()
             finally:
+                self.done.set()  # the command's end is known; closing may wait on the client
                 channel.close()
-                self.done.set()
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ own attempt, faking busy ones keeps their own project paying. The ladder's times
 are the portal's; the idle stretch is measured on the samples' own clock.
 
 A JupyterLab session is idle only when its kernels run nothing too: before it is
-warned or cancelled, its server is asked (monitoring.goodput.kernels). That answer can
-only hold the ladder back, never make GPUs count as busy.
+warned or cancelled, its server is asked (monitoring.goodput.kernels), by a task outside
+the poll; until the answer is in, the warning or cancel waits. That answer can only hold
+the ladder back, never make GPUs count as busy.
 """
 
 import logging
@@ -18,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
@@ -28,7 +28,7 @@ from jobs.models import Attempt
 from jobs.rundir import gpu_series
 from jobs.services import attempt_cancel_by_portal
 from jobs.states import attempt_note
-from monitoring.goodput.kernels import KernelActivity, kernels_active, kernels_read
+from monitoring.goodput.kernels import kernels_ask_queue, kernels_verdict
 from monitoring.models import AttemptActivity
 from monitoring.series.read import series_names, series_read
 from portal_lib.queueing import queue_on_commit
@@ -39,10 +39,8 @@ logger = logging.getLogger(__name__)
 SEND_IDLE_WARNING = "monitoring.tasks.send_idle_warning_mail"
 UTILIZATION = "utilization"
 MAX_NEW_SAMPLES = 100_000  # per series and poll; far more than a poll brings
-# A session found running something is not asked again for this long (the poll runs every
-# second or two; its GPUs may stay idle for hours while a CPU cell runs).
-KERNELS_RECHECK_SECONDS = 30
-KernelReader = Callable[[Attempt], KernelActivity | None]
+# Queues one ask of a session's server: (attempt id, window, now).
+KernelAsk = Callable[..., object]
 
 
 @dataclass
@@ -123,16 +121,19 @@ def _new_samples(
 
 
 def _session_action(
-    *, attempt: Attempt, action: str, rule: Rule, now: datetime, read: KernelReader
+    *, attempt: Attempt, action: str, rule: Rule, now: datetime, ask: KernelAsk
 ) -> str | None:
     """A session's warning or cancel holds only if its kernels ran nothing in that window too;
-    kernels that did hold back a warning, and lift one given."""
+    kernels that did hold back a warning, and lift one given. Without an answer yet, the
+    server is asked outside the poll and the action waits for it."""
     window = rule.warn_after
     if action == "cancel":
         window += rule.cancel_after or timedelta()
-    key = f"idle-kernels:{attempt.pk}"
-    if cache.get(key) or kernels_active(read(attempt), window=window, now=now):
-        cache.set(key, True, KERNELS_RECHECK_SECONDS)
+    ran = kernels_verdict(attempt_id=attempt.pk, window=window)
+    if ran is None:
+        ask(attempt_id=attempt.pk, window=window, now=now)
+        return None
+    if ran:
         return None if action == "warn" else "clear"
     return action
 
@@ -149,12 +150,12 @@ def _warning(rule: Rule, cancel_at: datetime | None, *, session: bool) -> str:
 
 
 def attempt_idle_check(
-    *, attempt: Attempt, rule: Rule, now: datetime, kernels: KernelReader = kernels_read
+    *, attempt: Attempt, rule: Rule, now: datetime, ask: KernelAsk = kernels_ask_queue
 ) -> str | None:
     """Advance a running attempt's idle ladder by the samples the poll stored; the action.
 
-    `kernels` asks a session's server what its kernels do (only a session's warning or
-    cancel asks it)."""
+    `ask` queues an ask of a session's server, what its kernels do (only a session's
+    warning or cancel needs it); the poll itself never waits on the server."""
     activity, _ = AttemptActivity.objects.get_or_create(attempt=attempt)
     state = IdleState(activity.idle_since_x, activity.idle_last_x, dict(activity.gpu_checked))
     state = idle_advance(state, _new_samples(attempt, state.checked), rule.threshold_percent)
@@ -163,7 +164,7 @@ def attempt_idle_check(
     )
     session = attempt.job.template == Template.JUPYTER
     if session and action in ("warn", "cancel"):
-        action = _session_action(attempt=attempt, action=action, rule=rule, now=now, read=kernels)
+        action = _session_action(attempt=attempt, action=action, rule=rule, now=now, ask=ask)
     activity.idle_since_x, activity.idle_last_x = state.since_x, state.last_x
     activity.gpu_checked = state.checked
     activity.threshold_percent = rule.threshold_percent

@@ -6,25 +6,40 @@ it never makes its GPUs count as busy in a card or a charge. So a session that f
 busy kernels keeps its own project paying, and one that cannot be asked is judged by
 its GPUs alone, as any job is. The call is bounded: one SSH command and one tunnel,
 each with a deadline, and an answer read up to KERNELS_MAX_BYTES.
+
+The poll never asks: the server is the tenant's, and one that answers slowly would hold
+every cluster's poll. The poll reads a cached verdict (kernels_verdict); without one it
+queues a Celery task that asks (kernels_ask_queue, at most one per session per
+KERNELS_RECHECK_SECONDS) and holds the session's warning or cancel back until it is in.
 """
 
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from django.core.cache import cache
+from django.utils import timezone
+
 from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
 from clusters.ssh import pool
+from jobs.enums import State
 from jobs.interactive import lab_base_url, session_address_read, session_node
 from jobs.models import Attempt
+from portal_lib.queueing import queue_on_commit
 
 logger = logging.getLogger(__name__)
 
 KERNELS_TIMEOUT = 5.0  # seconds, for the session file and again for the answer
 KERNELS_MAX_BYTES = 64 * 1024  # a kernel is about 200 bytes of the answer
+# A verdict is kept this long: the poll runs every second or two, and a session's GPUs may
+# stay idle for hours while a CPU cell runs.
+KERNELS_RECHECK_SECONDS = 30
+ASK_SESSION_KERNELS = "monitoring.tasks.ask_session_kernels"
 # States of a kernel that runs nothing; any other (busy, starting, restarting...) runs something.
 _QUIET_STATES = frozenset({"idle", "dead"})
 
@@ -121,3 +136,48 @@ def kernels_read(attempt: Attempt) -> KernelActivity | None:
         logger.info("kernels of attempt %s could not be asked: %s", attempt.pk, exc)
         return None
     return None if body is None else parse_kernels(body)
+
+
+KernelReader = Callable[[Attempt], KernelActivity | None]
+
+
+def _verdict_key(attempt_id: int, window: timedelta) -> str:
+    return f"idle-kernels:{attempt_id}:{int(window.total_seconds())}"
+
+
+def kernels_verdict(*, attempt_id: int, window: timedelta) -> bool | None:
+    """Whether the session's kernels ran something within `window`, as last asked; None
+    while no answer is in."""
+    verdict = cache.get(_verdict_key(attempt_id, window))
+    return verdict if isinstance(verdict, bool) else None
+
+
+def kernels_ask_queue(*, attempt_id: int, window: timedelta, now: datetime) -> bool:
+    """Queue one ask of the session's server, unless one was queued within
+    KERNELS_RECHECK_SECONDS; whether one was queued."""
+    if not cache.add(f"idle-kernels-asked:{attempt_id}", True, KERNELS_RECHECK_SECONDS):
+        return False
+    queue_on_commit(ASK_SESSION_KERNELS, attempt_id, window.total_seconds(), now.isoformat())
+    return True
+
+
+def kernels_ask(
+    *,
+    attempt_id: int,
+    window: timedelta,
+    now: datetime | None = None,
+    read: KernelReader = kernels_read,
+) -> bool | None:
+    """Ask a running session's server (outside the poll) and keep its verdict for the poll;
+    a server that cannot be asked ran nothing, so its GPUs decide. None: not running."""
+    attempt = (
+        Attempt.objects.select_related("job", "account")
+        .filter(pk=attempt_id, state=State.RUNNING)
+        .first()
+    )
+    if attempt is None:
+        return None
+    active = kernels_active(read(attempt), window=window, now=now or timezone.now())
+    cache.set(_verdict_key(attempt_id, window), active, KERNELS_RECHECK_SECONDS)
+    cache.delete(f"idle-kernels-asked:{attempt_id}")
+    return active

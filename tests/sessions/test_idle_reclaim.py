@@ -17,14 +17,17 @@ from jobs.models import Attempt, JobEvent
 from monitoring.goodput.card import attempt_card_compute
 from monitoring.goodput.idle import attempt_idle_check
 from monitoring.goodput.kernels import (
+    ASK_SESSION_KERNELS,
     KERNELS_MAX_BYTES,
     KernelActivity,
     kernels_active,
     kernels_answer,
+    kernels_ask,
     parse_kernels,
 )
 from monitoring.goodput.report import project_goodput
 from monitoring.models import AttemptActivity, EfficiencyCard
+from monitoring.tasks import ask_session_kernels
 from tests import factories
 from tests.monitoring.test_goodput import RULE, gpu_points, idle_policy_as_rule
 
@@ -52,6 +55,22 @@ class Server:
     def __call__(self, attempt: Attempt) -> KernelActivity | None:
         self.calls += 1
         return None if self.name is None else answer(self.name)
+
+
+def check(attempt: Attempt, now: datetime, server: Server) -> str | None:
+    """The poll's check; when it asks the server, the queued ask runs (as a worker runs it,
+    with `server` for the session's) and the next poll acts on the answer."""
+    asks: list[dict] = []
+    action = attempt_idle_check(attempt=attempt, rule=RULE, now=now, ask=lambda **a: asks.append(a))
+    if not asks:
+        return action
+    assert action is None and len(asks) == 1  # held back until the answer is in
+    kernels_ask(**asks[0], read=server)
+    return attempt_idle_check(attempt=attempt, rule=RULE, now=now, ask=_never)
+
+
+def _never(**_: object) -> None:
+    raise AssertionError("asked again with an answer in")
 
 
 def test_the_servers_answers_say_whether_a_kernel_runs_and_when_one_last_did() -> None:
@@ -107,7 +126,7 @@ def test_an_idle_session_is_warned_by_page_and_mail_then_cancelled(
     gpu_points(attempt, QUIET_SINCE, [2.0] * 35)
     now = QUIET_SINCE + timedelta(seconds=40)
     with django_capture_on_commit_callbacks(execute=True):
-        assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, kernels=server) == "warn"
+        assert check(attempt, now, server) == "warn"
     assert server.calls == 1
     (warning,) = mail.outbox
     assert "JupyterLab session" in warning.body and "will be cancelled at" in warning.body
@@ -121,7 +140,7 @@ def test_an_idle_session_is_warned_by_page_and_mail_then_cancelled(
     gpu_points(attempt, QUIET_SINCE + timedelta(seconds=35), [1.0] * 30)
     later = now + timedelta(seconds=21)
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        assert attempt_idle_check(attempt=attempt, rule=RULE, now=later, kernels=server) == "cancel"
+        assert check(attempt, later, server) == "cancel"
     assert len(queued) == 1  # the scancel task
     attempt.refresh_from_db()
     assert attempt.cancel_requested_at is not None
@@ -134,7 +153,7 @@ def test_a_session_running_a_busy_cell_is_neither_warned_nor_cancelled(session) 
     gpu_points(attempt, QUIET_SINCE, [0.0] * 120)  # GPUs idle all along: a CPU cell
     for seconds in (40, 45, 80):
         now = QUIET_SINCE + timedelta(seconds=seconds)
-        assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, kernels=server) is None
+        assert check(attempt, now, server) is None
     assert server.calls == 1  # asked once, then not again for a while (the poll runs often)
     activity = AttemptActivity.objects.get(attempt=attempt)
     assert activity.warned_at is None and activity.idle_since_x is not None
@@ -147,7 +166,7 @@ def test_a_kernel_that_ran_within_the_window_holds_the_warning_back(session) -> 
     _, attempt = session
     gpu_points(attempt, QUIET_SINCE - timedelta(seconds=60), [0.0] * 75)
     now = QUIET_SINCE + timedelta(seconds=10)  # GPUs idle 75 s, the kernel ran 10 s ago
-    assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, kernels=Server("idle")) is None
+    assert check(attempt, now, Server("idle")) is None
     assert AttemptActivity.objects.get(attempt=attempt).warned_at is None
 
 
@@ -155,10 +174,10 @@ def test_a_kernel_busy_again_lifts_the_warning_instead_of_a_cancel(session) -> N
     _, attempt = session
     gpu_points(attempt, QUIET_SINCE, [0.0] * 70)
     now = QUIET_SINCE + timedelta(seconds=40)
-    assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, kernels=Server("idle")) == "warn"
+    assert check(attempt, now, Server("idle")) == "warn"
     later = now + timedelta(seconds=21)
     busy = Server("busy")
-    assert attempt_idle_check(attempt=attempt, rule=RULE, now=later, kernels=busy) == "clear"
+    assert check(attempt, later, busy) == "clear"
     attempt.refresh_from_db()
     assert attempt.cancel_requested_at is None
     assert JobEvent.objects.filter(attempt=attempt, reason__startswith="A kernel").exists()
@@ -169,7 +188,7 @@ def test_busy_gpus_are_never_warned_and_the_server_is_not_asked(session) -> None
     server = Server("idle")
     gpu_points(attempt, QUIET_SINCE, [85.0] * 60)
     now = QUIET_SINCE + timedelta(seconds=60)
-    assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, kernels=server) is None
+    assert check(attempt, now, server) is None
     assert server.calls == 0  # kernels never make GPUs look idle, nor busy
 
 
@@ -177,7 +196,31 @@ def test_a_session_that_cannot_be_asked_is_judged_by_its_gpus(session) -> None:
     _, attempt = session
     gpu_points(attempt, QUIET_SINCE, [0.0] * 35)
     now = QUIET_SINCE + timedelta(seconds=40)
-    assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, kernels=Server(None)) == "warn"
+    assert check(attempt, now, Server(None)) == "warn"
+
+
+def test_the_poll_never_waits_on_the_sessions_server(
+    session, django_capture_on_commit_callbacks
+) -> None:
+    """The server is the tenant's: the poll only queues an ask, once, and waits for its
+    answer before it warns; a slow server holds back no one's poll but its own warning."""
+    _, attempt = session
+    server = Server("idle")
+    gpu_points(attempt, QUIET_SINCE, [0.0] * 35)
+    now = QUIET_SINCE + timedelta(seconds=40)
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        for seconds in (0, 1, 2):
+            later = now + timedelta(seconds=seconds)
+            assert attempt_idle_check(attempt=attempt, rule=RULE, now=later) is None
+    assert len(queued) == 1 and ask_session_kernels.name == ASK_SESSION_KERNELS
+    assert server.calls == 0  # the poll asked no server itself
+    assert AttemptActivity.objects.get(attempt=attempt).warned_at is None
+    assert kernels_ask(attempt_id=attempt.pk, window=RULE.warn_after, now=now, read=server) is False
+    assert attempt_idle_check(attempt=attempt, rule=RULE, now=now, ask=_never) == "warn"
+    # An attempt that no longer runs is not asked.
+    Attempt.objects.filter(pk=attempt.pk).update(state=State.CANCELLED)
+    assert kernels_ask(attempt_id=attempt.pk, window=RULE.warn_after, read=server) is None
+    assert server.calls == 1
 
 
 def test_a_sessions_idle_gpu_hours_are_in_its_card_and_the_projects_goodput(

@@ -10,7 +10,6 @@ a sustained gap is a finding:
 - a GPU whose temperature stays at or above the hot threshold.
 """
 
-import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -19,18 +18,12 @@ from django.conf import settings
 from jobs.enums import State
 from jobs.models import Attempt
 from jobs.rundir import GPU_SERIES_PREFIX, gpu_series
+from monitoring.reading.kinds import pace_node
 from monitoring.series.read import last_points, series_read
 
 _WATCHED_GPU_METRICS = ("utilization", "temperature")
-_PACE = re.compile(r"^steps_per_sec/(?P<node>[^/]+)$")
 
 UTILIZATION, STEP_RATE, HOT = "gpu_utilization", "step_rate", "gpu_hot"
-
-
-def pace_node(name: str) -> str | None:
-    """The node a per-node pace series (`steps_per_sec/<node>`) is about; None for others."""
-    found = _PACE.match(name)
-    return found.group("node") if found else None
 
 
 @dataclass(frozen=True)
@@ -196,9 +189,9 @@ def _stragglers(attempt: Attempt, policy: StragglerPolicy, *, whole_run: bool) -
             elif multi_node:
                 utilization.append(window)
             continue
-        node = _PACE.match(name)
-        if node and multi_node:
-            pace.append(_window(attempt.pk, name, pace_from, node["node"], None))
+        node = pace_node(name)
+        if node is not None and multi_node:
+            pace.append(_window(attempt.pk, name, pace_from, node, None))
     return find_stragglers(
         utilization=utilization, pace=pace, temperature=temperature, policy=policy
     )

@@ -3,8 +3,8 @@ the progress it can show and the terms of its MFU.
 
 The page follows the job, not one attempt: it gets every attempt's URLs (and a
 template for attempts that start while it is open) and draws them as one run.
-Which chart a series goes on is decided here, by the same name rules that
-`monitoring.reading.throughput` reads rates and totals with, so the page never guesses.
+Which chart a series goes on is `monitoring.reading.kinds.series_kind`'s, the rule compare's
+units read too, so the page never guesses.
 """
 
 from dataclasses import dataclass
@@ -14,74 +14,18 @@ from django.urls import reverse
 
 from jobs.enums import FINAL_STATES, State
 from jobs.models import Attempt, Job
-from jobs.rundir import STDOUT_FILE, gpu_series, page_formats
-from monitoring.hangs.stragglers import pace_node
+from jobs.rundir import STDOUT_FILE, page_formats
 from monitoring.logs.store import log_tail
 from monitoring.models import AttemptIngest, LogFile
-from monitoring.reading.throughput import (
-    COMPUTED_MFU,
-    PRINTED_MFU,
-    SAMPLE_COUNT_NAMES,
-    STEP_RATE_NAMES,
-    STEP_TIME_NAMES,
-    TOKEN_COUNT_NAMES,
-    sample_rate_per_gpu,
-    token_rate_per_gpu,
-)
+from monitoring.reading.throughput import PRINTED_MFU
 from monitoring.runs.plan import command_steps
-from monitoring.runs.summary import eval_series
 
-# Charts of the page, by the kind of series they show.
-LOSS, TOKEN_RATE, SAMPLE_RATE, STEP_RATE, STEP_TIME = (
-    "loss",
-    "token_rate",
-    "sample_rate",
-    "step_rate",
-    "step_time",
-)
-TOTAL, MFU, PACE, GPU, OTHER = "total", "mfu", "pace", "gpu", "other"
-# Their own charts: a learning rate or gradient norm on the loss axis flattens the loss,
-# and evaluation metrics are read apart from training ones.
-LEARNING_RATE, GRAD_NORM, EVAL_LOSS, EVAL = "learning_rate", "grad_norm", "eval_loss", "eval"
-_TOTAL_NAMES = frozenset(TOKEN_COUNT_NAMES) | frozenset(SAMPLE_COUNT_NAMES)
 # Reversed with this attempt number, then replaced by `{n}`: a URL template for the page.
 _ANY_NUMBER = 987654321
 BANNER_TAIL_LINES = 12
 MAX_BANNER_LINE = 400
 # Final states of an attempt that mean it failed (cancelled by its owner: not a failure).
 FAILED_STATES = frozenset(FINAL_STATES) - {State.COMPLETED, State.CANCELLED}
-
-
-def series_kind(name: str) -> str:
-    """The chart a series belongs on: rates never share an axis with running totals."""
-    if gpu_series(name) is not None:
-        return GPU
-    if pace_node(name) is not None:
-        return PACE
-    if name in (PRINTED_MFU, COMPUTED_MFU):
-        return MFU
-    if name in _TOTAL_NAMES:
-        return TOTAL
-    if token_rate_per_gpu(name) is not None:
-        return TOKEN_RATE
-    if sample_rate_per_gpu(name) is not None:
-        return SAMPLE_RATE
-    if name in STEP_RATE_NAMES:
-        return STEP_RATE
-    if name in STEP_TIME_NAMES:
-        return STEP_TIME
-    lowered = name.lower()
-    lower_is_better = eval_series(name)
-    if lower_is_better is not None:
-        return EVAL_LOSS if "loss" in lowered else EVAL
-    leaf = lowered.rsplit("/", 1)[-1]  # `train/learning_rate`, `optimizer/lr`
-    if leaf in ("lr", "learning_rate") or leaf.startswith("lr_") or leaf.endswith("_lr"):
-        return LEARNING_RATE  # Lightning's LearningRateMonitor: `lr-Adam` -> lr_adam
-    if leaf == "gnorm" or ("grad" in leaf and "norm" in leaf):
-        return GRAD_NORM  # fairseq's `gnorm`, `grad_norm`, `gradient_norm`
-    if "loss" in lowered:
-        return LOSS
-    return OTHER
 
 
 def attempt_total_steps(*, job: Job, attempt_id: int | None) -> int | None:

@@ -21,7 +21,7 @@ from jobs.models import Attempt
 from jobs.params import ParamValue
 from jobs.services import job_params_log
 from monitoring.models import EfficiencyCard, RunSummary
-from monitoring.reading.names import evaluation_split
+from monitoring.reading.kinds import eval_series
 from monitoring.reading.throughput import (
     COMPUTED_MFU,
     PRINTED_MFU,
@@ -33,7 +33,6 @@ from monitoring.series.points import MAX_SERIES_PER_ATTEMPT, Point
 from portal_lib.bulk import any_of, bulk_update
 
 LOSS_NAMES = ("loss", "train_loss", "train/loss", "training_loss", "lm_loss")
-_LOWER_IS_BETTER = ("loss", "ppl", "perplexity", "error", "err", "wer", "cer")
 
 Stats = list[float]  # [last y, min y, max y, last x]
 _FINITE_MAX = sys.float_info.max
@@ -59,16 +58,6 @@ def stats_fold(stats: Mapping[str, Stats], points: Iterable[Point]) -> dict[str,
         if y > current[2]:
             current[2] = y
     return folded
-
-
-@functools.lru_cache(maxsize=8192)  # every series name of every running job, every poll
-def eval_series(name: str) -> bool | None:
-    """None: not an evaluation metric; else whether lower is better (eval_loss, val/acc)."""
-    split = evaluation_split(name)
-    if split is None:
-        return None
-    rest = split[1]
-    return any(word in rest.split("_") or rest.endswith(word) for word in _LOWER_IS_BETTER)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ import pytest
 from jobs.enums import State
 from jobs.models import Attempt
 from monitoring.diagnosis.diagnose import diagnose
-from monitoring.job_page.facts import attempt_total_steps, mfu_terms, series_kind
+from monitoring.job_page.facts import attempt_total_steps, mfu_terms
 from monitoring.models import AttemptIngest, LogFile
+from monitoring.reading.kinds import series_kind
 from tests import factories
 from tests.helpers import store_log
 

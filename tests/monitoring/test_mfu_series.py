@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from monitoring.ingest.parse import NewBytes, attempt_parse
-from monitoring.job_page.facts import series_kind
 from monitoring.models import AttemptIngest, LogFile
+from monitoring.reading.kinds import series_kind
 from monitoring.reading.throughput import COMPUTED_MFU, PRINTED_MFU
 from tests import factories
 

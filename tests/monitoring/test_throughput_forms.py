@@ -9,8 +9,8 @@ throughput chart. The ingest stores each as the rate it stands for.
 import pytest
 
 from monitoring.ingest.parse import NewBytes, attempt_parse
-from monitoring.job_page.facts import series_kind
 from monitoring.models import AttemptIngest, LogFile
+from monitoring.reading.kinds import series_kind
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -24,9 +24,10 @@ from jobs.access import attempt_for_viewer, job_for_viewer
 from jobs.models import Attempt
 from jobs.rundir import gpu_series
 from monitoring.ingest.records import record_sources
-from monitoring.job_page.facts import attempt_total_steps, mfu_terms, series_kind
+from monitoring.job_page.facts import attempt_total_steps, mfu_terms
 from monitoring.job_page.selectors import job_failures
 from monitoring.logs.store import log_read, log_read_any, log_tail
+from monitoring.reading.kinds import series_kind
 from monitoring.series.read import series_names, series_read
 from portal_lib.bounds import BIGINT_MAX, INT_MAX
 from portal_lib.csv_cells import SafeCsvWriter

@@ -1,13 +1,19 @@
-"""What a compare chart's y axis is titled: the series' name and its unit, by the same name
-rules that `monitoring.reading.throughput` reads rates and totals with."""
+"""What a compare chart's y axis is titled: the series' name and its unit, from the kind of
+series it is (`monitoring.reading.kinds.series_kind`, the job page's chart rule)."""
 
 from jobs.rundir import gpu_series
+from monitoring.reading.kinds import (
+    MFU,
+    PACE,
+    SAMPLE_RATE,
+    STEP_RATE,
+    STEP_TIME,
+    TOKEN_RATE,
+    TOTAL,
+    series_kind,
+)
 from monitoring.reading.throughput import (
     COMPUTED_MFU,
-    PRINTED_MFU,
-    SAMPLE_COUNT_NAMES,
-    STEP_RATE_NAMES,
-    STEP_TIME_NAMES,
     TOKEN_COUNT_NAMES,
     sample_rate_per_gpu,
     token_rate_per_gpu,
@@ -15,32 +21,25 @@ from monitoring.reading.throughput import (
 
 # The GPU sampler's series (jobs.rundir.gpu_series), by the metric part of their names.
 GPU_UNITS = {"utilization": "%", "memory_used": "MiB", "temperature": "°C", "power": "W"}
+# A node's pace (`steps_per_sec/<node>`) is a step rate too.
+_KIND_UNITS = {STEP_RATE: "steps/s", PACE: "steps/s", STEP_TIME: "s/step"}
 
 
 def series_unit(name: str) -> str:
     """The unit of a series' values; "" where they have none (a loss, a learning rate)."""
+    kind = series_kind(name)
+    if kind == TOKEN_RATE:
+        return "tokens/s per GPU" if token_rate_per_gpu(name) else "tokens/s"
+    if kind == SAMPLE_RATE:
+        return "samples/s per GPU" if sample_rate_per_gpu(name) else "samples/s"
+    if kind == TOTAL:
+        return "tokens" if name in TOKEN_COUNT_NAMES else "samples"
+    if kind == MFU:
+        return "fraction of peak" if name == COMPUTED_MFU else "as the trainer prints it"
     gpu = gpu_series(name)
     if gpu is not None:
         return GPU_UNITS.get(gpu.metric, "")
-    for per_gpu, unit in (
-        (token_rate_per_gpu(name), "tokens/s"),
-        (sample_rate_per_gpu(name), "samples/s"),
-    ):
-        if per_gpu is not None:
-            return f"{unit} per GPU" if per_gpu else unit
-    if name in STEP_RATE_NAMES:
-        return "steps/s"
-    if name in STEP_TIME_NAMES:
-        return "s/step"
-    if name in TOKEN_COUNT_NAMES:
-        return "tokens"
-    if name in SAMPLE_COUNT_NAMES:
-        return "samples"
-    if name == COMPUTED_MFU:
-        return "fraction of peak"
-    if name == PRINTED_MFU:
-        return "as the trainer prints it"
-    return ""
+    return _KIND_UNITS.get(kind, "")
 
 
 def y_title(name: str) -> str:

@@ -36,7 +36,9 @@ from tests.helpers import (
 # the stacks, a second attempt).
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(900)]
 
-STEPS = 60
+# Long enough that the job still runs when a checkpoint has settled (5 s unchanged) and the
+# test stops a rank, however loaded the machine: the trainer keeps every checkpoint.
+STEPS = 150
 
 
 def _rank_process(attempt: Attempt, rank: int) -> tuple[int, str]:
@@ -58,7 +60,8 @@ def test_a_stopped_rank_is_named_with_stacks_and_the_job_resumes_without_its_nod
         spec=spec(
             name="hangs when a rank stops",
             template=Template.TORCHRUN,
-            command=f"{example_trainer} --steps {STEPS} --checkpoint-every 4 --sleep 0.3",
+            command=f"{example_trainer} --steps {STEPS} --checkpoint-every 4 --keep {STEPS} "
+            "--sleep 0.3",
             nodes=2,
             gpus_per_node=1,
             max_restarts=1,

@@ -17,6 +17,13 @@ from clusters.ssh import Connection
 from jobs.models import Attempt, Job
 
 SESSION_FILE = "session.json"
+# The server's own Jupyter config, in the run directory (the portal's files, not the user's):
+# searched first through JUPYTER_CONFIG_PATH, it turns off JupyterLab's news prompt.
+LAB_CONFIG_DIR = "jupyter-config"
+# The documented switch-off of the news prompt ("Would you like to get notified about official
+# Jupyter news?"): the announcements plugin disabled. In 4.x the prompt shows whenever the
+# user never answered, even with the news feed off (LabApp.news_url=None).
+ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 _TOKEN = re.compile(r"^[0-9a-f]{32,128}$")
 # A session file is a line of JSON; anything longer is not one the script wrote.
 MAX_SESSION_FILE_BYTES = 1024
@@ -88,7 +95,15 @@ def session_command_lines(job: Job) -> list[str]:
         '--port="$portal_lab_port"',
         "--port-retries=0",
         f"--ServerApp.base_url={shlex.quote(lab_base_url(job.pk))}",
+        # The notebooks' root is the command's working directory (the code, a set-up's `cd`,
+        # else the home directory), the one the workdir file names, whatever a config says.
+        '--ServerApp.root_dir="$PWD"',
+        # No news feed, no "newer version" prompt: a session is no place for either.
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
+    page_config = json.dumps({"disabledExtensions": {ANNOUNCEMENTS_PLUGIN: True}})
+    config_dir = f'"$PORTAL_RUN_DIR/{LAB_CONFIG_DIR}"'
     return [
         "# --- JupyterLab session: this node's loopback, a free port, a fresh token ---",
         f'portal_lab_port="$(python3 -c {shlex.quote(pick_port)})" || exit 1',
@@ -99,5 +114,10 @@ def session_command_lines(job: Job) -> list[str]:
         f' > "$PORTAL_RUN_DIR/.{SESSION_FILE}.tmp" ) || exit 1',
         f'mv -f -- "$PORTAL_RUN_DIR/.{SESSION_FILE}.tmp" "$PORTAL_RUN_DIR/{SESSION_FILE}"'
         " || exit 1",
+        "# The news prompt off, by the server's own config: the user's files stay as they are.",
+        f"mkdir -p -- {config_dir}/labconfig || exit 1",
+        f"printf '%s\\n' {shlex.quote(page_config)} > {config_dir}/labconfig/page_config.json"
+        " || exit 1",
+        f'export JUPYTER_CONFIG_PATH={config_dir}"${{JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}}"',
         f'JUPYTER_TOKEN="$portal_lab_token" {program} {" ".join(flags)}',
     ]

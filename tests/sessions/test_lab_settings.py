@@ -13,12 +13,12 @@ from pathlib import Path
 from jobs.enums import Template
 from jobs.interactive import ANNOUNCEMENTS_PLUGIN, LAB_CONFIG_DIR, session_command_lines
 from jobs.models import Job
-from jobs.rundir import RunDir, WORKDIR_FILE
+from jobs.rundir import WORKDIR_FILE, RunDir
 from jobs.scripts import render_batch_script
 from tests import factories
 
 # Prints JUPYTER_CONFIG_PATH, then each argument on a line of its own.
-ECHO = "sh -c 'echo \"$JUPYTER_CONFIG_PATH\"; printf \"%s\\n\" \"$@\"' jupyter"
+ECHO = 'sh -c \'echo "$JUPYTER_CONFIG_PATH"; printf "%s\\n" "$@"\' jupyter'
 
 
 def test_the_server_starts_in_the_working_directory_without_news(db: None) -> None:
@@ -56,7 +56,7 @@ def test_bash_gives_the_server_its_root_and_config(tmp_path: Path, db: None) -> 
     work = tmp_path / "my notebooks"
     work.mkdir()
     lines = session_command_lines(Job(pk=7, template=Template.JUPYTER, command=ECHO))
-    shown = subprocess.run(  # noqa: S603 - a fixed argv
+    shown = subprocess.run(
         ["/bin/bash", "-c", f"cd -- {shlex.quote(str(work))} && " + "\n".join(lines)],
         env={"PORTAL_RUN_DIR": str(run_dir), "PATH": "/usr/bin:/bin"},
         capture_output=True,

@@ -22,6 +22,20 @@ def session_for_opener(*, user: Viewer | None, job_id: int) -> Job | None:
     return jobs.first()
 
 
+def session_for_owner(*, user: Viewer | None, job_id: int) -> Job | None:
+    """The session job, if it is the user's own while a member of its project (no staff
+    policy: what a run takes from a session's directory is its owner's to give)."""
+    if not signed_in(user):
+        return None
+    jobs = Job.objects.select_related("cluster", "project").filter(
+        member_of(user=user, project_ref="project_id"),
+        pk=job_id,
+        template=Template.JUPYTER,
+        user_id=user.pk,
+    )
+    return jobs.first()
+
+
 def may_open(*, user: Viewer | None, job: Job) -> bool:
     """Whether the job page offers its Open button (no query beyond what it holds)."""
     if not signed_in(user) or job.template != Template.JUPYTER:

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from jobs.enums import State, Template
 from jobs.interactive import lab_base_url
 from jobs.models import Attempt, Job
-from portal_lib.viewers import Viewer
+from portal_lib.viewers import Viewer, signed_in
 from sessions.access import may_open
 
 
@@ -17,6 +17,9 @@ class SessionCard:
     url: str
     ends_at: datetime | None
     time_left: timedelta | None
+    # "Submit as a training job": the owner's, once JupyterLab has started (sessions.to_run).
+    job_id: int = 0
+    may_submit_run: bool = False
 
 
 def session_card(
@@ -39,4 +42,8 @@ def session_card(
         url=lab_base_url(job.pk),
         ends_at=ends_at,
         time_left=left,
+        job_id=job.pk,
+        may_submit_run=signed_in(user)
+        and job.user_id == user.pk
+        and any(a.started_at is not None for a in attempts),
     )

@@ -38,6 +38,7 @@ from web.overview.views import idle_policy_edit, overview_page
 from web.projects import api as project_api
 from web.runs import api as runs_api
 from web.runs import views as runs_views
+from web.sessions import run as session_run
 from web.sessions.views import session_lab
 from web.sweeps import api as sweep_api
 from web.sweeps import views as sweep_views
@@ -92,6 +93,11 @@ api: list[URLPattern | URLResolver] = [
     ),
     path("jobs/<int:job_id>/resume/", JobResumeView.as_view(), name="api-job-resume"),
     path("jobs/<int:job_id>/fork/", JobForkView.as_view(), name="api-job-fork"),
+    path(
+        "jobs/<int:job_id>/session-run/",
+        session_run.SessionRunView.as_view(),
+        name="api-session-run",
+    ),
     path("sweeps/", sweep_api.SweepListCreateView.as_view(), name="api-sweeps"),
     path("sweeps/<int:sweep_id>/", sweep_api.SweepDetailView.as_view(), name="api-sweep"),
     # One attempt's data: log bytes by range, series, GPU samples, and their live streams.
@@ -152,6 +158,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     # A session's JupyterLab, proxied to the cluster (its base URL: jobs.interactive).
     path("sessions/<int:job_id>/lab/", session_lab, name="session-lab"),
     path("sessions/<int:job_id>/lab/<path:rest>", session_lab, name="session-lab-path"),
+    path("sessions/<int:job_id>/run/", session_run.session_run_view, name="session-run"),
     path("mail/", outbox_page, name="outbox"),
     # Alerts and their rules.
     path("alerts/", alert_views.alerts_page, name="alerts"),

@@ -26,7 +26,11 @@
   }
 
   // ---- numbers, progress, MFU ----
-  const set = (id, text) => (document.getElementById(id).textContent = text);
+  // A session's page has no numbers card (templates/monitoring/job.html): absent ids are skipped.
+  const set = (id, text) => {
+    const el = document.getElementById(id);
+    if (el) el.textContent = text;
+  };
 
   // The newest point among series of these kinds (the furthest step; ties: the first kind).
   function latestOf(kinds) {
@@ -44,7 +48,7 @@
   }
 
   // A job that prints no step: its points' x numbers its records (0 first), never shown as a step.
-  const recordsOnly = () => document.getElementById("num-step").dataset.x === "records";
+  const recordsOnly = () => (document.getElementById("num-step") || { dataset: {} }).dataset.x === "records";
 
   function updateNumbers() {
     const loss = charts.last("loss", current) ? { point: charts.last("loss", current) } : latestOf(["loss"]);
@@ -53,7 +57,8 @@
     if (rate) {
       const unit = { token_rate: "tokens/s", sample_rate: "samples/s", step_rate: "steps/s" }[rate.kind];
       set("num-throughput", Units.quantity(rate.point[1], unit)); // 128k tokens/s, as the runs table
-      document.getElementById("num-throughput").title = rate.name; // text: never markup
+      const shown = document.getElementById("num-throughput");
+      if (shown) shown.title = rate.name; // text: never markup
     }
     const printedMfu = charts.last("mfu", current);
     const computedMfu = charts.last("mfu_computed", current);
@@ -85,6 +90,7 @@
 
   function updateProgress() {
     const box = document.getElementById("progress");
+    if (!box) return;
     const step = stepNow();
     if (!totalSteps || step === null || recordsOnly()) { box.hidden = true; return; }
     box.hidden = false;
@@ -357,8 +363,8 @@
     };
   }
 
-  document.getElementById("loss-log").addEventListener("change", () => charts.redrawLoss());
-  document.getElementById("loss-smooth").addEventListener("input", () => charts.redrawLoss());
+  document.getElementById("loss-log")?.addEventListener("change", () => charts.redrawLoss());
+  document.getElementById("loss-smooth")?.addEventListener("input", () => charts.redrawLoss());
   document.getElementById("gpu-attempt").textContent = `attempt ${current}`;
   updateMfuNote(false);
   showDiagnosedLine();

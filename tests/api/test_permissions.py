@@ -195,6 +195,13 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         {**READ, "owner": BAD, "member": BAD, "viewer": FORBID, "read": FORBID},
     ),
     (
+        # A session's owner only; this job is no session, so no one finds one here
+        # (tests/sessions/test_session_run.py has the personas on a session).
+        "run from a session",
+        post("/api/v1/jobs/{job}/session-run/", {"command": "python train.py"}),
+        {**READ, "owner": MISSING, "member": MISSING, "viewer": MISSING, "read": FORBID},
+    ),
+    (
         # A job's checkpoints and rule: its submitter (here the owner) or a project owner.
         "set checkpoint rule",
         post("/api/v1/jobs/{job}/checkpoints/rule/", {"keep_last": 2}),

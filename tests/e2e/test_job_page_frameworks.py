@@ -21,6 +21,8 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 TRAINER = Path(__file__).with_name("trainers") / "frameworks.py"
 STEPS, PAUSE = 90, 0.4  # three phases of 30 steps, 12 s each
+# The bar starts, and draws its last step, only when the test has seen what comes before.
+GATE = "portal-examples/frameworks-gate"
 
 
 def _trace(page, chart: str, name: str) -> list[float]:
@@ -50,6 +52,7 @@ def test_framework_output_shows_live_with_progress_and_eta(
 ) -> None:
     alice.run("mkdir -p -m 700 portal-examples")
     alice.upload("portal-examples/frameworks.py", TRAINER.read_bytes(), mode=0o600)
+    alice.run(f"rm -f {GATE}.bar {GATE}.end")
     job = job_submit(
         user=researcher,
         project=project,
@@ -57,9 +60,10 @@ def test_framework_output_shows_live_with_progress_and_eta(
         spec=spec(
             name="framework output",
             template=Template.COMMAND,
-            command=f"python3 portal-examples/frameworks.py {STEPS} {PAUSE}",
+            command=f"python3 portal-examples/frameworks.py {STEPS} {PAUSE} {GATE}",
             nodes=1,
             gpus_per_node=1,
+            hang_floor_seconds=900,  # the bar waits for the test at its gates, on a busy machine
             # No total in the spec: the progress bar's total is the one the tqdm bar prints.
         ),
     )
@@ -86,6 +90,7 @@ def test_framework_output_shows_live_with_progress_and_eta(
     )
     assert all(5800 < y < 5800 + STEPS for y in tps), tps
     assert "tokens/s" in page.locator("#num-throughput").inner_text()
+    alice.run(f"touch {GATE}.bar")
     # While the bar runs (it ends its line only with the job): its redraws are read poll by
     # poll, so its total gives the progress bar and an ETA, and its steps reach the charts.
     wait_for(
@@ -103,6 +108,7 @@ def test_framework_output_shows_live_with_progress_and_eta(
     assert bar_live and max(bar_live) < STEPS, bar_live
     shot = screenshot(page, "job-page-frameworks")
     for_docs(shot, "job-page-frameworks.png")
+    alice.run(f"touch {GATE}.end")
 
     # Live all along: every point stored is drawn, once, on one curve across the phases.
     attempt = Attempt.objects.get(job=job)

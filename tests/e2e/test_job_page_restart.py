@@ -19,7 +19,9 @@ from tests.helpers import PASSWORD, for_docs, run_file, screenshot, submit_ddp_e
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 40
+# Long enough that the job still runs when a checkpoint has settled (5 s unchanged) and the
+# test kills a rank, however loaded the machine: the trainer keeps every checkpoint.
+STEPS = 120
 
 
 def _steps(page) -> list[float]:
@@ -49,7 +51,7 @@ def test_an_open_page_follows_a_restart_to_attempt_2(
         project,
         sandbox_cluster,
         name="page across attempts",
-        args=f"--steps {STEPS} --checkpoint-every 4 --sleep 0.3",
+        args=f"--steps {STEPS} --checkpoint-every 4 --keep {STEPS} --sleep 0.3",
     )
     Job.objects.filter(pk=job.pk).update(max_restarts=1)
     researcher.set_password(PASSWORD)

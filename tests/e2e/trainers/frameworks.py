@@ -3,15 +3,25 @@
 Each phase uses the exact shape of a framework's own format string (tests/corpus/metrics):
 nanoGPT's iteration line, torchtitan's step line, then a tqdm bar redrawn with `\\r`. The
 steps run on from one phase to the next, and the tqdm bar's total is the run's last step.
-Run as `python3 frameworks.py STEPS SLEEP`; nothing but the standard library.
+Run as `python3 frameworks.py STEPS SLEEP [GATE]`; nothing but the standard library. With
+GATE, a path, the bar waits for the file GATE.bar before its first step and for GATE.end
+before its last, so that a test can watch it live however slowly its browser goes.
 """
 
+import os
 import sys
 import time
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 pause = float(sys.argv[2]) if len(sys.argv) > 2 else 0.5
 third = steps // 3
+gate = sys.argv[3] if len(sys.argv) > 3 else ""
+
+
+def wait_for_gate(name: str) -> None:
+    deadline = time.monotonic() + 600  # never hold the job past its limit
+    while gate and not os.path.exists(f"{gate}.{name}") and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def loss(step: int) -> float:
@@ -38,7 +48,10 @@ for step in range(third + 1, 2 * third + 1):
     time.sleep(pause)
 
 # tqdm (tqdm/std.py format_meter: l_bar, bar, r_bar with postfix), redrawn in place
+wait_for_gate("bar")
 for step in range(2 * third + 1, steps + 1):
+    if step == steps:
+        wait_for_gate("end")
     percent = 100 * step // steps
     filled = "█" * (percent // 10)
     left = (steps - step) * pause

@@ -173,6 +173,29 @@ def test_bin_dev_starts_its_own_redis_with_a_password_in_a_private_state_dir(
         wait_until(lambda: not dev._reachable(url, port), 10, "the test's redis to stop")
 
 
+def test_a_second_checkout_starts_its_redis_on_another_port_when_the_first_holds_it(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    first = _bin_dev(tmp_path / "first", port)
+    second = _bin_dev(tmp_path / "second", port)
+    for dev in (first, second):
+        dev.STATE.mkdir(mode=0o700)
+    url1, _ = first.ensure_redis({}, db=0)
+    try:
+        url2, started = second.ensure_redis({}, db=0)
+        try:
+            moved = int((second.STATE / "redis.port").read_text())
+            assert started and moved != port and url2.endswith(f"@127.0.0.1:{moved}/0")
+            assert redis.Redis.from_url(url1).ping() and redis.Redis.from_url(url2).ping()
+            assert second.ensure_redis({}, db=0) == (url2, False)  # kept, found again
+        finally:
+            redis.Redis.from_url(url2).shutdown(nosave=True)
+    finally:
+        redis.Redis.from_url(url1).shutdown(nosave=True)
+        wait_until(lambda: not first._reachable(url1, port), 10, "the test's redis to stop")
+
+
 def test_compose_has_no_default_passwords_and_redis_requires_one() -> None:
     text = (ROOT / "docker-compose.yml").read_text()
     compose = yaml.safe_load(text)

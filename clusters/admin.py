@@ -71,6 +71,7 @@ class ClusterForm(forms.ModelForm):
             "portal_username",
             "slurm_bin_dir",
             "slurm_conf",
+            "session_reach",
             "base_run_dir",
             "default_partition",
             "gpu_model",

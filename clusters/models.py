@@ -20,6 +20,13 @@ ABSOLUTE_PATH = RegexValidator(
 )
 
 
+class SessionReach(models.TextChoices):
+    """How the portal reaches a session's server on its node's loopback (jobs.session_reach)."""
+
+    SRUN_RELAY = "srun", "srun relay: a step of the session's job on its node"
+    TUNNEL = "tunnel", "SSH tunnel: the login node and the compute nodes are one host"
+
+
 class Cluster(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     ssh_host = models.CharField(max_length=255, verbose_name="SSH host")
@@ -109,6 +116,17 @@ class Cluster(models.Model):
         validators=[ABSOLUTE_PATH],
         verbose_name="SLURM_CONF",
         help_text="slurm.conf's path when it is not Slurm's built-in default.",
+    )
+    session_reach = models.CharField(
+        max_length=16,
+        choices=SessionReach.choices,
+        default=SessionReach.SRUN_RELAY,
+        verbose_name="session reach",
+        help_text="How JupyterLab sessions are reached on their node's loopback: a relay in a "
+        "step of the session's own job (`srun --overlap`, as its owner; works on any cluster "
+        "with python3 on the nodes), or a direct-tcpip tunnel from the login node, which "
+        "reaches a node's loopback only where the login node is that node, and needs port "
+        "forwarding (certificate and installed-key logins have none).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

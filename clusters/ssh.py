@@ -6,7 +6,6 @@ is read (paramiko#448).
 """
 
 import io
-import logging
 import os
 import select
 import threading
@@ -21,13 +20,10 @@ import paramiko
 from clusters.errors import ClusterError
 from clusters.hostkeys import fingerprint, parse_host_key
 
-logger = logging.getLogger(__name__)
-
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
 KEEPALIVE_INTERVAL = 15
-# What one command may send back (stdout and stderr together) unless its caller says:
-# a login shell that prints without end is cut here, not read until the deadline.
+# What a command may send (stdout and stderr) unless its caller says: endless output is cut.
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 65536
 
@@ -41,9 +37,7 @@ class HostKeyMismatch(SSHError):
         super().__init__(message, retryable=False)
 
 
-class CommandTimedOut(SSHError):
-    """A command still running at its deadline, abandoned."""
-
+class CommandTimedOut(SSHError):  # still running at its deadline, abandoned
     def __init__(self, message: str, *, timeout: float) -> None:
         super().__init__(message, retryable=True)
         self.timeout = timeout
@@ -71,7 +65,7 @@ class GatewayStats:
 
 
 stats = GatewayStats()
-# Connection.open_tunnel's stream, socket-like (sendall, recv, makefile); named here for callers.
+# A stream from open_tunnel or open_command_stream: socket-like (sendall, recv, makefile).
 Tunnel = paramiko.Channel
 
 
@@ -115,11 +109,7 @@ class CommandResult:
         return self.stderr.decode(errors="replace")
 
 
-_KEY_CLASSES: tuple[type[paramiko.PKey], ...] = (
-    paramiko.Ed25519Key,
-    paramiko.ECDSAKey,
-    paramiko.RSAKey,
-)
+_KEY_CLASSES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
 
 
 def _load_private_key(text: str) -> paramiko.PKey:
@@ -168,8 +158,7 @@ class _RejectUnpinned(paramiko.RejectPolicy):
 
 
 def _send_input(channel: paramiko.Channel, data: bytes) -> None:
-    """Send a command's stdin; a command that ended before reading it all (a missing script,
-    an early error) is no lost connection: its exit status and output say what happened."""
+    """Send stdin; a command that ended before reading it all (an early error) lost nothing."""
     try:
         channel.sendall(data)
     except OSError:
@@ -321,6 +310,16 @@ class Connection:
                 f"Cluster {self.endpoint.cluster_name!r} did not connect to {host}:{port}: {exc}",
                 retryable=isinstance(exc, EOFError) or not self.is_alive,
             ) from exc
+
+    def open_command_stream(self, command: str, *, timeout: float = CONNECT_TIMEOUT) -> Tunnel:
+        """A command's stdin and stdout as one stream, as open_tunnel's (its stderr apart)."""
+        try:
+            channel = self._transport.open_session(timeout=timeout)
+            channel.exec_command(command)
+        except (OSError, paramiko.SSHException, EOFError) as exc:  # refused: MaxSessions
+            message = f"Cluster {self.endpoint.cluster_name!r} did not start a stream: {exc}"
+            raise SSHError(message, retryable=not self.is_alive) from exc
+        return channel
 
     def upload(self, remote_path: str, data: bytes, *, mode: int = 0o600) -> None:
         """Write a file on the cluster with the given mode, via SFTP."""

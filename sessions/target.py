@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 from clusters.errors import ClusterError
 from clusters.selectors import account_endpoint
-from clusters.ssh import Endpoint, pool
+from clusters.ssh import Connection, Endpoint, Tunnel, pool
 from jobs.enums import State
 from jobs.interactive import LabAddress, session_address_read, session_node
 from jobs.models import Attempt, Job
+from jobs.session_reach import SessionWay
 
 READ_TIMEOUT = 10.0
 
@@ -33,10 +34,15 @@ class LabTarget:
     port: int
     token: str = field(repr=False)
     attempt: str  # the attempt's UUID: what the address belongs to
+    way: SessionWay  # the cluster's way to the node's loopback: srun relay or tunnel
 
     @property
-    def pool_key(self) -> tuple[Endpoint, str, int, str]:
-        return (self.endpoint, self.node, self.port, self.attempt)
+    def pool_key(self) -> tuple[Endpoint, str, int, str, str]:
+        return (self.endpoint, self.node, self.port, self.attempt, self.way.reach)
+
+    def open_stream(self, connection: Connection) -> Tunnel:
+        """A new stream to the server on the owner's login; SSHError when it does not listen."""
+        return self.way.open(connection)
 
 
 # Addresses read, by attempt: an attempt's server keeps its port and token for its life.
@@ -74,7 +80,12 @@ def lab_target(*, job: Job) -> LabTarget:
         with _lock:
             _addresses[key] = address
     return LabTarget(
-        endpoint=endpoint, node=node, port=address.port, token=address.token, attempt=key
+        endpoint=endpoint,
+        node=node,
+        port=address.port,
+        token=address.token,
+        attempt=key,
+        way=SessionWay.of(attempt, node=node, port=address.port),
     )
 
 

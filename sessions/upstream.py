@@ -135,7 +135,7 @@ class _TunnelHTTP(http.client.HTTPConnection):
     def connect(self) -> None:
         try:
             with pool.session(self.target.endpoint) as connection:
-                tunnel = connection.open_tunnel(self.target.node, self.target.port)
+                tunnel = self.target.open_stream(connection)
         except ClusterError as exc:
             forget(self.target.attempt)
             raise SessionUnavailable(

@@ -194,7 +194,7 @@ def open_socket(
     """A WebSocket to the session at `path`, over a new tunnel on its owner's login."""
     try:
         with pool.session(target.endpoint) as connection:
-            tunnel = connection.open_tunnel(target.node, target.port)
+            tunnel = target.open_stream(connection)
     except ClusterError as exc:
         forget(target.attempt)
         raise SessionUnavailable("JupyterLab does not answer.") from exc

@@ -16,7 +16,18 @@ ENV = "/usr/bin/env"
 # Times in UTC and in Slurm's ISO format, whatever the login node sets.
 _FIXED = ("LANG=C.UTF-8", "TZ=UTC", "SLURM_TIME_FORMAT=standard")
 _SLURM_COMMANDS = frozenset(
-    {"sacct", "sacctmgr", "sbatch", "scancel", "scontrol", "sinfo", "sprio", "squeue", "sshare"}
+    {
+        "sacct",
+        "sacctmgr",
+        "sbatch",
+        "scancel",
+        "scontrol",
+        "sinfo",
+        "sprio",
+        "squeue",
+        "srun",
+        "sshare",
+    }
 )
 _SAFE_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
 

@@ -30,6 +30,7 @@ from clusters.ssh import pool
 from jobs.enums import State
 from jobs.interactive import lab_base_url, session_address_read, session_node
 from jobs.models import Attempt
+from jobs.session_reach import SessionWay
 from portal_lib.queueing import queue_on_commit
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,8 @@ def kernels_read(attempt: Attempt) -> KernelActivity | None:
             address = session_address_read(connection, attempt=attempt, timeout=KERNELS_TIMEOUT)
             if address is None:
                 return None
-            tunnel = connection.open_tunnel(node, address.port, timeout=KERNELS_TIMEOUT)
+            way = SessionWay.of(attempt, node=node, port=address.port)
+            tunnel = way.open(connection, timeout=KERNELS_TIMEOUT)
         request = (
             f"GET {lab_base_url(attempt.job_id)}api/kernels HTTP/1.0\r\n"
             f"Host: 127.0.0.1:{address.port}\r\n"

@@ -1,6 +1,9 @@
 """What crosses the proxy: no hop-by-hop headers, no portal cookie or credential, the token added."""
 
+from clusters.models import SessionReach
+from clusters.slurm.tools import DEFAULT_TOOLS
 from clusters.ssh import Endpoint
+from jobs.session_reach import SessionWay
 from sessions.target import LabTarget
 from sessions.upstream import forwarded_cookies, request_headers, response_headers
 
@@ -11,6 +14,7 @@ TARGET = LabTarget(
     port=41234,
     token="ab" * 32,
     attempt="a",
+    way=SessionWay(SessionReach.SRUN_RELAY, "n1", 41234, "4711", DEFAULT_TOOLS),
 )
 
 

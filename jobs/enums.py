@@ -97,3 +97,15 @@ NEVER_RESTART = frozenset(
         FailureClass.CANCELLED,
     }
 )
+# Failures the portal answers by itself, never through a job's restart policy: a preflight
+# that finds a faulty node submits the job again without it (jobs.preflight), using up no
+# restart. Not a reason a user picks.
+NOT_A_RESTART_REASON = frozenset({FailureClass.PREFLIGHT})
+# The failure classes a policy may name, the default ones first in their own order (so that
+# a default policy clones unchanged): the form's choices.
+RESTART_REASONS = tuple(
+    sorted(
+        (c for c in FailureClass if c not in NEVER_RESTART | NOT_A_RESTART_REASON),
+        key=lambda c: DEFAULT_RESTART_ON.index(c) if c in DEFAULT_RESTART_ON else 99,
+    )
+)

@@ -14,7 +14,14 @@ from django.conf import settings
 
 from clusters.inventory import PartitionLimits
 from jobs.code.fetch import git_ref_problem, git_url_problem
-from jobs.enums import DEFAULT_RESTART_ON, NEVER_RESTART, FailureClass, Template
+from jobs.enums import (
+    DEFAULT_RESTART_ON,
+    NEVER_RESTART,
+    NOT_A_RESTART_REASON,
+    RESTART_REASONS,
+    FailureClass,
+    Template,
+)
 from jobs.models import MAX_RESTARTS_LIMIT, CodeSnapshot, CodeSource, Job
 from jobs.params import ParamValue, params_clean, params_for_spec, params_given
 from jobs.patterns import validate_patterns
@@ -87,7 +94,8 @@ def preflight_asked(*, project: Project, spec: JobSpec) -> bool:
 def spec_from_job(job: Job) -> JobSpec:
     """The spec a job was submitted with: what "clone" starts from."""
     values = {f.name: getattr(job, f.name) for f in fields(JobSpec)}
-    values["restart_on"] = tuple(job.restart_on or ())
+    # Jobs submitted while the form offered it may name one; it never restarted anything.
+    values["restart_on"] = tuple(c for c in job.restart_on or () if c not in NOT_A_RESTART_REASON)
     values["params"] = params_given(job.params or {}, job.param_sources or {})
     return JobSpec(**values)
 
@@ -178,7 +186,7 @@ def _restart_errors(spec: JobSpec) -> dict[str, list[str]]:
         errors["max_restarts"] = [f"Allow between 0 and {MAX_RESTARTS_LIMIT} restarts."]
     unknown = [c for c in spec.restart_on if c not in FailureClass.values]
     if unknown:
-        choices = ", ".join(c for c in FailureClass.values if c not in NEVER_RESTART)
+        choices = ", ".join(RESTART_REASONS)
         errors.setdefault("restart_on", []).append(
             f"Unknown failure class {', '.join(map(repr, unknown))}; choose from {choices}."
         )
@@ -194,6 +202,11 @@ def _restart_errors(spec: JobSpec) -> dict[str, list[str]]:
     if never:
         errors.setdefault("restart_on", []).append(
             f"{', '.join(never)} would fail again the same way and never restarts; remove it."
+        )
+    if FailureClass.PREFLIGHT in spec.restart_on:
+        errors.setdefault("restart_on", []).append(
+            f"{FailureClass.PREFLIGHT.label} is not a restart reason: the portal submits the "
+            "job again without the node by itself, using up no restart; remove it."
         )
     return errors
 

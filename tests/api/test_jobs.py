@@ -265,6 +265,10 @@ def test_submit_with_a_restart_policy(cluster, member, tokens: Tokens) -> None:
     )
     refused = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "restart_on": ["cuda_oom"]})
     assert refused.status_code == 400 and "restart_on" in refused.json()
+    # A preflight that finds a faulty node resubmits without it by itself: not a reason to pick.
+    refused = _post(bearer(tokens.member), "/api/v1/jobs/", {**SPEC, "restart_on": ["preflight"]})
+    assert refused.status_code == 400
+    assert "not a restart reason" in " ".join(refused.json()["restart_on"])
 
 
 def test_attempt_and_event_lists_take_fixed_queries(

@@ -223,3 +223,29 @@ def test_a_class_that_never_restarts_is_refused_with_a_message(
     assert response.status_code == 200
     assert "restart_on" in response.context["form"].errors
     assert not Job.objects.exists()
+
+
+def test_the_form_does_not_offer_a_preflight_failure_as_a_restart_reason(
+    client: Client, member: User, owner: User, project: Project, cluster: Cluster,
+    service_account: ClusterAccount, django_capture_on_commit_callbacks,
+) -> None:  # fmt: skip
+    # A preflight that finds a faulty node resubmits without it by itself (jobs.preflight).
+    client.force_login(member)
+    page = client.get(reverse("job-new")).content.decode()
+    assert 'name="restart_on" value="node_failure"' in page
+    assert 'value="preflight"' not in page and FailureClass.PREFLIGHT.label not in page
+    data = _submitted(page)
+    data.update(command=["python train.py"], max_restarts=["2"], restart_on=["preflight"])
+    refused = client.post(reverse("job-new"), data)
+    assert refused.status_code == 200 and "restart_on" in refused.context["form"].errors
+    # A job submitted while the form offered it clones without it (it never restarted a job).
+    original, _ = factories.job(
+        project, owner, cluster, state=State.COMPLETED, max_restarts=2,
+        restart_on=["node_failure", "preflight"], cpus_per_task=1,
+    )  # fmt: skip
+    data = _submitted(client.get(reverse("job-new"), {"clone": original.pk}).content.decode())
+    assert data["restart_on"] == ["node_failure"]
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("job-new"), data)
+    assert response.status_code == 302, response.context["form"].errors
+    assert Job.objects.exclude(pk=original.pk).get().restart_on == ["node_failure"]

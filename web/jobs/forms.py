@@ -13,7 +13,7 @@ from clusters.examples import EXAMPLE_COMMAND
 from clusters.models import Cluster, ClusterAccount
 from clusters.slurm import parse_time_limit
 from jobs.code.snapshots import code_inputs
-from jobs.enums import DEFAULT_RESTART_ON, NEVER_RESTART, FailureClass, Template
+from jobs.enums import DEFAULT_RESTART_ON, RESTART_REASONS, Template
 from jobs.models import MAX_RESTARTS_LIMIT
 from jobs.params import ParamValue, params_from_lines
 from jobs.specs import MAX_TIME_LIMIT, JobSpec
@@ -28,15 +28,9 @@ TIME_FORMATS = (
     "minutes (90), hours:minutes:seconds (1:30:00) or days-hours:minutes:seconds (2-00:00:00)"
 )
 TIME_LIMIT_HELP = f"As Slurm writes it: {TIME_FORMATS}."
-# The failure classes a restart may follow (the others would only fail again), the
-# default ones first in their own order, so that a default policy clones unchanged.
-RESTARTABLE = [
-    (c.value, c.label)
-    for c in sorted(
-        (c for c in FailureClass if c not in NEVER_RESTART),
-        key=lambda c: DEFAULT_RESTART_ON.index(c) if c in DEFAULT_RESTART_ON else 99,
-    )
-]
+# The failure classes a restart may follow (the others would only fail again, or are
+# handled without a restart).
+RESTARTABLE = [(c.value, c.label) for c in RESTART_REASONS]
 
 
 def usable_clusters(*, user: User) -> QuerySet[Cluster]:

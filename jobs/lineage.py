@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from clusters.models import Cluster, ClusterAccount
-from jobs.access import can_cancel
+from jobs.access import can_cancel, jobs_visible_to
 from jobs.errors import JobError, JobPermissionRefused
 from jobs.models import Job
 from portal_lib.viewers import Viewer
@@ -79,6 +79,17 @@ def fork_name(parent: Job) -> str:
 
 def at_step(step: int | None) -> str:
     return f" at step {step}" if step is not None else ""
+
+
+def forks_for_viewer(*, user: Viewer | None, job: Job) -> list[Job]:
+    """The job's forks the viewer may see (a fork may sit in another project), by step, in
+    one query."""
+    return list(
+        jobs_visible_to(user=user)
+        .filter(parent=job)
+        .only("pk", "name", "parent_step", "state")
+        .order_by("parent_step", "pk")
+    )
 
 
 def can_resume(*, user: Viewer | None, job: Job) -> bool:

@@ -7,6 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs.enums import State
+from jobs.lineage import forks_for_viewer
 from jobs.models import CodeSnapshot, Job
 from projects.models import Membership, Project, Quota
 from tests import factories
@@ -150,3 +151,40 @@ def test_a_fork_into_another_project_takes_the_code_only_from_that_projects_snap
     )
     assert client.post(_fork_url(parent), form).status_code == 302
     assert Job.objects.get(parent=parent).code == same
+
+
+def test_the_parents_page_lists_the_forks_its_viewer_may_see(
+    client: Client,
+    parent: Job,  # noqa: F811
+    member: User,
+    django_assert_num_queries,
+) -> None:
+    owner = parent.user
+    ours, _ = factories.job(
+        parent.project, member, parent.cluster, name="lr 3e-3", parent=parent, parent_step=40,
+        parent_checkpoint=STEP_20, state=State.RUNNING,
+    )  # fmt: skip
+    # The owner's fork into a project the member is not in: not the member's to see.
+    other = Project.objects.create(slug="nlp", name="NLP")
+    Membership.objects.create(user=owner, project=other, role=Membership.Role.MEMBER)
+    theirs, _ = factories.job(
+        other, owner, parent.cluster, name="secret fork", parent=parent, parent_step=20,
+        parent_checkpoint=STEP_20, state=State.COMPLETED,
+    )  # fmt: skip
+    html = _page(client, member, parent)
+    forks = html[html.index('id="job-forks"') :].split("</p>", 1)[0]
+    assert f"#{ours.pk} lr 3e-3</a> from step <strong>40</strong>" in forks
+    assert "Running" in forks
+    assert "secret fork" not in html and f"#{theirs.pk}" not in forks
+    forks = _page(client, owner, parent)
+    forks = forks[forks.index('id="job-forks"') :].split("</p>", 1)[0]
+    # By step: the fork from step 20 first.
+    assert forks.index(f"#{theirs.pk} secret fork") < forks.index(f"#{ours.pk} lr 3e-3")
+    assert "Completed" in forks
+    # A fork's own page names its parent and lists no forks of its own.
+    assert 'id="job-forks"' not in _page(client, owner, theirs)
+    # One query for the list, however many forks (the viewer's membership in the same query).
+    for step in (40, 60):
+        factories.job(parent.project, member, parent.cluster, parent=parent, parent_step=step)
+    with django_assert_num_queries(1):
+        assert len(forks_for_viewer(user=member, job=parent)) == 3

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from clusters.access import can_drain
 from jobs.access import job_for_viewer
-from jobs.lineage import can_resume
+from jobs.lineage import can_resume, forks_for_viewer
 from jobs.models import Attempt, Job, JobEvent
 from jobs.poll.backoff import account_delay
 from monitoring.goodput.selectors import idle_ladder, job_efficiency
@@ -68,11 +68,12 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
                 job=job, attempts=attempts, user=request.user, now=timezone.now()
             ),
             "latest_failed": latest_failed,
-            # Lineage (jobs.lineage): the fork's parent if the viewer may see it, and whether
-            # the checkpoint list offers Resume.
+            # Lineage (jobs.lineage): the fork's parent and the job's own forks, those the viewer
+            # may see, and whether the checkpoint list offers Resume.
             "parent": job_for_viewer(user=request.user, job_id=job.parent_id)
             if job.parent_id
             else None,
+            "forks": forks_for_viewer(user=request.user, job=job),
             "can_resume": job.is_finished and can_resume(user=request.user, job=job),
             "banner": banner,
             **failures,

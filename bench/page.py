@@ -5,10 +5,15 @@ The job page: time to a usable page and to the first drawn chart, with the parti
 bundle the page ships (static/vendor/plotly-basic) beside the same page given the full
 bundle (vendor/plotly.min.js).
 
-The compare page: COMPARE_RUNS runs x COMPARE_POINTS loss points, time to every run's
-curve drawn, as it ships (each curve downsampled by the server to the chart's width)
+The compare page: COMPARE_RUNS runs x COMPARE_POINTS loss points, time to usable, as it
+ships (each curve downsampled by the server to 1,000 x slices, a min and a max each)
 beside the same page given every point of every run (Playwright answers its curves
-request with them, read from the chunks like the server's read of a raw series).
+request with them, read from the chunks like the server's read of a raw series), and,
+with `--before=REV`, beside the page of revision REV of this repository (a second daphne
+started in a git worktree of REV on the same database, its loads interleaved with ours).
+"Usable" there: the form's controls are in the page (they come with the HTML, before any
+script; "controls" is the first contentful paint) and every run's curve is drawn (the
+chart's SVG holds COMPARE_RUNS traces).
 
 The same page both ways: Playwright answers the page's request for the partial bundle
 with the server's full one, so only the bundle differs. Each load is a fresh browser
@@ -18,14 +23,17 @@ header and actions were there before). "First chart": the loss chart's SVG exist
 
 Uses its own database `portal_bench_page` on the local PostgreSQL, Redis database 15,
 a real daphne and Debian's Chromium (/usr/bin/chromium). Needs no cluster.
-Run: `.venv/bin/python bench/page.py [--quick]`.
+Run: `.venv/bin/python bench/page.py [--quick] [--compare-only] [--before=REV]`.
 """
 
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +60,8 @@ LOG_LINES = 200 if QUICK else 5_000
 COMPARE_RUNS = 3 if QUICK else 20
 COMPARE_POINTS = 2_000 if QUICK else 100_000
 COMPARE_REPEATS = 1 if QUICK else 10
+COMPARE_ONLY = "--compare-only" in sys.argv[1:]
+BEFORE = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--before=")), "")
 # Every point of 20 x 100,000 does not draw in minutes: one try, given this long.
 EVERY_POINT_TIMEOUT_MS = 60_000
 PARTIAL = "/static/vendor/plotly-basic/plotly-basic.min.js"
@@ -161,10 +171,10 @@ def _every_point(job_ids: list[int]) -> bytes:
 
 def _load_compare(
     browser: Any, url: str, cookies: list[Any], every: Path | None
-) -> tuple[float, int]:
+) -> tuple[float, float, int]:
     """(ms from navigation to every run's curve drawn, inf past EVERY_POINT_TIMEOUT_MS;
-    bytes of curves) of one first visit; `every`: the curves request answered with this
-    file (every point), not by the server."""
+    ms to the first contentful paint; bytes of curves) of one first visit; `every`: the
+    curves request answered with this file (every point), not by the server."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     context = browser.new_context(viewport={"width": 1440, "height": 900})
@@ -184,14 +194,18 @@ def _load_compare(
                 f" >= {COMPARE_RUNS}"
             )
         except PlaywrightTimeout:
-            return float("inf"), every.stat().st_size if every else 0
+            return float("inf"), float("inf"), every.stat().st_size if every else 0
         drawn = float(page.evaluate("performance.now()"))
+        painted = page.evaluate(
+            """() => performance.getEntriesByName('first-contentful-paint')
+            .map((e) => e.startTime)[0] ?? Infinity"""
+        )
         size = page.evaluate(
             """() => performance.getEntriesByType('resource')
             .filter((e) => e.name.includes('/compare/curves'))
             .reduce((n, e) => n + e.decodedBodySize, 0)"""
         )
-        return drawn, int(size) or (every.stat().st_size if every else 0)
+        return drawn, float(painted), int(size) or (every.stat().st_size if every else 0)
     finally:
         context.close()
 
@@ -227,6 +241,104 @@ def _stats(values: list[float]) -> tuple[float, float]:
     ]
 
 
+@contextmanager
+def _worktree(revision: str) -> Iterator[Path]:
+    """A checkout of `revision` of this repository in a temporary folder, removed after."""
+    path = Path(tempfile.mkdtemp(prefix="bench-page-before-")) / "tree"
+    git = ["git", "-C", str(ROOT), "worktree"]
+    subprocess.run([*git, "add", "--detach", str(path), revision], check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run([*git, "remove", "--force", str(path)], check=True, capture_output=True)
+
+
+def _log_in(browser: Any, base: str, job_id: int) -> list[Any]:
+    login = browser.new_page()
+    login.goto(f"{base}/login/?next=/jobs/{job_id}/")
+    login.fill("#id_username", USER)
+    login.fill("#id_password", PASSWORD)
+    login.click("button[type=submit]")
+    login.wait_for_url(f"**/jobs/{job_id}/")
+    cookies: list[Any] = login.context.cookies()
+    login.context.close()
+    return cookies
+
+
+def _job_page(browser: Any, url: str, cookies: list[Any]) -> dict[str, dict[str, list[float]]]:
+    rows: dict[str, dict[str, list[float]]] = {}
+    for full in (False, True):  # one warm-up each: daphne and the finders' first reads
+        _load(browser, url, cookies, full=full)
+    for _ in range(REPEATS):  # interleaved, so that a busy moment costs both alike
+        for label, full in (("partial (ours)", False), ("full bundle", True)):
+            usable, chart, size = _load(browser, url, cookies, full=full)
+            row = rows.setdefault(label, {"usable": [], "chart": [], "bytes": []})
+            row["usable"].append(usable)
+            row["chart"].append(chart)
+            row["bytes"].append(size)
+    return rows
+
+
+def _compare_page(
+    browser: Any, urls: dict[str, str], cookies: list[Any], every: Path
+) -> dict[str, tuple[list[float], list[float], int]]:
+    """label: (ms to all curves drawn, ms to first paint, curves' bytes) of each visit;
+    `urls`: the page's URL as it ships and, beside it, the one of `--before`'s server."""
+    out: dict[str, tuple[list[float], list[float], int]] = {}
+    for url in urls.values():
+        _load_compare(browser, url, cookies, None)  # warm-up
+    for _ in range(COMPARE_REPEATS):  # interleaved, as on the job page
+        for label, url in urls.items():
+            drawn, painted, size = _load_compare(browser, url, cookies, None)
+            times, paints, _ = out.setdefault(label, ([], [], 0))
+            times.append(drawn)
+            paints.append(painted)
+            out[label] = (times, paints, size)
+    drawn, painted, size = _load_compare(browser, urls["downsampled (ours)"], cookies, every)
+    out["every point"] = ([drawn], [painted], size)
+    return out
+
+
+def _print_job_page(rows: dict[str, dict[str, list[float]]]) -> None:
+    print(
+        f"job page, {len(SERIES)} series x {STEPS:,} steps, {LOG_LINES:,} log lines; "
+        f"{REPEATS} first visits each, 1440x900 headless Chromium"
+    )
+    header = ("bundle", "Plotly bytes", "usable median", "usable p95", "chart median", "chart p95")
+    print(" | ".join(f"{h:>14}" for h in header))
+    print("-" * 97)
+    for label, row in rows.items():
+        usable_med, usable_p95 = _stats(row["usable"])
+        chart_med, chart_p95 = _stats(row["chart"])
+        cells = (
+            label, f"{int(row['bytes'][0]):,}", f"{usable_med:.0f} ms", f"{usable_p95:.0f} ms",
+            f"{chart_med:.0f} ms", f"{chart_p95:.0f} ms",
+        )  # fmt: skip
+        print(" | ".join(f"{cell:>14}" for cell in cells), flush=True)
+
+
+def _print_compare(found: dict[str, tuple[list[float], list[float], int]]) -> None:
+    print(
+        f"\ncompare page, {COMPARE_RUNS} runs x {COMPARE_POINTS:,} loss points; "
+        f"{COMPARE_REPEATS} first visits downsampled, 1 with every point; 1440x900 headless"
+        " Chromium; usable: controls in the page and every curve drawn"
+    )
+    titles = ("curves", "JSON bytes", "controls median", "usable median", "usable p95")
+    print(" | ".join(f"{h:>20}" for h in titles))
+    print("-" * 114)
+    late = f"> {EVERY_POINT_TIMEOUT_MS // 1000} s"  # not drawn in that time
+    for label, (times, paints, size) in found.items():
+        median, p95 = _stats(times)
+        shown = (
+            label,
+            f"{size:,}",
+            f"{_stats(paints)[0]:.0f} ms" if paints[0] != float("inf") else late,
+            f"{median:.0f} ms" if median != float("inf") else late,
+            f"{p95:.0f} ms" if p95 != float("inf") else late,
+        )
+        print(" | ".join(f"{cell:>20}" for cell in shown), flush=True)
+
+
 def main() -> None:
     ensure_database()
     if not CHROMIUM.exists():
@@ -243,9 +355,9 @@ def main() -> None:
 
     seeded = Job.objects.select_related("user", "cluster").get(pk=job_id)
     compare_ids = _seed_compare(seeded.user, seeded.cluster)
-    compare_slug = f"bench-compare-page-{COMPARE_POINTS}"
-    compare_times: dict[str, list[float]] = {"downsampled (ours)": [], "every point": []}
-    compare_bytes: dict[str, int] = {}
+    compare_path = f"/projects/bench-compare-page-{COMPARE_POINTS}/compare/?runs=" + ",".join(
+        map(str, compare_ids)
+    )
     env = server_env(
         database_url=os.environ["DATABASE_URL"],
         redis_url=os.environ["REDIS_URL"],
@@ -253,79 +365,32 @@ def main() -> None:
     )
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's loop in this thread
     rows: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory() as workdir, running(Daphne(env, Path(workdir))) as servers:
-        server = servers[0]
+    with tempfile.TemporaryDirectory() as workdir, ExitStack() as stack:
+        servers = [Daphne(env, Path(workdir))]
+        if BEFORE:
+            before = Daphne(env, Path(workdir), name="daphne-before")
+            before.cwd = stack.enter_context(_worktree(BEFORE))  # its own code and static
+            servers.append(before)
+        stack.enter_context(running(*servers))
         every = Path(workdir) / "every-point.json"
         every.write_bytes(_every_point(compare_ids))
-        assert isinstance(server, Daphne)
-        url = f"{server.url}/jobs/{job_id}/"
+        urls = {"downsampled (ours)": servers[0].url + compare_path}
+        if BEFORE:
+            urls[f"before ({BEFORE})"] = servers[1].url + compare_path
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
             )
-            login = browser.new_page()
-            login.goto(f"{server.url}/login/?next=/jobs/{job_id}/")
-            login.fill("#id_username", USER)
-            login.fill("#id_password", PASSWORD)
-            login.click("button[type=submit]")
-            login.wait_for_url(f"**/jobs/{job_id}/")
-            cookies = login.context.cookies()
-            login.context.close()
-            for full in (False, True):  # one warm-up each: daphne and the finders' first reads
-                _load(browser, url, cookies, full=full)
-            for _ in range(REPEATS):  # interleaved, so that a busy moment costs both alike
-                for label, full in (("partial (ours)", False), ("full bundle", True)):
-                    usable, chart, size = _load(browser, url, cookies, full=full)
-                    row = rows.setdefault(label, {"usable": [], "chart": [], "bytes": []})
-                    row["usable"].append(usable)
-                    row["chart"].append(chart)
-                    row["bytes"].append(size)
-            compare_url = f"{server.url}/projects/{compare_slug}/compare/?runs=" + ",".join(
-                map(str, compare_ids)
-            )
-            _load_compare(browser, compare_url, cookies, None)  # warm-up
-            for label, body, repeats in (
-                ("downsampled (ours)", None, COMPARE_REPEATS),
-                ("every point", every, 1),
-            ):
-                for _ in range(repeats):
-                    drawn, size = _load_compare(browser, compare_url, cookies, body)
-                    compare_times[label].append(drawn)
-                    compare_bytes[label] = size
+            # One login for both servers: the session lives in the database, the cookie
+            # belongs to the host (127.0.0.1), whatever the port.
+            cookies = _log_in(browser, servers[0].url, job_id)
+            if not COMPARE_ONLY:
+                rows = _job_page(browser, f"{servers[0].url}/jobs/{job_id}/", cookies)
+            found = _compare_page(browser, urls, cookies, every)
             browser.close()
-    print(
-        f"job page, {len(SERIES)} series x {STEPS:,} steps, {LOG_LINES:,} log lines; "
-        f"{REPEATS} first visits each, 1440x900 headless Chromium"
-    )
-    header = ("bundle", "Plotly bytes", "usable median", "usable p95", "chart median", "chart p95")
-    print(" | ".join(f"{h:>14}" for h in header))
-    print("-" * 97)
-    for label, row in rows.items():
-        usable_med, usable_p95 = _stats(row["usable"])
-        chart_med, chart_p95 = _stats(row["chart"])
-        cells = (
-            label, f"{int(row['bytes'][0]):,}", f"{usable_med:.0f} ms", f"{usable_p95:.0f} ms",
-            f"{chart_med:.0f} ms", f"{chart_p95:.0f} ms",
-        )  # fmt: skip
-        print(" | ".join(f"{cell:>14}" for cell in cells), flush=True)
-    print(
-        f"\ncompare page, {COMPARE_RUNS} runs x {COMPARE_POINTS:,} loss points; "
-        f"{COMPARE_REPEATS} first visits downsampled, 1 with every point; 1440x900 headless"
-        " Chromium"
-    )
-    titles = ("curves", "JSON bytes", "drawn median", "drawn p95")
-    print(" | ".join(f"{h:>18}" for h in titles))
-    print("-" * 84)
-    for label, times in compare_times.items():
-        median, p95 = _stats(times)
-        late = f"> {EVERY_POINT_TIMEOUT_MS // 1000} s"  # not drawn in that time
-        shown = (
-            label,
-            f"{compare_bytes[label]:,}",
-            f"{median:.0f} ms" if median != float("inf") else late,
-            f"{p95:.0f} ms" if p95 != float("inf") else late,
-        )
-        print(" | ".join(f"{cell:>18}" for cell in shown), flush=True)
+    if rows:
+        _print_job_page(rows)
+    _print_compare(found)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """Compare: curves downsampled to the chart's width with every spike kept, groups, the diff."""
 
+import html
 import json
+import re
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
@@ -96,3 +99,30 @@ def test_runs_of_another_project_are_not_read(
         reverse("project-compare-curves", args=["vision"]), {"runs": f"{other_job.pk},{pair[0].pk}"}
     )
     assert [r["id"] for r in json.loads(response.content)["runs"]] == [pair[0].pk]
+
+
+def test_the_page_asks_for_its_curves_in_its_head(
+    client: Client, member: User, pair: list[Job]
+) -> None:
+    """The head's preload names what the form holds (a group that is none of its options
+    is "(each run)"), at the server's slices; that URL answers the curves, spike kept."""
+    client.force_login(member)
+    ids = f"{pair[0].pk},{pair[1].pk}"
+    for group, asked in (("lr", "lr"), ("no-such-setting", "")):
+        page = client.get(
+            reverse("project-compare", args=["vision"]), {"runs": ids, "group": group}
+        )
+        head = page.content.decode().split("</head>")[0]
+        found = re.search(
+            r'<link rel="preload" as="fetch" crossorigin id="compare-curves" href="([^"]+)"', head
+        )
+        assert found, head
+        url = urlsplit(html.unescape(found[1]))
+        assert url.path == reverse("project-compare-curves", args=["vision"])
+        query = parse_qs(url.query, keep_blank_values=True)
+        assert query == {
+            "runs": [ids], "metric": ["loss"], "group": [asked], "axis": ["step"], "width": ["1000"],
+        }  # fmt: skip
+    body = json.loads(client.get(url.path + "?" + url.query).content)
+    assert [r["name"] for r in body["runs"]] == ["spiky", "calm"]
+    assert 50.0 in body["runs"][0]["y"] and len(body["runs"][0]["x"]) <= chart_points(1000)

@@ -11,14 +11,18 @@ outside its run directory).
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Q
+from django.template.defaultfilters import filesizeformat
 
 from jobs.models import Job
 from monitoring.checkpoints.index import IndexRow
-from monitoring.models import BestMode, CheckpointRule
+from monitoring.models import BestMode, CheckpointDeletion, CheckpointRule
+
+MAX_NAMED = 20  # checkpoints named in one timeline entry; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -95,3 +99,39 @@ def rule_for(job: Job) -> CheckpointRule | None:
     )
     ranked = sorted(rules, key=lambda r: (r.job_id is None, r.template == ""))
     return ranked[0] if ranked else None
+
+
+def _named(items: Sequence[tuple[int | None, str]]) -> str:
+    """`steps 10, 20, 30` (or the names of checkpoints without a step), at most MAX_NAMED."""
+    shown = [str(step) if step is not None else name for step, name in items[:MAX_NAMED]]
+    more = f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else ""
+    if all(step is not None for step, _ in items):
+        return f"step{'s' if len(items) > 1 else ''} {', '.join(shown)}{more}"
+    return ", ".join(shown) + more
+
+
+def _count(n: int) -> str:
+    return f"{n} checkpoint{'' if n == 1 else 's'}"
+
+
+def rules_pass_note(
+    *, done: list[CheckpointDeletion], kept: list[Verdict], rule: CheckpointRule, why: str = ""
+) -> str:
+    """One attempt's timeline entry for one pass of the rules: what went, what stayed."""
+    removed = sorted((d for d in done if d.removed), key=lambda d: (d.step is None, d.step))
+    failed = [d for d in done if not d.removed]
+    head = f"Checkpoint rules ({why})" if why else "Checkpoint rules"
+    if removed:
+        freed = filesizeformat(sum(d.size for d in removed)).replace("\xa0", " ")
+        items = [(d.step, d.name) for d in removed]
+        text = f"{head} removed {_count(len(removed))} ({_named(items)}; {freed})"
+    else:
+        text = f"{head} removed no checkpoints"
+    if kept:
+        stay = sorted(kept, key=lambda v: (v.row.step is None, v.row.step))
+        text += f", kept {len(kept)} ({_named([(v.row.step, v.row.name) for v in stay])})"
+    text += f": {describe(rule)}."
+    if failed:
+        errors = "; ".join(f"{d.name}: {d.error or 'not removed'}" for d in failed[:MAX_NAMED])
+        text += f" Not removed: {_count(len(failed))} ({errors})."
+    return text

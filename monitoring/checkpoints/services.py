@@ -22,8 +22,9 @@ from clusters.ssh import pool
 from jobs.access import can_cancel
 from jobs.errors import JobError, JobPermissionRefused
 from jobs.models import Attempt, Job
+from jobs.states import attempt_note
 from monitoring.checkpoints.index import IndexRow, checkpoint_index
-from monitoring.checkpoints.retention import describe, plan, rule_for
+from monitoring.checkpoints.retention import describe, plan, rule_for, rules_pass_note
 from monitoring.models import BestMode, Checkpoint, CheckpointDeletion, CheckpointRule
 from projects.access import owns
 from projects.models import Project
@@ -105,11 +106,21 @@ def retention_apply(
     if rule is None:
         return []
     rows = checkpoint_index(job_id=job.pk, metrics=[rule.best_metric])
-    doomed = [v.row.id for v in plan(rows, rule, now=timezone.now()) if v.delete]
+    verdicts = plan(rows, rule, now=timezone.now())
+    doomed = [v.row.id for v in verdicts if v.delete]
     if not doomed:
         return []
     reason = f"{why or 'retention rule'}: {describe(rule)}"
-    return checkpoints_delete(job=job, ids=doomed, reason=reason, user=user)
+    done = checkpoints_delete(job=job, ids=doomed, reason=reason, user=user)
+    # One timeline entry per attempt for the pass, not one per checkpoint.
+    by_attempt: dict[int, list[CheckpointDeletion]] = defaultdict(list)
+    for record in done:
+        by_attempt[record.attempt_id].append(record)
+    for attempt in Attempt.objects.filter(pk__in=list(by_attempt)).order_by("number"):
+        kept = [v for v in verdicts if not v.delete and v.row.attempt_id == attempt.pk]
+        note = rules_pass_note(done=by_attempt[attempt.pk], kept=kept, rule=rule, why=why)
+        attempt_note(attempt=attempt, reason=note)
+    return done
 
 
 def _require_rule_setter(*, user: User, project: Project, job: Job | None) -> None:

@@ -13,11 +13,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from clusters.agent import AgentRequest, ListingEntry, run_agent
 from jobs.enums import State
-from jobs.models import Attempt
+from jobs.models import Attempt, JobEvent
 from monitoring.checkpoints import services
 from monitoring.checkpoints.index import PROTECTED_LINK, PROTECTED_RESUME, checkpoint_index
 from monitoring.checkpoints.registry import (
@@ -171,6 +172,50 @@ def test_keep_best_2_and_last_1_deletes_exactly_the_others(
         link = Checkpoint.objects.get(attempt=attempt, name="step-999.pt")
         checkpoints_delete(job=job, ids=[link.pk], reason="by hand", user=member)
     assert (root / "checkpoints" / "step-999.pt").is_symlink()
+
+
+def test_a_rules_pass_is_one_timeline_entry_per_attempt(
+    run, tmp_path: Path, member, monkeypatch
+) -> None:
+    first, root, _ = run
+    _poll(first, tmp_path)
+    Checkpoint.objects.filter(attempt=first).exclude(name__startswith="step-").delete()
+    job = first.job
+    # A restart's attempt with its own run directory and two checkpoints.
+    second = Attempt.objects.create(job=job, number=2, run_dir=str(tmp_path / "run2"))
+    for step in (60, 70):
+        _write(tmp_path / "run2" / "checkpoints" / f"step-{step}.pt", 2000)
+        Checkpoint.objects.create(
+            attempt=second, name=f"step-{step}.pt", step=step, size=2000,
+            modified_at=timezone.now() - timedelta(minutes=5),
+        )  # fmt: skip
+    account = factories.account(job.cluster, member)
+    Attempt.objects.filter(job=job).update(account=account)
+    monkeypatch.setattr(services, "pool", _LocalPool(tmp_path))
+    monkeypatch.setattr(services, "account_endpoint", lambda account: None)
+    rule = checkpoint_rule_save(user=member, project=job.project, job=job, keep_last=1)
+    assert rule is not None
+    freed = sum(_du(root / "checkpoints" / f"step-{s}.pt") for s in LOSS)
+    before = JobEvent.objects.filter(job=job).count()
+
+    done = retention_apply(job=job)
+
+    assert sorted(d.step or 0 for d in done) == [10, 20, 30, 40, 50, 60]
+    notes = JobEvent.objects.filter(job=job).order_by("id")[before:]
+    assert [n.attempt_id for n in notes] == [first.pk, second.pk]  # not one per checkpoint
+    size = filesizeformat(freed).replace("\xa0", " ")
+    assert notes[0].reason == (
+        f"Checkpoint rules removed 5 checkpoints (steps 10, 20, 30, 40, 50; {size}), "
+        "kept 1 (step 999): keep the last 1."
+    )
+    assert notes[1].reason == (
+        "Checkpoint rules removed 1 checkpoint (step 60; 2.0 KB), kept 1 (step 70): "
+        "keep the last 1."
+    )
+    assert notes[0].from_state == notes[0].to_state == State.RUNNING  # a note, no change
+    # A pass that deletes nothing says nothing.
+    assert retention_apply(job=job) == []
+    assert JobEvent.objects.filter(job=job).count() == before + 2
 
 
 class _LocalPool:

@@ -103,7 +103,7 @@ def _with_root(session: Job, use: Callable[[SessionRoot, Connection], T]) -> T:
             path = _read_root(connection, attempt)
             problem = root_problem(path=path, run_dir=attempt.run_dir, session_id=session.pk)
             if problem:
-                raise JobError(problem, errors={"code_archive": [problem]})
+                raise JobError(problem)  # no field: the form shows it on top
             return use(SessionRoot(path=path, attempt=attempt), connection)
     except ClusterError as exc:
         raise JobError(

@@ -52,15 +52,16 @@ def directory_snapshot(
             f"{path} packs to more than the code cap of {cap // (1024 * 1024)} MiB: move data "
             "and checkpoints out of it (or upload the code instead)."
         )
-        raise JobError(message, errors={"code_archive": [message]}) from exc
+        raise JobError(message) from exc
     except ClusterError as exc:
         logger.warning("packing %s on the cluster failed: %s", path, exc)
         message = f"The cluster could not be reached to pack {path}; try again in a moment."
         raise JobError(message) from exc
     if result.exit_status not in _TAR_PACKED or not result.stdout:
-        said = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        # tar names the cause first ("Cannot open: No such file"); its last line is a summary.
+        said = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1] or [""]
         message = f"{path} could not be packed on the cluster: {said[0][:300]}".rstrip(": ")
-        raise JobError(message, errors={"code_archive": [message]})
+        raise JobError(message)
     code_upload_admit(user=user, project=project, size=len(result.stdout))
     snapshot, _ = snapshot_store(user=user, project=project, chunks=[result.stdout])
     return snapshot

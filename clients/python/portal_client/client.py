@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from portal_client.packing import DEFAULT_MAX_BYTES, pack
+from portal_client.rules import rule_body
 
 if TYPE_CHECKING:
     from portal_client.job import Job
@@ -115,6 +116,40 @@ class Portal:
     def clusters(self) -> list[dict[str, Any]]:
         """Clusters taking jobs, their partitions and free GPUs."""
         result: list[dict[str, Any]] = self.get("clusters/")
+        return result
+
+    # --- a project's checkpoint rules (docs/checkpoints.md) ----------------------------
+
+    def checkpoint_rule(self, project: str, *, template: str = "") -> dict[str, Any]:
+        """The project's rule (`template`: for its jobs of that template), its checkpoint
+        storage (`storage_bytes`, `quota_bytes`, `quota_state`) and the bytes of each job."""
+        path = f"projects/{quote(project, safe='')}/checkpoint-rule/"
+        result: dict[str, Any] = self.get(path, template=template or None)
+        return result
+
+    def set_checkpoint_rule(
+        self,
+        project: str,
+        *,
+        template: str = "",
+        keep_last: int | None = None,
+        keep_best: int | None = None,
+        best_metric: str = "",
+        best_mode: str = "min",
+        older_than_days: float | None = None,
+        quota_gib: float | None = None,
+    ) -> dict[str, Any]:
+        """Set the project's rule (project owners), with `template` for its jobs of that
+        template; `quota_gib` on the project-wide one only. All empty clears it. Answers as
+        `checkpoint_rule`."""
+        body = rule_body(
+            keep_last=keep_last, keep_best=keep_best, best_metric=best_metric,
+            best_mode=best_mode, older_than_days=older_than_days,
+        )  # fmt: skip
+        body.update(template=template, quota_gib=quota_gib)
+        result: dict[str, Any] = self.post(
+            f"projects/{quote(project, safe='')}/checkpoint-rule/", body
+        )
         return result
 
     # --- jobs ------------------------------------------------------------------------

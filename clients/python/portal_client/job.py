@@ -8,6 +8,7 @@ from urllib.parse import quote
 import httpx
 
 from portal_client.progress import Progress
+from portal_client.rules import rule_body
 from portal_client.sse import parse_events
 
 if TYPE_CHECKING:
@@ -88,6 +89,69 @@ class Job:
         (e.g. command="python train.py --lr 3e-4", nodes=2, project="other")."""
         choice = _checkpoint_choice(step, attempt, checkpoint)
         return Job(self.portal, self.portal.post(f"jobs/{self.id}/fork/", {**changes, **choice}))
+
+    # --- checkpoints and their retention rule (docs/checkpoints.md) ----------------------
+
+    def checkpoints(self) -> dict[str, Any]:
+        """The checkpoint index: `checkpoints` (step, size, metrics, `protected`, `rule_deletes`),
+        the `rule` in effect and its `rule_scope`, `storage_bytes` and the `deletions` made."""
+        result: dict[str, Any] = self.portal.get(f"jobs/{self.id}/checkpoints/")
+        return result
+
+    def checkpoint_preview(
+        self,
+        *,
+        keep_last: int | None = None,
+        keep_best: int | None = None,
+        best_metric: str = "",
+        best_mode: str = "min",
+        older_than_days: float | None = None,
+    ) -> dict[str, Any]:
+        """What a rule with these values (none: the rule in effect) would delete: `delete`
+        (ids), `delete_bytes`, `rule` (in words); nothing is deleted."""
+        rule = rule_body(
+            keep_last=keep_last, keep_best=keep_best, best_metric=best_metric,
+            best_mode=best_mode, older_than_days=older_than_days,
+        )  # fmt: skip
+        # Any value given asks for a preview of that rule, the mode alone too: sent with others.
+        given = {k: v for k, v in rule.items() if v not in (None, "") and k != "best_mode"}
+        params = {**given, "best_mode": best_mode} if given else {}
+        result: dict[str, Any] = self.portal.get(f"jobs/{self.id}/checkpoints/preview/", **params)
+        return result
+
+    def delete_checkpoints(self, ids: list[int]) -> list[dict[str, Any]]:
+        """Delete these checkpoints (ids from `checkpoints()`) on the cluster: the job's
+        submitter or a project owner. One record each, removed or why not."""
+        answer = self.portal.post(f"jobs/{self.id}/checkpoints/delete/", {"ids": list(ids)})
+        return list(answer["deletions"])
+
+    def apply_checkpoint_rule(self) -> list[dict[str, Any]]:
+        """Apply the rule in effect now; what it deleted."""
+        return list(self.portal.post(f"jobs/{self.id}/checkpoints/apply/")["deletions"])
+
+    def checkpoint_rule(self) -> dict[str, Any] | None:
+        """The job's own rule (None: none; the rule in effect is in `checkpoints()`)."""
+        rule: dict[str, Any] | None = self.portal.get(f"jobs/{self.id}/checkpoints/rule/")["rule"]
+        return rule
+
+    def set_checkpoint_rule(
+        self,
+        *,
+        keep_last: int | None = None,
+        keep_best: int | None = None,
+        best_metric: str = "",
+        best_mode: str = "min",
+        older_than_days: float | None = None,
+    ) -> dict[str, Any] | None:
+        """Set the job's own rule (its submitter or a project owner); all empty clears it."""
+        body = rule_body(
+            keep_last=keep_last, keep_best=keep_best, best_metric=best_metric,
+            best_mode=best_mode, older_than_days=older_than_days,
+        )  # fmt: skip
+        rule: dict[str, Any] | None = self.portal.post(f"jobs/{self.id}/checkpoints/rule/", body)[
+            "rule"
+        ]
+        return rule
 
     @property
     def parent(self) -> int | None:

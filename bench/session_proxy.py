@@ -1,16 +1,20 @@
 """What the portal's proxy adds to a JupyterLab session: one kernel execution's round trip.
 
 A JupyterLab session (the `jupyter` template) runs on the sandbox. The same kernel is
-driven two ways, alternating, over its WebSocket: through the portal (daphne and
-Channels, the proxy's SSH tunnel on the owner's login) and through a direct SSH tunnel
-(`ssh -L`, OpenSSH, as the owner would open one by hand, with the server's token). Each
-round trip is an `execute_request` of `1+1` until its `execute_reply`; then one HTTP
-GET of the server's `api/status` the same two ways.
+driven three ways, alternating, over its WebSocket: through the portal (daphne and
+Channels) reaching the node by the srun relay (Cluster.session_reach "srun": a step of
+the session's job per stream, jobs.session_reach), through the portal by its SSH tunnel
+("tunnel"), and through a direct SSH tunnel (`ssh -L`, OpenSSH, as the owner would open
+one by hand, with the server's token). Each round trip is an `execute_request` of `1+1`
+until its `execute_reply`; then one HTTP GET of the server's `api/status` the same three
+ways (the portal's on its kept connections), and last what a new stream costs: opened on
+the owner's login, one HTTP/1.0 GET of `api/status`, closed, by relay and by tunnel.
 
 Needs root and the sandbox cluster (its job python with JupyterLab); uses `portal_bench`
 and Redis database 15. Run: `.venv/bin/python bench/session_proxy.py [--quick]`.
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -138,6 +142,9 @@ def _accepts(port: int) -> bool:
 Times = dict[str, list[float]]
 
 
+WAYS = ("srun", "tunnel", "direct")  # the portal by each Cluster.session_reach, then ssh -L
+
+
 def _measure(
     *,
     portal: str,
@@ -146,40 +153,68 @@ def _measure(
     portal_headers: dict[str, str],
     cookie: dict[str, str],
     token: dict[str, str],
+    reach: Callable[[str], object],
 ) -> tuple[Times, Times]:
-    """Kernel round trips on one kernel, then GETs of api/status: portal and direct, alternating."""
+    """Kernel round trips on one kernel, then GETs of api/status, the three ways alternating;
+    `reach` sets the cluster's session_reach (untimed) before each portal one."""
     from websockets.sync.client import connect
 
     channels = f"api/kernels/{kernel}/channels"
-    times: Times = {"portal": [], "direct": []}
-    http: Times = {"portal": [], "direct": []}
+    times: Times = {way: [] for way in WAYS}
+    http: Times = {way: [] for way in WAYS}
     session = uuid.uuid4().hex
-    with (
-        connect(
-            portal.replace("http", "ws", 1) + channels,
-            additional_headers=portal_headers,
-            open_timeout=30,
-        ) as ws_portal,
-        connect(
-            direct.replace("http", "ws", 1) + channels, additional_headers=token, open_timeout=30
-        ) as ws_direct,
-    ):
-        for ws in (ws_portal, ws_direct):
+    sockets = {}
+    with contextlib.ExitStack() as stack:
+        for way in WAYS:
+            if way == "direct":
+                url, headers = direct.replace("http", "ws", 1) + channels, token
+            else:
+                reach(way)  # a socket keeps the stream it opened on
+                url, headers = portal.replace("http", "ws", 1) + channels, portal_headers
+            ws = stack.enter_context(connect(url, additional_headers=headers, open_timeout=60))
             _execute(ws, session)  # warm
+            sockets[way] = ws
         for _ in range(REPEATS):
-            times["portal"].append(_execute(ws_portal, session))
-            times["direct"].append(_execute(ws_direct, session))
-    for _ in range(REPEATS):
-        for name, url, headers in (
-            ("portal", f"{portal}api/status", cookie),
-            ("direct", f"{direct}api/status", token),
-        ):
+            for way in WAYS:
+                times[way].append(_execute(sockets[way], session))
+    for _ in range(REPEATS + 1):
+        for way in WAYS:
+            if way != "direct":
+                reach(way)
+            url, headers = (direct, token) if way == "direct" else (portal, cookie)
             begun = time.perf_counter()
-            status, _ = _get(url, headers)
+            status, _ = _get(f"{url}api/status", headers)
             if status != 200:
-                raise SystemExit(f"{name} api/status answered {status}")
-            http[name].append(time.perf_counter() - begun)
-    return times, http
+                raise SystemExit(f"{way} api/status answered {status}")
+            http[way].append(time.perf_counter() - begun)
+    return times, {way: values[1:] for way, values in http.items()}  # the first: warm-up
+
+
+def _new_streams(connection: Any, *, attempt: Any, port: int, token: str, tools: Any) -> Times:
+    """Open a stream to the server on the owner's login, GET api/status, close: each way."""
+    from jobs.interactive import lab_base_url
+    from jobs.session_reach import SessionWay
+
+    request = (
+        f"GET {lab_base_url(attempt.job_id)}api/status HTTP/1.0\r\n"
+        f"Host: 127.0.0.1:{port}\r\nAuthorization: token {token}\r\n\r\n"
+    ).encode()
+    opened: Times = {"srun": [], "tunnel": []}
+    for _ in range(max(REPEATS // 4, 5)):
+        for way in opened:
+            begun = time.perf_counter()
+            reach = SessionWay(way, attempt.node_list, port, attempt.slurm_job_id, tools)
+            stream = reach.open(connection, timeout=30)
+            stream.settimeout(30)
+            stream.sendall(request)
+            answer = b""
+            while chunk := stream.recv(65536):
+                answer += chunk
+            stream.close()
+            if b" 200 " not in answer.split(b"\r\n", 1)[0]:
+                raise SystemExit(f"a new {way} stream answered {answer[:80]!r}")
+            opened[way].append(time.perf_counter() - begun)
+    return opened
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -197,7 +232,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from clusters import sandbox
-    from clusters.models import ClusterAccount
+    from clusters.models import Cluster, ClusterAccount
     from clusters.selectors import account_endpoint
     from clusters.ssh import Connection
     from jobs.enums import Template
@@ -277,7 +312,18 @@ def main() -> None:
                     portal_headers={**cookie, **origin},
                     cookie=cookie,
                     token=token,
+                    reach=lambda way: Cluster.objects.filter(pk=cluster.pk).update(
+                        session_reach=way
+                    ),
                 )
+                with Connection(account_endpoint(account=account)) as alice:
+                    opened = _new_streams(
+                        alice,
+                        attempt=attempt,
+                        port=written["port"],
+                        token=written["token"],
+                        tools=cluster.slurm_tools,
+                    )
             finally:
                 if tunnel is not None:
                     tunnel.terminate()
@@ -288,14 +334,24 @@ def main() -> None:
         session.delete()
 
     print(f"{REPEATS} round trips each, alternating, on one kernel (ms)")
-    print(f"{'':<50} | {'p50':>7} | {'p95':>7}")
-    for title, data in (("kernel execute (WebSocket)", times), ("GET api/status (HTTP)", http)):
-        for name in ("portal", "direct"):
-            p50, p95 = _quantiles(data[name])
-            label = f"{title}, {'through the portal' if name == 'portal' else 'ssh -L tunnel'}"
-            print(f"{label:<50} | {p50:7.2f} | {p95:7.2f}")
-    added = statistics.median(times["portal"]) - statistics.median(times["direct"])
-    print(f"the proxy adds {added * 1000:.2f} ms (p50) to a kernel round trip; logs: {workdir}")
+    print(f"{'':<66} | {'p50':>7} | {'p95':>7}")
+    labels = {
+        "srun": "the portal, srun relay",
+        "tunnel": "the portal, SSH tunnel",
+        "direct": "ssh -L tunnel",
+    }
+    for title, data in (
+        ("kernel execute (WebSocket)", times),
+        ("GET api/status (HTTP)", http),
+        ("new stream + GET + close", opened),
+    ):
+        for way, values in data.items():
+            p50, p95 = _quantiles(values)
+            print(f"{f'{title}, {labels[way]}':<66} | {p50:7.2f} | {p95:7.2f}")
+    for way in ("srun", "tunnel"):
+        added = statistics.median(times[way]) - statistics.median(times["direct"])
+        print(f"{labels[way]} adds {added * 1000:.2f} ms (p50) to a kernel round trip")
+    print(f"logs: {workdir}")
 
 
 if __name__ == "__main__":

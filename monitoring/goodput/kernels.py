@@ -4,8 +4,9 @@ asked over the owner's login the way the portal's proxy reaches it (jobs.interac
 The answer can only keep a session from being warned or reclaimed (monitoring.goodput.idle);
 it never makes its GPUs count as busy in a card or a charge. So a session that fakes
 busy kernels keeps its own project paying, and one that cannot be asked is judged by
-its GPUs alone, as any job is. The call is bounded: one SSH command and one tunnel,
-each with a deadline, and an answer read up to KERNELS_MAX_BYTES.
+its GPUs alone, as any job is. The call is bounded: one SSH command and one stream to
+the server (a tunnel or an srun relay: jobs.session_reach), each with a deadline, and an
+answer read up to KERNELS_MAX_BYTES.
 
 The poll never asks: the server is the tenant's, and one that answers slowly would hold
 every cluster's poll. The poll reads a cached verdict (kernels_verdict); without one it

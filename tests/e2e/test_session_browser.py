@@ -13,12 +13,10 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 
-from jobs.enums import Template
 from jobs.interactive import SESSION_FILE
 from jobs.models import Job
-from jobs.services import job_submit
 from projects.models import Membership
-from tests.factories import spec
+from tests.e2e.session_lab import session_submit
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, wait_for
 
 # The first `up` after the job python changed installs JupyterLab into it (minutes).
@@ -64,18 +62,12 @@ def _open_button(page) -> bool:
 def test_a_session_opens_in_the_portal_for_its_owner_only(
     asgi_server, celery_worker, researcher, project, sandbox_cluster, alice, browser, page
 ) -> None:
-    job = job_submit(
+    job = session_submit(
         user=researcher,
         project=project,
         cluster=sandbox_cluster,
-        spec=spec(
-            name="notebook",
-            template=Template.JUPYTER,
-            command="jupyter lab",
-            # Its notebooks in the run directory (removed after the test), not alice's home.
-            setup='cd -- "$PORTAL_RUN_DIR"',
-            time_limit=timedelta(minutes=20),
-        ),
+        name="notebook",
+        time_limit=timedelta(minutes=20),
     )
     _member(project, "alice")
     _member(project, "bob")

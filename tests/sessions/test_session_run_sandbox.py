@@ -127,7 +127,7 @@ def test_a_run_from_a_session_gets_a_snapshot_of_its_working_directory(
     assert posted["Location"] == f"/jobs/{run.pk}/"
     assert run.template == Template.COMMAND and run.command == "python train.py"
     assert run.note == f"From session #{session.pk}: a snapshot of its working directory {work}."
-    assert run.code is not None and no_submission == [run.pk]
+    assert run.code is not None and no_submission == [run.attempts.get().pk]  # attempt ids
     with tarfile.open(fileobj=io.BytesIO(snapshot_bytes(run.code))) as archive:
         files = {m.name.removeprefix("./"): m for m in archive.getmembers() if m.isfile()}
         assert set(files) == PACKED

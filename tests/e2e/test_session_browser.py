@@ -104,7 +104,7 @@ def test_a_session_opens_in_the_portal_for_its_owner_only(
         lab.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
         lab.keyboard.type(CELL)
         lab.keyboard.press("Shift+Enter")
-        output.wait_for(timeout=300_000)
+        output.wait_for()
     except Exception:
         screenshot(lab, "session-jupyterlab-failed", full_page=False)
         print("\n".join(said[-60:]))

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from playwright.sync_api import Error as PlaywrightError
 from websockets.sync.client import connect
 
 from clusters.models import Cluster
@@ -23,6 +24,16 @@ from tests.factories import spec
 from tests.helpers import session_cookie
 
 ANSWER_TIMEOUT = 60  # seconds for one answer of the server, through the portal
+
+
+def open_button_shown(page: Any) -> bool:
+    """The session's Open button, on a fresh load of its job page (a load that the page's
+    own refresh cuts short is tried again at the next look)."""
+    try:
+        page.reload()
+    except PlaywrightError:
+        return False
+    return page.locator("#session-open").count() > 0
 
 
 def session_submit(

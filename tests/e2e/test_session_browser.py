@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from jobs.interactive import SESSION_FILE
 from jobs.models import Job
 from projects.models import Membership
-from tests.e2e.session_lab import session_submit
+from tests.e2e.session_lab import open_button_shown, session_submit
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, wait_for
 
 # The first `up` after the job python changed installs JupyterLab into it (minutes).
@@ -54,11 +54,6 @@ def _member(project, username: str) -> User:
     return user
 
 
-def _open_button(page) -> bool:
-    page.reload()
-    return page.locator("#session-open").count() > 0
-
-
 def test_a_session_opens_in_the_portal_for_its_owner_only(
     asgi_server, celery_worker, researcher, project, sandbox_cluster, alice, browser, page
 ) -> None:
@@ -74,7 +69,7 @@ def test_a_session_opens_in_the_portal_for_its_owner_only(
     lab_url = f"{asgi_server}/sessions/{job.pk}/lab/"
 
     _log_in(page, asgi_server, "alice", f"/jobs/{job.pk}/")
-    wait_for(lambda: _open_button(page), QUEUE_WAIT, "the Open JupyterLab button")
+    wait_for(lambda: open_button_shown(page), QUEUE_WAIT, "the Open JupyterLab button")
     assert "Time left" in page.locator("#session-card").inner_text()
     screenshot(page, "session-job-page")
 

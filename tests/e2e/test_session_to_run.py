@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError
 
 from clusters.ssh import Connection
 from jobs.enums import State, Template
 from jobs.interactive import ANNOUNCEMENTS_PLUGIN
 from jobs.models import Job
 from jobs.services import job_cancel, job_submit
+from tests.e2e.session_lab import open_button_shown
 from tests.factories import spec
 from tests.helpers import QUEUE_WAIT, browser_log_in, screenshot, wait_for
 
@@ -44,16 +44,6 @@ def work(alice: Connection) -> Iterator[str]:
         alice.run(f"rm -rf -- {shlex.quote(base)}")
 
 
-def _open_button(page) -> bool:
-    """The Open button, on a fresh load of the page (a load the page's own refresh cuts
-    short is tried again at the next look)."""
-    try:
-        page.reload()
-    except PlaywrightError:
-        return False
-    return page.locator("#session-open").count() > 0
-
-
 def test_a_session_becomes_a_run_of_its_directory(
     asgi_server, celery_worker, researcher, project, sandbox_cluster, work, page
 ) -> None:
@@ -72,7 +62,7 @@ def test_a_session_becomes_a_run_of_its_directory(
     try:
         browser_log_in(page, asgi_server, researcher)
         page.goto(f"{asgi_server}/jobs/{session.pk}/")
-        wait_for(lambda: _open_button(page), QUEUE_WAIT, "the Open JupyterLab button")
+        wait_for(lambda: open_button_shown(page), QUEUE_WAIT, "the Open JupyterLab button")
         # The session's cards: no loss, throughput, MFU, run notes or settings.
         for gone in ("#num-loss", "#num-mfu", "#metrics-section", "#run-notes", "#job-params"):
             assert page.locator(gone).count() == 0, gone

@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from clusters.ssh import Connection
 from jobs.models import Attempt, Job
@@ -43,6 +44,11 @@ class LabAddress:
     token: str = field(repr=False)
 
 
+def session_port_valid(port: object) -> TypeGuard[int]:
+    """A port a session's server may listen on: an int, unprivileged (1024-65535)."""
+    return type(port) is int and 1024 <= port <= 65535
+
+
 def parse_session_file(data: bytes) -> LabAddress | None:
     """The file's port and token, or None for anything the script would not have written."""
     if len(data) > MAX_SESSION_FILE_BYTES:
@@ -54,7 +60,7 @@ def parse_session_file(data: bytes) -> LabAddress | None:
     if not isinstance(value, dict):
         return None
     port, token = value.get("port"), value.get("token")
-    if type(port) is not int or not 1024 <= port <= 65535:
+    if not session_port_valid(port):
         return None
     if not isinstance(token, str) or not _TOKEN.match(token):
         return None

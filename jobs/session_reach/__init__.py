@@ -25,6 +25,7 @@ from pathlib import Path
 from clusters.models import SessionReach
 from clusters.slurm.tools import SlurmTools
 from clusters.ssh import CONNECT_TIMEOUT, Connection, SSHError, Tunnel
+from jobs.interactive import session_port_valid
 from jobs.models import Attempt
 
 RELAY = Path(__file__).with_name("relay.py")
@@ -44,7 +45,7 @@ def relay_command(*, tools: SlurmTools, slurm_job_id: str, port: int) -> str:
     node; ValueError for a job id or port that is not a plain number in range."""
     if not _JOB_ID.fullmatch(slurm_job_id):
         raise ValueError(f"not a plain Slurm job id: {slurm_job_id!r}")
-    if type(port) is not int or not 1024 <= port <= 65535:
+    if not session_port_valid(port):
         raise ValueError(f"not a session port: {port!r}")
     argv = [
         "srun",

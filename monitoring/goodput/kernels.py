@@ -174,7 +174,7 @@ def kernels_ask(
     """Ask a running session's server (outside the poll) and keep its verdict for the poll;
     a server that cannot be asked ran nothing, so its GPUs decide. None: not running."""
     attempt = (
-        Attempt.objects.select_related("job", "account")
+        Attempt.objects.select_related("job", "account__cluster")
         .filter(pk=attempt_id, state=State.RUNNING)
         .first()
     )

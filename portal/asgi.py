@@ -6,7 +6,10 @@ from functools import partialmethod
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 
+from portal.web_database import pool_web_connections
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
+pool_web_connections()
 # Django must be set up before the consumers (and their models) are imported.
 django_asgi_app = get_asgi_application()
 

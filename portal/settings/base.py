@@ -86,6 +86,10 @@ DATABASES = {
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+# The web (ASGI) process borrows its PostgreSQL connections from a pool of this size instead
+# (portal.web_database); the rest keep one each for CONN_MAX_AGE seconds.
+DATABASE_POOL_MIN_SIZE = env.int("DATABASE_POOL_MIN_SIZE", default=2)
+DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=20)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A few people at once: WAL lets reads go on beside a write; a transaction takes the
     # write lock when it begins (IMMEDIATE), so one that read first cannot fail at once

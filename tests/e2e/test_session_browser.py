@@ -7,6 +7,7 @@ refused and the open kernel socket is closed.
 """
 
 import json
+import re
 import shlex
 from datetime import timedelta
 
@@ -22,6 +23,8 @@ from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, wait_for
 # The first `up` after the job python changed installs JupyterLab into it (minutes).
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(1500)]
 
+# The status bar's kernel item once the notebook's kernel is connected and waiting.
+KERNEL_IDLE = re.compile(r"\(ipykernel\) \| Idle")
 CELL = 'import torch; print("torch says", torch.__version__, int(torch.ones(3).sum()))'
 # A socket of the page's own to the kernel, its close code kept: the logout must close it.
 OPEN_KERNEL_SOCKET = """async (url) => {
@@ -96,6 +99,9 @@ def test_a_session_opens_in_the_portal_for_its_owner_only(
         lab.wait_for_url("**/lab/lab*")
         lab.goto(f"{lab_url}lab?reset")
         lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+        # As its user does, wait for the notebook's kernel: JupyterLab clears a cell run
+        # before the notebook has its kernel (no request is sent; "[ ]" stays empty).
+        lab.get_by_text(KERNEL_IDLE).wait_for()
         lab.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
         lab.keyboard.type(CELL)
         lab.keyboard.press("Shift+Enter")

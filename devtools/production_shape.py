@@ -312,6 +312,24 @@ def running_shape(
         )
         worker.ready = log_says(worker, " ready.")
         start(worker)
+        tenants = process(
+            "tenants",
+            [
+                *celery,
+                "worker",
+                *WORKER_OPTIONS,
+                "-Q",
+                "tenants",
+                "-n",
+                f"tenants-{name}@localhost",
+            ],
+            PORTAL_USER,
+            env,
+            logs,
+            lambda: False,
+        )
+        tenants.ready = log_says(tenants, " ready.")
+        start(tenants)
         beat = process(
             "beat",
             [*celery, "beat", "--loglevel=INFO", f"--schedule={home / 'celerybeat-schedule'}"],

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from portal_lib.health import redis_for
-from portal_lib.worker_queues import Heartbeat, polls_queue, served_queues
+from portal_lib.worker_queues import Heartbeat, polls_queue, served_queues, tenants_queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.local")
 
@@ -28,17 +28,29 @@ logger = logging.getLogger(__name__)
 POLL_FANOUT = "jobs.tasks.poll_active_clusters"
 
 
+# Tasks that wait on what a tenant runs or names, each within its own deadline: a session's
+# server (its kernels), an alert's webhook, a job's processes (their stacks).
+TENANT_TASKS = frozenset(
+    {
+        "monitoring.tasks.ask_session_kernels",
+        "monitoring.tasks.deliver_alert",
+        "monitoring.tasks.request_stacks",
+    }
+)
+
+
 def route_task(name: str, *_: Any, **__: Any) -> dict[str, str] | None:
-    """The poll fan-out goes where the polls go (portal_lib.worker_queues): the polls queue
-    while a worker takes it; every other task where its call or the defaults say."""
-    if name != POLL_FANOUT:
+    """Where a task goes (portal_lib.worker_queues): the poll fan-out to the polls queue and
+    a tenant's task to the tenants' queue, each while a worker takes it; every other task
+    where its call or the defaults say."""
+    if name != POLL_FANOUT and name not in TENANT_TASKS:
         return None
     try:
         served = served_queues(redis_for(settings.REDIS_URL))
     except redis.RedisError:
-        logger.warning("queues of the workers unknown: the poll fan-out goes to the default")
+        logger.warning("queues of the workers unknown: %s goes to the default queue", name)
         served = set()
-    return {"queue": polls_queue(served)}
+    return {"queue": polls_queue(served) if name == POLL_FANOUT else tenants_queue(served)}
 
 
 @task_prerun.connect

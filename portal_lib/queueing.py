@@ -65,22 +65,27 @@ def queue_check(what: str) -> None:
 
 
 def queue_on_commit(
-    name: str, *args: Any, countdown: float | None = None, redriven: bool = False
+    name: str,
+    *args: Any,
+    countdown: float | None = None,
+    expires: float | None = None,
+    redriven: bool = False,
 ) -> None:
     """Send task `name` with `args` after the current transaction commits (at once outside one).
 
-    `redriven`: a reconciler re-sends what this message was for, so a send that fails
-    (the broker went down since `queue_check`) is logged, not raised to a caller whose
-    work is already committed.
+    `expires`: seconds after which a worker drops the message unrun (work that a newer
+    message would repeat). `redriven`: a reconciler re-sends what this message was for, so
+    a send that fails (the broker went down since `queue_check`) is logged, not raised to
+    a caller whose work is already committed.
     """
 
     def send() -> None:
         task = task_named(name)
         try:
-            if countdown is None:
+            if countdown is None and expires is None:
                 task.delay(*args)
             else:
-                task.apply_async(args, countdown=countdown)
+                task.apply_async(args, countdown=countdown, expires=expires)
         except (OperationalError, OSError):
             if not redriven:
                 raise

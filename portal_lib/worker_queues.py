@@ -32,6 +32,11 @@ HEARTBEAT_TTL = 5.0
 # polls (and the logs) back for minutes: workers take their queues in turn.
 POLLS_QUEUE = "polls"
 DEFAULT_QUEUE = "celery"
+# Work that waits on what a tenant runs or names (its session's server, its alert's
+# webhook, its job's processes): a queue apart, taken by a worker of its own
+# (`celery worker -Q tenants`), so that a tenant whose server answers slowly holds that
+# worker only, never the polls or anyone's submission. No worker takes it by default.
+TENANTS_QUEUE = "tenants"
 
 
 def poll_queue(cluster_name: str, served: set[str]) -> str:
@@ -46,6 +51,11 @@ def poll_queue(cluster_name: str, served: set[str]) -> str:
 def polls_queue(served: set[str]) -> str:
     """The polls queue while a worker takes it, else the default queue (every worker's)."""
     return POLLS_QUEUE if POLLS_QUEUE in served else DEFAULT_QUEUE
+
+
+def tenants_queue(served: set[str]) -> str:
+    """The tenants' queue while a worker takes it, else the default queue (every worker's)."""
+    return TENANTS_QUEUE if TENANTS_QUEUE in served else DEFAULT_QUEUE
 
 
 def cluster_queue(cluster_name: str) -> str:

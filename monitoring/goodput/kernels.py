@@ -160,7 +160,16 @@ def kernels_ask_queue(*, attempt_id: int, window: timedelta, now: datetime) -> b
     KERNELS_RECHECK_SECONDS; whether one was queued."""
     if not cache.add(f"idle-kernels-asked:{attempt_id}", True, KERNELS_RECHECK_SECONDS):
         return False
-    queue_on_commit(ASK_SESSION_KERNELS, attempt_id, window.total_seconds(), now.isoformat())
+    # On the tenants' queue (portal.celery.route_task); one not taken by the time the next
+    # may be queued is dropped, so a worker that cannot keep up is never behind by more
+    # than one ask per session.
+    queue_on_commit(
+        ASK_SESSION_KERNELS,
+        attempt_id,
+        window.total_seconds(),
+        now.isoformat(),
+        expires=KERNELS_RECHECK_SECONDS,
+    )
     return True
 
 

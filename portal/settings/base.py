@@ -86,8 +86,7 @@ DATABASES = {
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
-# The web (ASGI) process borrows its PostgreSQL connections from a pool of this size instead
-# (portal.web_database); the rest keep one each for CONN_MAX_AGE seconds.
+# The web (ASGI) process borrows from a pool of this size instead (portal.web_database).
 DATABASE_POOL_MIN_SIZE = env.int("DATABASE_POOL_MIN_SIZE", default=2)
 DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=20)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -223,10 +222,8 @@ CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 CELERY_WORKER_CONSUMER = "portal.worker_consumer:Consumer"
 CELERY_TIMEZONE = TIME_ZONE
 # Celery's Django fixup closes the database connection around every task unless this is
-# set: with a poll a second, that was a new PostgreSQL backend (a fork, authentication,
-# the session's settings) several times a second per worker. Tasks keep theirs instead,
-# closed by portal.celery around each task as Django closes a request's: past
-# CONN_MAX_AGE, or after an error left it unusable (a restarted PostgreSQL).
+# set (a new PostgreSQL backend several times a second per worker). Tasks keep theirs,
+# closed by portal.celery as Django closes a request's (past CONN_MAX_AGE, or unusable).
 CELERY_DB_REUSE_MAX = 1_000_000
 # How often live jobs are polled (one agent call per cluster account per poll).
 POLL_INTERVAL: float = env.float("POLL_INTERVAL", default=1.0)

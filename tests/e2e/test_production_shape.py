@@ -39,8 +39,9 @@ from devtools.production_shape import (
     tls_verified,
 )
 from devtools.servers import TAG_VARIABLE, free_port, kill_processes, leftover_processes
+from portal_lib.worker_queues import TENANTS_QUEUE, served_queues
 from tests.fixtures.sandbox import cancel_jobs, run_jobs
-from tests.helpers import QUEUE_WAIT, screenshot, worker_tag
+from tests.helpers import QUEUE_WAIT, screenshot, wait_for, worker_tag
 
 # Migrations, static files, five servers and a job on a shared sandbox: minutes when busy.
 pytestmark = [pytest.mark.sandbox, pytest.mark.browser, pytest.mark.timeout(900)]
@@ -169,6 +170,7 @@ def _secured(shape: Shape) -> None:
         "redis": "redis",
         "daphne": PORTAL_USER,
         "worker": PORTAL_USER,
+        "tenants": PORTAL_USER,
         "beat": PORTAL_USER,
         "caddy": CADDY_USER,
     }
@@ -176,6 +178,9 @@ def _secured(shape: Shape) -> None:
     with pytest.raises(redis.AuthenticationError):
         redis.Redis.from_url(re.sub(r"//:[^@]+@", "//", redis_url)).ping()
     assert redis.Redis.from_url(redis_url).ping()
+    # A tenant's tasks (a session's kernels, a webhook) go to the worker of their own.
+    served = lambda: TENANTS_QUEUE in served_queues(redis.Redis.from_url(redis_url))  # noqa: E731
+    wait_for(served, 30, "the tenants' worker taking its queue")
     # PostgreSQL checks the role's password (scram-sha-256): a wrong one is refused, and
     # the portal, as `portal`, connects with its own.
     database_url = shape.env["DATABASE_URL"]

@@ -10,6 +10,7 @@ from django.conf import settings
 from portal_lib import worker_queues
 from portal_lib.worker_queues import (
     POLLS_QUEUE,
+    TENANTS_QUEUE,
     Heartbeat,
     advertise,
     cluster_queue,
@@ -90,3 +91,26 @@ def test_beats_poll_fan_out_goes_to_the_polls_queue_while_a_worker_takes_it(
     advertise(client, "w@host", ["celery", POLLS_QUEUE])
     assert queue_of("jobs.tasks.poll_active_clusters") == POLLS_QUEUE
     assert queue_of("jobs.tasks.submit_attempt") == "celery"  # every other task as before
+
+
+def test_a_tenants_task_goes_to_the_tenants_queue_while_a_worker_takes_it(
+    client: redis.Redis,
+) -> None:
+    """A session's server that answers just under its deadline held a default worker 10 s
+    in every 30: on a queue apart, it holds the tenants' worker only."""
+    router = current_app.amqp.router
+
+    def queue_of(task: str) -> str:
+        return router.route({}, task)["queue"].name
+
+    tenants = ("monitoring.tasks.ask_session_kernels", "monitoring.tasks.deliver_alert")
+    assert {queue_of(task) for task in tenants} == {"celery"}  # nobody takes it: as before
+    advertise(client, "w@host", ["celery", POLLS_QUEUE])
+    assert {queue_of(task) for task in tenants} == {"celery"}
+    advertise(client, "t@host", [TENANTS_QUEUE])
+    assert {queue_of(task) for task in tenants} == {TENANTS_QUEUE}
+    assert queue_of("monitoring.tasks.request_stacks") == TENANTS_QUEUE
+    assert queue_of("jobs.tasks.submit_attempt") == "celery"
+    assert queue_of("jobs.tasks.poll_active_clusters") == POLLS_QUEUE
+    # The default workers never take it: a worker without -Q reads these queues only.
+    assert TENANTS_QUEUE not in {queue.name for queue in settings.CELERY_TASK_QUEUES}

@@ -19,6 +19,7 @@ from monitoring.goodput.idle import attempt_idle_check
 from monitoring.goodput.kernels import (
     ASK_SESSION_KERNELS,
     KERNELS_MAX_BYTES,
+    KERNELS_RECHECK_SECONDS,
     KernelActivity,
     kernels_active,
     kernels_answer,
@@ -221,6 +222,20 @@ def test_the_poll_never_waits_on_the_sessions_server(
     Attempt.objects.filter(pk=attempt.pk).update(state=State.CANCELLED)
     assert kernels_ask(attempt_id=attempt.pk, window=RULE.warn_after, read=server) is None
     assert server.calls == 1
+
+
+def test_an_ask_not_taken_before_the_next_is_dropped(
+    session, django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    """A tenants' worker that cannot keep up is behind by one ask per session at most:
+    each message expires when the next ask may be queued."""
+    _, attempt = session
+    gpu_points(attempt, QUIET_SINCE, [0.0] * 35)
+    sent: list[dict[str, object]] = []
+    monkeypatch.setattr(ask_session_kernels, "apply_async", lambda args, **kw: sent.append(kw))
+    with django_capture_on_commit_callbacks(execute=True):
+        attempt_idle_check(attempt=attempt, rule=RULE, now=QUIET_SINCE + timedelta(seconds=40))
+    assert [message["expires"] for message in sent] == [KERNELS_RECHECK_SECONDS]
 
 
 def test_a_sessions_idle_gpu_hours_are_in_its_card_and_the_projects_goodput(

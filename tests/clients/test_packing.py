@@ -87,6 +87,22 @@ def test_outside_git_the_gitignore_files_still_apply(tmp_path: Path) -> None:
     ]
 
 
+def test_notebook_checkpoints_and_python_caches_stay_out_in_git_or_not(
+    repo: Path, tmp_path: Path
+) -> None:
+    """As the portal's pack of a session's directory leaves them out (jobs.code.cluster_dir)."""
+    plain = tmp_path / "plain"
+    for root in (repo, plain):
+        (root / ".ipynb_checkpoints").mkdir(parents=True)
+        (root / ".ipynb_checkpoints" / "analysis-checkpoint.ipynb").write_text("{}\n")
+        (root / "pkg" / "__pycache__").mkdir(parents=True)
+        (root / "pkg" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"x")
+        (root / "pkg" / "model.py").write_text("WIDTH = 8\n")
+    assert "pkg/model.py" in _names(pack(repo).data)
+    assert not [n for n in _names(pack(repo).data) if "checkpoint" in n or "pycache" in n]
+    assert _names(pack(plain).data) == ["pkg/model.py"]
+
+
 def test_over_the_cap_it_names_the_cap_and_the_largest_files(repo: Path) -> None:
     (repo / "weights.pt").write_bytes(b"w" * 3000)
     (repo / "vocab.json").write_bytes(b"v" * 2000)

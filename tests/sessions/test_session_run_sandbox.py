@@ -1,5 +1,6 @@
 """From a session to a run on the sandbox: the form read over alice's real login, and the
-submitted run's code a snapshot of the session's working directory packed there by tar.
+submitted run's code a snapshot of the session's working directory packed there by tar, less
+what its .gitignore files leave out.
 
 The session's attempt is recorded as JupyterLab's script leaves it (a run directory whose
 workdir file names the directory it started in); no server needs to run for this.
@@ -136,7 +137,7 @@ def test_a_run_from_a_session_gets_a_snapshot_of_its_working_directory(
     # Frozen: what the session saves later is not the run's.
     _write(alice, f"{work}/train.py", "print('changed')\n")
     with tarfile.open(fileobj=io.BytesIO(snapshot_bytes(run.code))) as archive:
-        member = archive.extractfile("./train.py")
+        member = archive.extractfile("train.py")
         assert member is not None and member.read() == FILES["train.py"].encode()
 
 
@@ -175,3 +176,52 @@ def test_a_directory_over_the_cap_or_gone_is_refused_saying_so(
     with pytest.raises(JobError, match=r"could not be packed on the cluster: .*No such file"):
         directory_snapshot(connection=alice, user=researcher, project=project, path=f"{place}/gone")
     assert not CodeSnapshot.objects.exists()
+
+
+def _packed_names(snapshot: CodeSnapshot) -> set[str]:
+    with tarfile.open(fileobj=io.BytesIO(snapshot_bytes(snapshot))) as archive:
+        return {m.name for m in archive.getmembers() if m.isfile()}
+
+
+def test_the_pack_leaves_out_what_gitignore_does_as_git_reads_it(
+    researcher, project, alice, place, settings, tmp_path
+) -> None:
+    """A big file, a `data/` folder and a nested ignore file's pattern stay out; without the
+    .gitignore the directory would pack over the cap."""
+    settings.CODE_SNAPSHOT_DIR = tmp_path / "snapshots"
+    settings.CODE_UPLOAD_MAX_BYTES = 64 * 1024
+    work = f"{place}/notebooks"
+    texts = {
+        ".gitignore": "weights.bin\ndata/\n*.log\n!keep.log\n",
+        "train.py": "print('trained')\n",
+        "keep.log": "kept by the ! line\n",
+        "run.log": "left out\n",
+        "pkg/.gitignore": "scratch.py\n",
+        "pkg/model.py": "WIDTH = 8\n",
+        "pkg/scratch.py": "left out\n",
+        "data/readme.txt": "left out with its folder\n",
+        "pkg/data/x.txt": "a data/ line matches at every level\n",
+    }
+    for name, text in texts.items():
+        _write(alice, f"{work}/{name}", text)
+    quoted = shlex.quote(work)
+    # Random bytes, which gzip cannot shrink under the cap: packed, they would refuse it.
+    made = alice.run(
+        f"head -c 262144 /dev/urandom > {quoted}/weights.bin"
+        f" && head -c 262144 /dev/urandom > {quoted}/data/train.npy"
+    )
+    assert made.exit_status == 0, made.text
+    kept = {".gitignore", "train.py", "keep.log", "pkg/.gitignore", "pkg/model.py"}
+
+    snapshot = directory_snapshot(connection=alice, user=researcher, project=project, path=work)
+    assert _packed_names(snapshot) == kept
+
+    # In a git checkout, git's own list: a committed file is packed though a later line
+    # ignores it, as `git ls-files` and the Python client have it.
+    committed = alice.run(
+        f"cd {quoted} && git init -q . && git add -- train.py && git -c user.name=a "
+        "-c user.email=a@example.org commit -q -m code && echo 'train.py' >> .gitignore"
+    )
+    assert committed.exit_status == 0, committed.text
+    snapshot = directory_snapshot(connection=alice, user=researcher, project=project, path=work)
+    assert _packed_names(snapshot) == kept

@@ -3,9 +3,12 @@
 Which files: in a git checkout, what git itself would track (`git ls-files -co
 --exclude-standard`: committed, changed and untracked files, not ignored ones);
 elsewhere, everything the directory's `.gitignore` files do not exclude
-(matched by pathspec, git's own rules). The same files always give the same
-bytes (sorted names, zero times and owners, normalised modes), so the portal
-stores a directory it has seen once only once. No network, no portal.
+(matched by pathspec, git's own rules); neither takes ALWAYS_SKIPPED's folders
+unless committed. The portal packs a session's directory on the cluster by the same
+rules (jobs.code.cluster_dir, with git there), so both take the same files. The same
+files always give the same bytes (sorted names, zero times and owners, normalised
+modes), so the portal stores a directory it has seen once only once. No network, no
+portal.
 """
 
 import gzip
@@ -24,7 +27,8 @@ DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 # The uncommitted diff sent along (the portal caps it too).
 MAX_DIFF_BYTES = 256 * 1024
 LARGEST_SHOWN = 5
-ALWAYS_SKIPPED = frozenset({".git"})
+# A checkout's history, and what JupyterLab and Python leave beside the code.
+ALWAYS_SKIPPED = frozenset({".git", ".ipynb_checkpoints", "__pycache__"})
 
 
 class PackError(Exception):
@@ -65,7 +69,8 @@ def _is_git_checkout(directory: Path) -> bool:
 
 
 def _git_files(directory: Path) -> list[str]:
-    listed = _git(directory, "ls-files", "-z", "-co", "--exclude-standard", "--", ".")
+    skipped = [f"--exclude={name}" for name in sorted(ALWAYS_SKIPPED)]  # untracked ones
+    listed = _git(directory, "ls-files", "-z", "-co", "--exclude-standard", *skipped, "--", ".")
     if listed.returncode != 0:
         raise PackError(f"git ls-files failed in {directory}: {listed.stderr.decode().strip()}")
     # Deleted but uncommitted files are still listed (only what exists is packed), and a

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from portal_client.job import Job
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+# A session's run waits while the portal packs its directory on the cluster (two minutes at
+# most there, jobs.code.cluster_dir.PACK_TIMEOUT), then stores and submits it.
+SESSION_RUN_TIMEOUT = httpx.Timeout(180.0, connect=10.0)
 
 
 class PortalError(Exception):
@@ -251,6 +254,37 @@ class Portal:
             spec["params"] = params
         body = _job_body(project, cluster, name, command, template, nodes, gpus_per_node)
         return Job(self, self.post("jobs/", {**body, "time_limit": _duration(time_limit), **spec}))
+
+    def session_run(
+        self,
+        session: int,
+        *,
+        command: str,
+        project: str | None = None,
+        time_limit: timedelta | int | float | str | None = None,
+        params: dict[str, Any] | None = None,
+        **spec: Any,
+    ) -> "Job":
+        """Submit a training job from your running JupyterLab session `session` (its id): its
+        working directory, packed on the cluster now (what .gitignore keeps, as `code="."`
+        packs), runs `command` there with the session's environment and resources.
+
+        `project` is a slug of yours (the session's if not given); the run's cluster is the
+        session's. Any other spec field as a keyword changes the run's: name, nodes,
+        gpus_per_node, time_limit, setup, partition, total_steps, metric_patterns. `params`
+        as in submit.
+        """
+        from portal_client.job import Job
+
+        body: dict[str, Any] = {"command": command, **spec}
+        if project is not None:
+            body["project"] = project
+        if time_limit is not None:
+            body["time_limit"] = _duration(time_limit)
+        if params:
+            body["params"] = params
+        path = f"jobs/{int(session)}/session-run/"
+        return Job(self, self.request("POST", path, json=body, timeout=SESSION_RUN_TIMEOUT).json())
 
     def expected_starts(
         self,

@@ -1,7 +1,8 @@
 """The compare page in Chromium at a laptop's size and a phone's (390x844): the runs it
 leaves out named with why, the series selector, both axes named, log scale and smoothing
-kept in the URL; and the job page's log scale and smoothing, the same shared script
-(static/js/chart-scale.js). No cluster: runs are staged with the poll's own writers."""
+kept in the URL, the page with no run picked saying how to pick some; and the job page's
+log scale and smoothing, the same shared script (static/js/chart-scale.js). No cluster:
+runs are staged with the poll's own writers."""
 
 import pytest
 
@@ -97,6 +98,31 @@ def test_compare_says_what_it_left_out_and_scales_like_the_job_page(
     assert page.locator("#compare-chart .g-ytitle").text_content() == "train_loss"
     assert f"lr-a #{runs[0].pk} has no “train_loss” series (it logs loss)." in left.inner_text()
     screenshot(page, f"compare-series-picked-{size}")
+
+
+def test_with_no_run_picked_it_says_how_and_its_link_leads_to_picking_some(
+    asgi_server, project, owner, member, cluster, page
+) -> None:
+    """The empty page's hint read as it says: its link to the runs, two ticked, compared."""
+    runs = _stage(project, owner, cluster)[:2]
+    page.set_viewport_size(SIZES["phone"])
+    browser_log_in(page, asgi_server, member)
+    page.goto(f"{asgi_server}/projects/{project.slug}/compare/")
+    hint = page.locator("#compare-empty")
+    assert hint.is_visible() and "No runs picked yet." in hint.inner_text()
+    assert page.locator("#compare-chart").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= SIZES["phone"]["width"]
+    screenshot(page, "compare-empty-phone")
+    page.set_viewport_size(SIZES["desktop"])
+    screenshot(page, "compare-empty-desktop")
+    page.click("#compare-empty-runs")
+    page.wait_for_url("**/runs/")
+    for job in runs:
+        page.get_by_label(f"Select {job.name}").check()
+    page.click("#compare-selected")
+    page.wait_for_url("**/compare/?runs=**")
+    wait_for(lambda: _traces(page) == 2, 60, "the two ticked runs' curves")
+    assert page.locator("#compare-empty").count() == 0
 
 
 def test_groups_keep_their_band_with_log_scale(

@@ -126,3 +126,35 @@ def test_the_page_asks_for_its_curves_in_its_head(
     body = json.loads(client.get(url.path + "?" + url.query).content)
     assert [r["name"] for r in body["runs"]] == ["spiky", "calm"]
     assert 50.0 in body["runs"][0]["y"] and len(body["runs"][0]["x"]) <= chart_points(1000)
+
+
+def test_with_no_run_picked_the_page_says_how_to_pick_some(
+    client: Client, member: User, project: Project, other_job: Job
+) -> None:
+    """No chart, form or preload for nothing: what the page does and a link to the runs."""
+    client.force_login(member)
+    url = reverse("project-compare", args=["vision"])
+    runs = reverse("project-runs", args=["vision"])
+    for query in ({}, {"runs": ""}):
+        page = client.get(url, query)
+        assert page.status_code == 200
+        text = page.content.decode()
+        assert "<h1>Compare runs</h1>" in text and 'id="compare-empty"' in text
+        assert "overlays the curves of some of this project's runs" in text
+        assert "No runs picked yet." in text and "press <strong>Compare selected</strong>" in text
+        assert f'<a href="{runs}" id="compare-empty-runs">project\'s runs</a>' in text
+        assert "compare-curves" not in text and 'id="compare-chart"' not in text
+    # A link naming only another project's run: nothing to draw either, and it says why.
+    text = client.get(url, {"runs": str(other_job.pk)}).content.decode()
+    assert "None of the runs this link names is a run of this project that you may see." in text
+    assert 'id="compare-empty-runs"' in text and 'id="compare-chart"' not in text
+
+
+def test_a_picked_run_gets_the_chart_not_the_hint(
+    client: Client, member: User, pair: list[Job]
+) -> None:
+    client.force_login(member)
+    page = client.get(reverse("project-compare", args=["vision"]), {"runs": str(pair[0].pk)})
+    text = page.content.decode()
+    assert "<h1>Compare 1 run</h1>" in text and 'id="compare-chart"' in text
+    assert 'id="compare-empty"' not in text

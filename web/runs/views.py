@@ -190,6 +190,7 @@ def compare_page(request: HttpRequest, slug: str) -> HttpResponse:
             "has_run_groups": any(job.group for job in jobs),
             "diff": settings_diff(jobs),
             "lineage": compare_lineage(jobs=jobs),
+            "max_runs": MAX_RUNS,  # the empty page's hint: how many may be ticked
             # Every id asked for, so that the runs left out stay named after "Show".
             "runs": curves["runs"],
             "curves_query": urlencode(curves),

@@ -169,13 +169,15 @@ def persistent_stragglers(
 
 
 def _stragglers(attempt: Attempt, policy: StragglerPolicy, *, whole_run: bool) -> list[Straggler]:
+    # A node's pace is what pace_node reads as one, as on the job page's pace chart: a name
+    # it does not read (`steps_per_sec/n1/ema`) neither is a window nor moves the windows' end.
     rows = sorted(
         (name, x)
         for name, (x, _) in last_points(attempt_ids=[attempt.pk]).get(attempt.pk, {}).items()
-        if name.startswith((GPU_SERIES_PREFIX, "steps_per_sec/"))
+        if name.startswith(GPU_SERIES_PREFIX) or pace_node(name) is not None
     )
     gpu_now = max((x for n, x in rows if n.startswith(GPU_SERIES_PREFIX)), default=0.0)
-    pace_now = max((x for n, x in rows if n.startswith("steps_per_sec/")), default=0.0)
+    pace_now = max((x for n, x in rows if pace_node(n) is not None), default=0.0)
     gpu_from = None if whole_run else gpu_now - policy.window_seconds
     pace_from = None if whole_run else pace_now - policy.window_steps + 1
     utilization, temperature, pace = [], [], []

@@ -1,8 +1,10 @@
 """Straggler findings: sustained gaps against the job's median, not one slow sample."""
 
 import math
+from collections.abc import Callable
 
 from jobs.enums import State
+from jobs.models import Attempt, Job
 from monitoring.hangs.stragglers import (
     HOT,
     STEP_RATE,
@@ -20,6 +22,25 @@ POLICY = StragglerPolicy(window_seconds=60, window_steps=20, min_points=5)
 
 def _w(node: str, values: list[float], gpu: int | None = None, span: float = 60) -> _Window:
     return _Window(node=node, gpu=gpu, values=values, span=span)
+
+
+def _running(project, member, *, gpus_per_node: int = 1) -> tuple[Job, Attempt]:
+    """A running two-node job's attempt."""
+    job, attempt = factories.job(
+        project, member, factories.cluster(), nodes=2, gpus_per_node=gpus_per_node
+    )
+    attempt.state = State.RUNNING
+    attempt.save()
+    return job, attempt
+
+
+def _paces(attempt: Attempt, n2: Callable[[int], float]) -> list[tuple[int, str, float, float]]:
+    """Steps 1 to 40 of each node's pace as the example trainer logs it: n1 at 12 steps/s."""
+    return [
+        (attempt.pk, f"steps_per_sec/{node}", float(step), 12.0 if node == "n1" else n2(step))
+        for step in range(1, 41)
+        for node in ("n1", "n2")
+    ]
 
 
 def test_a_node_far_below_the_median_pace_is_flagged() -> None:
@@ -92,10 +113,7 @@ def test_a_hot_gpu_is_flagged_only_when_it_stays_hot() -> None:
 
 
 def test_attempt_stragglers_reads_the_stored_series(project, member) -> None:
-    cluster = factories.cluster()
-    _job, attempt = factories.job(project, member, cluster, nodes=2, gpus_per_node=2)
-    attempt.state = State.RUNNING
-    attempt.save()
+    _job, attempt = _running(project, member, gpus_per_node=2)
     start = 1_796_000_000.0
     points = []
     for second in range(70):
@@ -104,9 +122,7 @@ def test_attempt_stragglers_reads_the_stored_series(project, member) -> None:
             util = 20.0 if (node, gpu) == ("n2", 1) else 80.0 + 10 * math.sin(second)
             points.append((attempt.pk, f"gpu/{node}/{gpu}/utilization", t, util))
             points.append((attempt.pk, f"gpu/{node}/{gpu}/temperature", t, 60.0))
-    for step in range(1, 41):
-        points.append((attempt.pk, "steps_per_sec/n1", float(step), 12.0))
-        points.append((attempt.pk, "steps_per_sec/n2", float(step), 3.0 if step > 10 else 12.0))
+    points += _paces(attempt, lambda step: 3.0 if step > 10 else 12.0)
     series_append(points=points)
 
     found = attempt_stragglers(attempt=attempt, policy=POLICY)
@@ -119,18 +135,24 @@ def test_attempt_stragglers_reads_the_stored_series(project, member) -> None:
     assert attempt_stragglers(attempt=attempt, policy=POLICY) == []
 
 
+def test_only_what_the_pace_rule_reads_as_a_nodes_pace_sets_the_window(project, member) -> None:
+    """A name nested under `steps_per_sec/` is not a node's pace (monitoring.reading.kinds,
+    the job page's pace chart): logged further on, it must not move the window off the
+    nodes' own pace, nor be read as a node."""
+    _job, attempt = _running(project, member)
+    points = _paces(attempt, lambda step: 3.0 if step > 10 else 12.0)
+    points.append((attempt.pk, "steps_per_sec/n1/ema", 500.0, 0.5))
+    series_append(points=points)
+
+    found = attempt_stragglers(attempt=attempt, policy=POLICY)
+    assert [(f.kind, f.node, f.value, f.reference) for f in found] == [(STEP_RATE, "n2", 3.0, 12.0)]
+
+
 def test_the_job_page_names_the_straggler_and_offers_staff_a_drain(
     project, member, staff, client
 ) -> None:
-    cluster = factories.cluster()
-    job, attempt = factories.job(project, member, cluster, nodes=2, gpus_per_node=1)
-    attempt.state = State.RUNNING
-    attempt.save()
-    points = []
-    for step in range(1, 41):
-        points.append((attempt.pk, "steps_per_sec/n1", float(step), 12.0))
-        points.append((attempt.pk, "steps_per_sec/n2", float(step), 2.0))
-    series_append(points=points)
+    job, attempt = _running(project, member)
+    series_append(points=_paces(attempt, lambda step: 2.0))
 
     client.force_login(member)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
@@ -140,6 +162,6 @@ def test_the_job_page_names_the_straggler_and_offers_staff_a_drain(
 
     client.force_login(staff)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert f'action="/clusters/{cluster.name}/nodes/n2/drain/"' in page
+    assert f'action="/clusters/{job.cluster.name}/nodes/n2/drain/"' in page
     assert 'name="csrfmiddlewaretoken"' in page
     assert f'name="next" value="/jobs/{job.pk}/"' in page

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster, ClusterAccount
 from clusters.ssh import Connection
-from jobs.code.cluster_dir import directory_snapshot
+from jobs.code.cluster_dir import directory_snapshot, pack_command
 from jobs.code.snapshots import snapshot_bytes
 from jobs.enums import State, Template
 from jobs.errors import JobError
@@ -225,3 +225,20 @@ def test_the_pack_leaves_out_what_gitignore_does_as_git_reads_it(
     assert committed.exit_status == 0, committed.text
     snapshot = directory_snapshot(connection=alice, user=researcher, project=project, path=work)
     assert _packed_names(snapshot) == kept
+
+
+def test_without_git_on_the_cluster_tar_reads_the_gitignore_files(alice, place) -> None:
+    """The fallback's limit, pinned: a `data/` line's folder is packed, a `*.bin` line holds."""
+    work, tools = shlex.quote(f"{place}/code"), shlex.quote(f"{place}/tools")
+    links = " && ".join(
+        f'ln -s "$(command -v {tool})" {tools}/{tool}'
+        for tool in ("sh", "tar", "gzip", "ls", "mktemp", "rm")
+    )
+    made = alice.run(
+        f"mkdir -p {work}/data {tools} && {links} && printf 'data/\\n*.bin\\n' > {work}/.gitignore"
+        f" && echo x > {work}/train.py && echo x > {work}/weights.bin && echo x > {work}/data/a"
+    )
+    assert made.exit_status == 0, made.text
+    packed = alice.run(f"PATH={tools} {pack_command(f'{place}/code')} | {tools}/tar -tzf -")
+    assert packed.exit_status == 0, packed.text
+    assert set(packed.text.split()) == {"./", "./.gitignore", "./train.py", "./data/", "./data/a"}

@@ -39,6 +39,7 @@ from web.projects import api as project_api
 from web.runs import api as runs_api
 from web.runs import views as runs_views
 from web.sessions import run as session_run
+from web.sessions.notice import session_notice_view
 from web.sessions.views import session_lab
 from web.sweeps import api as sweep_api
 from web.sweeps import views as sweep_views
@@ -159,6 +160,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sessions/<int:job_id>/lab/", session_lab, name="session-lab"),
     path("sessions/<int:job_id>/lab/<path:rest>", session_lab, name="session-lab-path"),
     path("sessions/<int:job_id>/run/", session_run.session_run_view, name="session-run"),
+    path("sessions/<int:job_id>/notice.json", session_notice_view, name="session-notice"),
     path("mail/", outbox_page, name="outbox"),
     # Alerts and their rules.
     path("alerts/", alert_views.alerts_page, name="alerts"),

@@ -15,3 +15,5 @@ SESSION_WS_MESSAGE_MAX_BYTES: int = env.int("SESSION_WS_MESSAGE_MAX_BYTES", defa
 SESSION_PROXY_IDLE_CONNECTIONS: int = env.int("SESSION_PROXY_IDLE_CONNECTIONS", default=8)
 # How long the proxy waits for a session's answer to start.
 SESSION_PROXY_TIMEOUT_SECONDS: float = env.float("SESSION_PROXY_TIMEOUT_SECONDS", default=60.0)
+# How often JupyterLab's page asks the portal for the session's notices (idle, time limit).
+SESSION_NOTICE_SECONDS: float = env.float("SESSION_NOTICE_SECONDS", default=20.0)

@@ -131,6 +131,8 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("metrics stream", get(f"{ATTEMPT}/metrics/stream"), READ),
     # A session's JupyterLab opens in its owner's browser session only: a token never does.
     ("session lab", get("/sessions/{job}/lab/api/status"), dict.fromkeys(PERSONAS, FOUND)),
+    # Its notices are for JupyterLab's page, in the same browser session: no token reads them.
+    ("session notices", get("/sessions/{job}/notice.json"), dict.fromkeys(PERSONAS, FORBID)),
     (
         "submit",
         post("/api/v1/jobs/", SUBMIT),

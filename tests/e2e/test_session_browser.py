@@ -13,9 +13,11 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from jobs.interactive import SESSION_FILE
 from jobs.models import Job
+from monitoring.models import AttemptActivity
 from projects.models import Membership
 from tests.e2e.session_lab import open_button_shown, session_submit
 from tests.helpers import PASSWORD, QUEUE_WAIT, screenshot, wait_for
@@ -114,6 +116,19 @@ def test_a_session_opens_in_the_portal_for_its_owner_only(
     printed = output.inner_text().strip()
     assert printed.startswith("torch says 2.13.0") and printed.endswith(" 3")
     screenshot(lab, "session-jupyterlab", full_page=False)
+
+    # The idle ladder's warning reaches JupyterLab's own page (the ladder itself is
+    # tests/e2e/test_session_idle.py's): the portal's box says when it stops the session.
+    attempt = Job.objects.get(pk=job.pk).attempts.get()
+    stop_at = timezone.now() + timedelta(minutes=20)
+    AttemptActivity.objects.update_or_create(
+        attempt=attempt, defaults={"warned_at": timezone.now(), "cancel_at": stop_at}
+    )
+    notice = lab.locator("#portal-session-notice")
+    notice.get_by_text(f"stops the session at {stop_at:%H:%M} UTC").wait_for()
+    screenshot(lab, "session-jupyterlab-idle-notice", full_page=False)
+    notice.get_by_role("button", name="Hide").click()
+    assert notice.is_hidden()
     # The token never reached the browser.
     token = json.loads(alice.run(f"cat -- {shlex.quote(f'{run_dir}/{SESSION_FILE}')}").stdout)[
         "token"

@@ -17,6 +17,7 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.csrf import csrf_exempt
 
 from sessions.access import session_for_opener
+from sessions.notice import with_notice_script
 from sessions.target import SessionUnavailable, lab_target
 from sessions.upstream import (
     Upstream,
@@ -52,6 +53,13 @@ def _starting(message: str) -> HttpResponse:
 def _same_origin(request: HttpRequest) -> bool:
     origin = request.headers.get("Origin", "")
     return bool(origin) and origin.rstrip("/") == request.build_absolute_uri("/").rstrip("/")
+
+
+def _is_html(headers: list[tuple[str, str]]) -> bool:
+    return any(
+        name.lower() == "content-type" and value.lower().startswith("text/html")
+        for name, value in headers
+    )
 
 
 async def _body_of(upstream: Upstream) -> AsyncIterator[bytes]:
@@ -102,7 +110,10 @@ async def session_lab(request: HttpRequest, job_id: int, rest: str = "") -> Http
         return _refusal(exc.status, str(exc))
     response: HttpResponse | StreamingHttpResponse
     if upstream.body is not None:
-        response = HttpResponse(upstream.body, status=upstream.status)
+        body = upstream.body
+        if _is_html(upstream.headers):  # JupyterLab's pages show the portal's notices
+            body = with_notice_script(body, job_id)
+        response = HttpResponse(body, status=upstream.status)
     else:
         response = StreamingHttpResponse(_body_of(upstream), status=upstream.status)
     response.reason_phrase = upstream.reason or None  # type: ignore[assignment]

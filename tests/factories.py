@@ -71,6 +71,14 @@ def job(project: Project, user: User, cluster: Cluster, **overrides: object) -> 
     return job, Attempt.objects.create(job=job, number=1)
 
 
+def session(
+    project: Project, user: User, cluster: Cluster, **overrides: object
+) -> tuple[Job, Attempt]:
+    """A JupyterLab session job (issue 39) and its first attempt, not started."""
+    values: dict[str, object] = {"name": "lab", "command": "jupyter lab", **overrides}
+    return job(project, user, cluster, template=Template.JUPYTER, **values)
+
+
 def running_attempt(project: Project, user: User, cluster: Cluster, *, node: str = "n1") -> Attempt:
     """A running attempt with 2 GPUs on `node`: fresh samples, an MFU, a loss and its pace."""
     _, attempt = job(project, user, cluster, nodes=1, gpus_per_node=2)

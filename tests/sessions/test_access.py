@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs.enums import State, Template
+from jobs.enums import State
 from jobs.models import Job
 from projects.models import Membership
 from tests import factories
@@ -17,9 +17,7 @@ ORIGIN = "http://testserver"
 
 @pytest.fixture
 def session(project, owner, cluster) -> Job:
-    job, _ = factories.job(
-        project, owner, cluster, name="lab", template=Template.JUPYTER, command="jupyter lab"
-    )
+    job, _ = factories.session(project, owner, cluster)
     return job
 
 

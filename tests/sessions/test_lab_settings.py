@@ -34,15 +34,7 @@ def test_the_server_starts_in_the_working_directory_without_news(db: None) -> No
 
 
 def test_the_root_is_the_directory_the_workdir_file_names(project, owner, cluster) -> None:
-    job, attempt = factories.job(
-        project,
-        owner,
-        cluster,
-        name="lab",
-        template=Template.JUPYTER,
-        command="jupyter lab",
-        setup="cd -- ~/project",
-    )
+    job, attempt = factories.session(project, owner, cluster, setup="cd -- ~/project")
     script = render_batch_script(job=job, attempt=attempt, run_dir=RunDir("/runs/x"))
     after_setup = script.split("cd -- ~/project", 1)[1]
     # The workdir file is written after the set-up, and the server starts from there.

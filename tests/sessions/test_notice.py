@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs.enums import State, Template
+from jobs.enums import State
 from jobs.models import Attempt, Job
 from monitoring.models import AttemptActivity
 from sessions.notice import session_notices, with_notice_script
@@ -20,15 +20,7 @@ NOW = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
 
 @pytest.fixture
 def session(project, owner, cluster) -> tuple[Job, Attempt]:
-    job, attempt = factories.job(
-        project,
-        owner,
-        cluster,
-        name="lab",
-        template=Template.JUPYTER,
-        command="jupyter lab",
-        time_limit=timedelta(hours=2),
-    )
+    job, attempt = factories.session(project, owner, cluster, time_limit=timedelta(hours=2))
     Attempt.objects.filter(pk=attempt.pk).update(
         state=State.RUNNING, started_at=NOW - timedelta(minutes=30)
     )

@@ -20,13 +20,10 @@ SESSION_SETUP = "module load cuda/12\ncd -- ~/project\nconda activate torch\n  p
 
 @pytest.fixture
 def session(project, owner, cluster) -> Job:
-    job, attempt = factories.job(
+    job, attempt = factories.session(
         project,
         owner,
         cluster,
-        name="lab",
-        template=Template.JUPYTER,
-        command="jupyter lab",
         gpus_per_node=2,
         partition="gpu",
         setup=SESSION_SETUP,

@@ -62,6 +62,7 @@ bench: install  ## benchmarks, ours beside the naive way (needs root for the san
 	.venv/bin/python bench/start_estimates.py $(BENCH_ARGS)
 	.venv/bin/python bench/bad_nodes.py $(BENCH_ARGS)
 	.venv/bin/python bench/session_proxy.py $(BENCH_ARGS)
+	.venv/bin/python bench/web_connections.py $(BENCH_ARGS)
 
 lint: install
 	.venv/bin/ruff check .

@@ -35,8 +35,8 @@ def pooled(database: dict[str, Any], *, min_size: int, max_size: int) -> None:
 def pool_web_connections() -> None:
     """Called by portal.asgi before Django is set up. A process that set Django up before
     (a test importing the application) keeps its connections as they are."""
-    if apps.ready:
-        return
+    if apps.ready or settings.DATABASE_POOL_MAX_SIZE <= 0:
+        return  # 0: no pool (a pooler in front, say); then set DATABASE_CONN_MAX_AGE=0
     pooled(
         settings.DATABASES["default"],
         min_size=settings.DATABASE_POOL_MIN_SIZE,

@@ -36,6 +36,7 @@ DATABASE_ONLY = (
     "queue_waits.py",
     "runs.py",
     "series.py",
+    "web_connections.py",  # its daphnes on the database
 )
 PURE = ("bad_nodes.py", "diagnosis.py", "heartbeat.py", "parsers.py")
 IN_CHROMIUM = ("page.py",)  # daphne and Debian's Chromium on the database, no cluster

@@ -11,9 +11,11 @@ from django.conf import settings
 
 from clusters import sandbox
 from clusters.sandbox import config, daemons, system
+from tests.helpers import wait_for
 
 # Takes the whole sandbox down and up: no other sandbox test runs meanwhile.
 pytestmark = [pytest.mark.sandbox, pytest.mark.sandbox_exclusive]
+JOB_MARK = "sandbox-down-tenant-job"
 
 
 def _pids(state_dir: Path) -> dict[str, int | None]:
@@ -21,6 +23,11 @@ def _pids(state_dir: Path) -> dict[str, int | None]:
         daemon.name: daemons.running_pid(daemon)
         for daemon in daemons.daemons(config.Paths.of(state_dir))
     }
+
+
+def _marked() -> list[str]:
+    found = subprocess.run(["pgrep", "-f", JOB_MARK], capture_output=True, text=True)
+    return found.stdout.split()
 
 
 def _alive(process: tuple[int, str | None]) -> bool:
@@ -38,7 +45,16 @@ def test_down_stops_only_its_own_processes_and_up_restores(sandbox_info) -> None
     # A bystander: another slurmd-looking process that the sandbox did not start.
     bystander = subprocess.Popen(["bash", "-c", "exec -a slurmd-bystander sleep 120"])
     try:
+        # A tenant's job still running: its processes outlived slurmd (a JupyterLab did).
+        paths = config.Paths.of(state_dir)
+        subprocess.run(
+            ["runuser", "-u", "alice", "--", "sbatch", "--chdir=/tmp", "-o", "/dev/null",
+             "--wrap", f"exec python3 -c 'import time; time.sleep(300)' {JOB_MARK}"],
+            env=daemons.slurm_env(paths), check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+        wait_for(lambda: _marked() != [], 60, "the tenant's job running")
         stopped = sandbox.down(state_dir)
+        assert _marked() == []  # cancelled, and ended, before the daemons stopped
         assert sorted(stopped) == sorted(before)
         # `down` returns once every daemon has exited, not once its pid file is gone.
         assert [name for name, process in processes.items() if _alive(process)] == []

@@ -112,9 +112,9 @@ def main() -> None:
     failed: dict[str, int] = dict.fromkeys(WAYS, 0)
     rate: dict[str, list[float]] = {way: [] for way in WAYS}
     with tempfile.TemporaryDirectory() as workdir:
-        for _ in range(ROUNDS):
-            for way, extra in WAYS.items():
-                name = f"bench-web-{len(held[way])}-{abs(hash(way)) % 1000}"
+        for round_number in range(ROUNDS):
+            for index, (way, extra) in enumerate(WAYS.items()):
+                name = f"bench-web-{round_number}-{index}"  # its backends' application name
                 env = {**base, **extra, "PGAPPNAME": name}
                 with running(Daphne(env, Path(workdir))) as (server,):
                     _round(server.url, cookie)  # type: ignore[attr-defined]  # warm

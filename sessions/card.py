@@ -22,6 +22,11 @@ class SessionCard:
     may_submit_run: bool = False
 
 
+def session_ends_at(*, job: Job, attempt: Attempt) -> datetime | None:
+    """When a started session reaches its time limit (Slurm stops it then)."""
+    return None if attempt.started_at is None else attempt.started_at + job.time_limit
+
+
 def session_card(
     *, job: Job, attempts: list[Attempt], user: Viewer | None, now: datetime
 ) -> SessionCard | None:
@@ -30,9 +35,7 @@ def session_card(
         return None
     latest = attempts[-1] if attempts else None
     running = latest is not None and latest.state == State.RUNNING
-    ends_at = None
-    if running and latest is not None and latest.started_at is not None:
-        ends_at = latest.started_at + job.time_limit
+    ends_at = session_ends_at(job=job, attempt=latest) if running and latest else None
     left = None if ends_at is None else max(ends_at - now, timedelta(0))
     if left is not None:
         left = timedelta(seconds=int(left.total_seconds()))

@@ -20,6 +20,7 @@ from django.urls import reverse
 from jobs.enums import State
 from jobs.models import Attempt, Job
 from monitoring.models import AttemptActivity
+from sessions.card import session_ends_at
 
 # Before its time limit, a session's page says how long is left from this much.
 TIME_LIMIT_NOTICE = timedelta(minutes=15)
@@ -53,8 +54,8 @@ def session_notices(*, job: Job, now: datetime) -> list[Notice]:
         else:
             text = f"{idle}: its GPUs are charged while they wait. Stop it when you are done."
         notices.append(Notice("idle", text))
-    if attempt.started_at is not None:
-        ends_at = attempt.started_at + job.time_limit
+    ends_at = session_ends_at(job=job, attempt=attempt)
+    if ends_at is not None:
         left = ends_at - now
         if left <= TIME_LIMIT_NOTICE:
             minutes = max(int(left.total_seconds() // 60), 0)

@@ -6,7 +6,6 @@ import logging
 import os
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,42 +204,11 @@ def up(state_dir: Path, timeout: float = 90) -> SandboxInfo:
     return describe(paths, keys, portal_key, accounting)
 
 
-def _end_jobs(paths: Paths, timeout: float = 20.0) -> None:
-    """Cancel the jobs still in the cluster and wait for them to end: a job's processes
-    outlive slurmd (a session's JupyterLab went on after `down`, as its tenant)."""
-    ctld = next(x for x in d.daemons(paths) if x.binary == "slurmctld")
-    if not d.running_pid(ctld) or not paths.slurm_conf.exists():
-        return
-    env = d.slurm_env(paths)
-
-    def jobs() -> list[str]:
-        listed = subprocess.run(
-            ["squeue", "-h", "-o", "%i"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=False,
-        )
-        return listed.stdout.split() if listed.returncode == 0 else []
-
-    ids = jobs()
-    if not ids:
-        return
-    subprocess.run(["scancel", *ids], env=env, capture_output=True, timeout=15, check=False)
-    deadline = time.monotonic() + timeout
-    while jobs() and time.monotonic() < deadline:
-        time.sleep(0.5)
-
-
 def down(state_dir: Path) -> list[str]:
     """End the jobs, then stop the daemons this state dir started (reverse order); returns
     the daemons' names."""
     paths = Paths.of(state_dir)
-    try:
-        _end_jobs(paths)
-    except (OSError, subprocess.SubprocessError) as exc:
-        logger.warning("sandbox: the jobs were not cancelled before the daemons stopped: %s", exc)
+    d.end_jobs(paths)
     stopped = stop_all(paths)
     isolation.reopen()
     return stopped

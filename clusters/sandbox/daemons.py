@@ -307,3 +307,33 @@ def wait_idle(paths: Paths, timeout: float = 60) -> None:
         f"Nodes not idle after {timeout:.0f}s (sinfo says {states or 'nothing'}). "
         f"Check the logs, then `manage.py sandbox down` and `up` again.\n{tails}"
     )
+
+
+def job_ids(paths: Paths) -> list[str]:
+    """The ids of the cluster's jobs not yet ended (those completing included); none when down."""
+    ctld = next(daemon for daemon in daemons(paths) if daemon.binary == "slurmctld")
+    if running_pid(ctld) is None or not paths.slurm_conf.exists():
+        return []
+    try:
+        proc = subprocess.run(
+            ["squeue", "--noheader", "--format=%A"],
+            env=slurm_env(paths),
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+def end_jobs(paths: Paths, timeout: float = 30) -> None:
+    """Cancel the cluster's jobs and wait for their end: a job's processes outlive slurmd
+    (a session's JupyterLab went on as its tenant after `down`)."""
+    deadline = time.monotonic() + timeout
+    while (jobs := job_ids(paths)) and time.monotonic() < deadline:
+        subprocess.run(
+            ["scancel", *jobs], env=slurm_env(paths), capture_output=True, timeout=15, check=False
+        )
+        time.sleep(0.5)

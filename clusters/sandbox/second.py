@@ -12,8 +12,6 @@ a Slurm operator, as on the sandbox. Tests of more than one cluster bring it up 
 from __future__ import annotations
 
 import logging
-import subprocess
-import time
 from pathlib import Path
 
 from . import accounting as acct
@@ -63,29 +61,5 @@ def down(state_dir: Path, timeout: float = 30) -> list[str]:
     """Cancel its jobs and wait for their end (their processes outlive slurmd), then stop it
     (its slurmdbd too; the sandbox's MariaDB goes on)."""
     paths = Paths.second(state_dir)
-    deadline = time.monotonic() + timeout
-    while (jobs := job_ids(paths)) and time.monotonic() < deadline:
-        subprocess.run(
-            ["scancel", *jobs], env=d.slurm_env(paths), capture_output=True, timeout=15, check=False
-        )
-        time.sleep(0.5)
+    d.end_jobs(paths, timeout)
     return stop_all(paths)
-
-
-def job_ids(paths: Paths) -> list[str]:
-    """The ids of the cluster's jobs not yet ended (those completing included); none when down."""
-    ctld = next(daemon for daemon in d.daemons(paths) if daemon.binary == "slurmctld")
-    if d.running_pid(ctld) is None:
-        return []
-    try:
-        proc = subprocess.run(
-            ["squeue", "--noheader", "--format=%A"],
-            env=d.slurm_env(paths),
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return []
-    return proc.stdout.split() if proc.returncode == 0 else []

@@ -192,13 +192,44 @@ def celery_worker(
 
 
 class Daphne(Server):
-    """The ASGI stack (pages, REST, WebSockets) on a free port; ready once it accepts."""
+    """The ASGI stack (pages, REST, WebSockets) on a free port; ready once its log says it
+    listens there.
+
+    Not once the port accepts: another process may take the port between free_port's probe
+    and daphne's bind (a sandbox job's JupyterLab kernel did, on this one machine). Then the
+    port accepted, the test talked to the kernel, and daphne had exited. Now daphne's exit is
+    seen, nothing is sent to the stranger, and daphne starts again on another port.
+    """
+
+    STARTS = 3
 
     def __init__(self, env: Mapping[str, str], workdir: Path, *, name: str = "daphne") -> None:
         self.port = free_port()
+        self._log_from = 0
         env = {"DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", **env}
-        args = ["daphne", "-b", "127.0.0.1", "-p", str(self.port), "portal.asgi:application"]
-        super().__init__(name, args, env, workdir, ready=lambda: answers(self.port))
+        super().__init__(name, self._args(), env, workdir, ready=self._listening)
+
+    def _args(self) -> list[str]:
+        return ["daphne", "-b", "127.0.0.1", "-p", str(self.port), "portal.asgi:application"]
+
+    def _listening(self) -> bool:
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_from)
+            said = log.read()
+        return f"Listening on TCP address 127.0.0.1:{self.port}\n".encode() in said
+
+    def start(self, timeout: float = 60) -> None:
+        for tries_left in reversed(range(self.STARTS)):
+            self._log_from = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                super().start(timeout)
+                return
+            except RuntimeError:  # it exited: its port was taken meanwhile
+                if tries_left == 0:
+                    raise
+                self.port = free_port()
+                self.args = self._args()
+                self.argv = [sys.executable, "-m", *self.args]
 
     @property
     def url(self) -> str:
